@@ -1,0 +1,49 @@
+"""Run one job by hand or from Snakemake:
+
+    python -m experiments experiment=bandwidth device=cpu dtype=float32 out=results/x.parquet
+    python -m experiments --list        # the experiments, each with its description
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ValidationError
+
+from . import registry
+from .config import ConfigError, register_configs
+from .core.device import DeviceError, resolve_device
+from .core.runner import run_job
+
+CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "config")
+MODULES = registry.all_modules()
+register_configs({name: m.Config for name, m in MODULES.items()})
+log = logging.getLogger("rooflab")
+
+
+@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="job")
+def main(cfg: DictConfig) -> None:
+    try:
+        job = OmegaConf.to_object(cfg)  # runs every dataclass's __post_init__ checks
+        resolve_device(job.device)  # a device that does not exist fails before measuring
+    except (ConfigError, DeviceError, ValueError, ValidationError) as exc:
+        print(f"rooflab: bad config: {exc}", file=sys.stderr)
+        sys.exit(2)
+    path = run_job(job, MODULES[job.experiment.name])
+    log.info("wrote %s", path)
+
+
+def list_experiments() -> None:
+    for name, module in MODULES.items():
+        print(f"{name:<12} {', '.join(module.CLAIMS):<24} {module.DESCRIPTION}")
+
+
+if __name__ == "__main__":
+    if "--list" in sys.argv[1:]:
+        list_experiments()
+    else:
+        main()

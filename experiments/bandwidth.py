@@ -1,0 +1,96 @@
+"""Memory bandwidth: STREAM's kernels plus `y = x + 1`, from cache-resident sizes to far past the LLC.
+
+Buffers are deliberately not rotated: the curve over size is what shows each cache level.
+Bytes are counted from each kernel's definition (every input read once, the output written once).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from .config import ExperimentConfig, check_sizes
+from .core.dtypes import itemsize, torch_dtype
+from .core.runner import Context, NotApplicable, WrongResult
+
+NAME = "bandwidth"
+DESCRIPTION = "copy, x + 1, scale, add and triad over sizes from inside the LLC to far past it"
+CLAIMS = ("C8", "C9", "C10", "C13")
+
+SCALAR = 3.0
+# op: (inputs read, FLOPs per element, kernel writing `out`, float64 reference)
+OPS = {
+    "copy": (1, 0, lambda a, b, out: out.copy_(a), lambda a, b: a),
+    "add_one": (1, 1, lambda a, b, out: torch.add(a, 1, out=out), lambda a, b: a + 1),
+    "scale": (1, 1, lambda a, b, out: torch.mul(a, SCALAR, out=out), lambda a, b: SCALAR * a),
+    "add": (2, 1, lambda a, b, out: torch.add(a, b, out=out), lambda a, b: a + b),
+    "triad": (2, 2, lambda a, b, out: torch.add(a, b, alpha=SCALAR, out=out),
+              lambda a, b: a + SCALAR * b),
+}
+# relative error a correct kernel stays under (one rounding of the output, some margin)
+TOLERANCE = {"float64": 1e-12, "float32": 1e-6, "float16": 2e-3, "bfloat16": 1e-2}
+CHECK_ELEMENTS = 1 << 20  # the numeric check samples this many; the NaN check covers all
+
+
+@dataclass
+class BandwidthConfig(ExperimentConfig):
+    name: str = NAME
+    ops: list[str] = field(default_factory=lambda: list(OPS))
+    sizes: list[int] = field(default_factory=lambda: [1 << 16, 1 << 20, 1 << 24])  # bytes per array
+
+    def __post_init__(self):
+        unknown = [op for op in self.ops if op not in OPS]
+        if unknown or not self.ops:
+            raise ValueError(f"experiment.ops={list(self.ops)}; allowed: {list(OPS)}")
+        check_sizes("experiment.sizes", self.sizes)
+
+
+Config = BandwidthConfig
+
+
+def _check(op, a, b, out, dtype) -> float:
+    if torch.isnan(out).any():
+        raise WrongResult(f"{op}: output has unwritten (NaN-poisoned) elements")
+    step = max(1, out.numel() // CHECK_ELEMENTS)
+    pick = lambda t: None if t is None else t[::step].double()
+    ref = OPS[op][3](pick(a), pick(b))
+    err = ((pick(out) - ref).norm() / ref.norm()).item()
+    if not err <= TOLERANCE[dtype]:
+        raise WrongResult(f"{op}: relative error {err:.3g} above {TOLERANCE[dtype]:g}")
+    return err
+
+
+def _measure(ctx: Context, op: str, n: int) -> dict:
+    n_in, flops_per, kernel, _ = OPS[op]
+    dt = torch_dtype(ctx.dtype)
+    a = ctx.randn(n, dtype=dt)
+    b = ctx.randn(n, dtype=dt) if n_in == 2 else None
+    out = torch.full((n,), float("nan"), device=ctx.device, dtype=dt)
+    kernel(a, b, out)
+    ctx.sync()
+    err = _check(op, a, b, out, ctx.dtype)
+    stats = ctx.time(lambda i: kernel(a, b, out))
+    return stats | {"rel_error": err, "check_passed": True}
+
+
+def run(cfg: BandwidthConfig, ctx: Context):
+    size = itemsize(ctx.dtype)
+    for op in cfg.ops:
+        n_in, flops_per = OPS[op][:2]
+        for nbytes in cfg.sizes:
+            n = max(1, nbytes // size)
+            moved = (n_in + 1) * n * size
+            base = {"op": op, "n": n, "working_set_bytes": moved, "bytes": float(moved),
+                    "flops": float(flops_per * n), "claims": ["C10", "C13"] if op == "add_one" else ["C8"]}
+
+            def body(op=op, n=n, moved=moved):
+                if ctx.dtype not in TOLERANCE:
+                    raise NotApplicable(f"{ctx.dtype} is a matmul compute mode, not a storage type")
+                if ctx.device.type == "cpu" and moved * 1.2 > ctx.free_memory():
+                    # a CPU allocation past memory gets the process killed, not an exception
+                    raise MemoryError(f"out of memory: {moved} bytes needed, "
+                                      f"{ctx.free_memory()} available")
+                return _measure(ctx, op, n)
+
+            yield ctx.point(base, body)

@@ -1,0 +1,1 @@
+"""The measurement core shared by every experiment: devices, timers, statistics, rows, files."""

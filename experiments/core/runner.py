@@ -1,0 +1,156 @@
+"""One job: one experiment on one device in one dtype, written as one Parquet file."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import socket
+import time
+import uuid
+from dataclasses import asdict, dataclass, field, is_dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from .device import DeviceFacts, device_facts, device_state, resolve_device
+from .provenance import config_hash, git_state, package_versions
+from .schema import to_table
+from .store import write_atomic
+from .timer import measure
+
+log = logging.getLogger("rooflab")
+
+
+class Unsupported(Exception):
+    """This device or torch build cannot run the point (fp8 on a CPU, say)."""
+
+
+class NotApplicable(Exception):
+    """The point has no meaning on this device (a CUDA graph on a CPU, say)."""
+
+
+class WrongResult(Exception):
+    """The timed operation's output failed its check."""
+
+
+def is_oom(exc: BaseException) -> bool:
+    if isinstance(exc, torch.OutOfMemoryError):
+        return True
+    text = str(exc)
+    return isinstance(exc, (RuntimeError, MemoryError)) and (
+        "out of memory" in text or "can't allocate memory" in text or isinstance(exc, MemoryError)
+    )
+
+
+def is_unsupported(exc: BaseException) -> bool:
+    text = str(exc)
+    return isinstance(exc, (RuntimeError, NotImplementedError, TypeError)) and any(
+        key in text for key in ("not implemented for", "not supported", "Could not run",
+                                "only supported", "is not supported", "NotImplementedError")
+    )
+
+
+@dataclass
+class Context:
+    """What an experiment gets: the device, its facts, the dtype, and the job's measuring rules."""
+
+    device: torch.device
+    dtype: str
+    facts: DeviceFacts
+    point_budget_s: float = 0.5
+    cv_threshold: float = 0.1
+    retries: int = 1
+    use_graph: bool = True
+    seed: int = 0
+    generator: torch.Generator = field(init=False)
+
+    def __post_init__(self):
+        self.generator = torch.Generator(device=self.device).manual_seed(self.seed)
+
+    def randn(self, *shape, dtype=torch.float32) -> torch.Tensor:
+        """Random data on the device (never zeros: they hide bugs and can run faster)."""
+        return torch.randn(*shape, device=self.device, dtype=dtype, generator=self.generator)
+
+    def time(self, fn: Callable[[int], object], **overrides) -> dict:
+        """Time fn(i) within the point budget; returns the row's time columns."""
+        kwargs = dict(budget_s=self.point_budget_s, use_graph=self.use_graph,
+                      cv_threshold=self.cv_threshold, retries=self.retries) | overrides
+        timing = measure(fn, self.device, **kwargs)
+        stats = timing.stats
+        stats["noisy"] = bool(stats["cv"] > kwargs["cv_threshold"])
+        return stats
+
+    def sync(self):
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def free_memory(self) -> int:
+        """Bytes free for new tensors on the device."""
+        if self.device.type == "cuda":
+            return torch.cuda.mem_get_info(self.device)[0]
+        with open("/proc/meminfo") as f:
+            info = dict(line.split(":", 1) for line in f)
+        return int(info["MemAvailable"].split()[0]) * 1024
+
+    def point(self, base: dict, body: Callable[[], dict]) -> dict:
+        """Run one point; a failure becomes a row with its status instead of ending the job."""
+        row = dict(base)
+        try:
+            row.update(body())
+            row.setdefault("status", "ok")
+        except Unsupported as exc:
+            row.update(status="unsupported", message=str(exc))
+        except NotApplicable as exc:
+            row.update(status="not_applicable", message=str(exc))
+        except WrongResult as exc:
+            row.update(status="wrong_result", message=str(exc))
+        except Exception as exc:
+            status = "oom" if is_oom(exc) else "unsupported" if is_unsupported(exc) else "error"
+            row.update(status=status, message=f"{type(exc).__name__}: {str(exc)[:500]}")
+            log.warning("%s point %s: %s", status, base, row["message"])
+        finally:
+            gc.collect()
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
+        return row
+
+
+def _plain(obj):
+    return asdict(obj) if is_dataclass(obj) else obj
+
+
+def run_job(job, module) -> Path:
+    """Measure every point of `module` for the job, then write the file atomically."""
+    dev = resolve_device(job.device)
+    facts = device_facts(dev)
+    host = job.host or socket.gethostname()
+    ctx = Context(device=dev, dtype=job.dtype.value, facts=facts,
+                  point_budget_s=job.point_budget_s, cv_threshold=job.cv_threshold,
+                  retries=job.retries, use_graph=job.use_graph, seed=job.seed)
+    git = git_state()
+    run_id = uuid.uuid4().hex[:12]
+    identity = {
+        "experiment": module.NAME, "host": host, "device": str(dev), "device_kind": dev.type,
+        "device_name": facts.name, "dtype": ctx.dtype, "run_id": run_id,
+        "git_commit": git["commit"], "torch_version": torch.__version__,
+    }
+    config = {"job": {k: _plain(v) for k, v in asdict(job).items()}}
+    started = datetime.now(timezone.utc)
+    state_start = device_state(dev)
+    t0 = time.perf_counter()
+    rows = []
+    for row in module.run(job.experiment, ctx):
+        row = identity | {"claims": list(module.CLAIMS), "measured_at": datetime.now(timezone.utc)} | row
+        rows.append(row)
+        log.info("%s %s %s n=%s: %s %s", module.NAME, row.get("op"), ctx.dtype, row.get("n"),
+                 row.get("status"), f"{row.get('time_s', 0) or 0:.3e}s")
+    metadata = {
+        "run_id": run_id, "host": host, "experiment": module.NAME, "device": str(dev),
+        "dtype": ctx.dtype, "device_facts": facts.to_dict(), "git": git,
+        "packages": package_versions(), "config": config, "config_hash": config_hash(config),
+        "started": started.isoformat(), "wall_s": time.perf_counter() - t0,
+        "device_state_start": state_start, "device_state_end": device_state(dev),
+    }
+    return write_atomic(to_table(rows, metadata), job.out)

@@ -1,0 +1,92 @@
+"""The one row schema that every experiment writes (README, "Columns", documents each field)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pyarrow as pa
+
+STATUSES = ("ok", "oom", "unsupported", "not_applicable", "skipped", "wrong_result", "error")
+
+SCHEMA = pa.schema(
+    [
+        # identity
+        pa.field("experiment", pa.string(), nullable=False),
+        pa.field("op", pa.string(), nullable=False),
+        pa.field("variant", pa.string()),  # a method or mode within an op (pinned, graph, ...)
+        pa.field("claims", pa.list_(pa.string())),
+        pa.field("host", pa.string(), nullable=False),
+        pa.field("device", pa.string(), nullable=False),  # cpu, cuda:0 ...
+        pa.field("device_kind", pa.string(), nullable=False),  # cpu | cuda
+        pa.field("device_name", pa.string()),
+        pa.field("dtype", pa.string(), nullable=False),
+        # the point's parameters
+        pa.field("n", pa.int64()),  # elements per array / matrix side / columns C
+        pa.field("m", pa.int64()),
+        pa.field("k", pa.int64()),
+        pa.field("batch", pa.int64()),
+        pa.field("working_set_bytes", pa.int64()),  # all operands of one call together
+        pa.field("params", pa.string()),  # JSON: anything else the experiment sweeps
+        # the work, counted from the operation's definition
+        pa.field("flops", pa.float64()),
+        pa.field("bytes", pa.float64()),  # fewest bytes one call must move through memory
+        pa.field("intensity", pa.float64()),  # flops / bytes
+        # the time distribution of one call, seconds
+        pa.field("time_s", pa.float64()),  # median
+        pa.field("time_s_min", pa.float64()),
+        pa.field("time_s_q10", pa.float64()),
+        pa.field("time_s_q25", pa.float64()),
+        pa.field("time_s_q75", pa.float64()),
+        pa.field("time_s_q90", pa.float64()),
+        pa.field("time_s_mean", pa.float64()),
+        pa.field("time_s_std", pa.float64()),
+        pa.field("cv", pa.float64()),
+        pa.field("samples", pa.int64()),
+        pa.field("inner_reps", pa.int64()),
+        pa.field("timer", pa.string()),
+        pa.field("noisy", pa.bool_()),  # CV stayed above the threshold after a retry
+        # rates from the median time
+        pa.field("flop_per_s", pa.float64()),
+        pa.field("byte_per_s", pa.float64()),
+        # the check of what was timed
+        pa.field("rel_error", pa.float64()),
+        pa.field("check_passed", pa.bool_()),
+        # what happened
+        pa.field("status", pa.string(), nullable=False),
+        pa.field("message", pa.string()),
+        # provenance a group-by needs (the rest is in the file's metadata)
+        pa.field("run_id", pa.string()),
+        pa.field("git_commit", pa.string()),
+        pa.field("torch_version", pa.string()),
+        pa.field("measured_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+COLUMNS = SCHEMA.names
+METADATA_KEY = b"rooflab"
+
+
+def finish_row(row: dict) -> dict:
+    """Derive intensity and rates, check the status, and keep only schema columns."""
+    unknown = set(row) - set(COLUMNS)
+    if unknown:
+        raise KeyError(f"row has columns outside the schema: {sorted(unknown)}")
+    if row.get("status") not in STATUSES:
+        raise ValueError(f"status={row.get('status')!r}; allowed: {STATUSES}")
+    flops, nbytes, t = row.get("flops"), row.get("bytes"), row.get("time_s")
+    if flops is not None and nbytes:
+        row.setdefault("intensity", flops / nbytes)
+    if t and t > 0 and not math.isnan(t):
+        if flops is not None:
+            row.setdefault("flop_per_s", flops / t)
+        if nbytes is not None:
+            row.setdefault("byte_per_s", nbytes / t)
+    if isinstance(row.get("params"), dict):
+        row["params"] = json.dumps(row["params"], sort_keys=True)
+    return {name: row.get(name) for name in COLUMNS}
+
+
+def to_table(rows: list[dict], metadata: dict) -> pa.Table:
+    table = pa.Table.from_pylist([finish_row(dict(r)) for r in rows], schema=SCHEMA)
+    return table.replace_schema_metadata({METADATA_KEY: json.dumps(metadata, default=str)})

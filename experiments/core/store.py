@@ -1,0 +1,69 @@
+"""Parquet in and out: atomic writes, and reads that name the file that is wrong."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .schema import METADATA_KEY, SCHEMA
+
+
+class DatasetError(ValueError):
+    """A file in the dataset that is not a rooflab measurement file."""
+
+
+def write_atomic(table: pa.Table, path: str | os.PathLike) -> Path:
+    """Write to a temp file beside `path`, fsync, rename: a killed job leaves no partial file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            pq.write_table(table, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def read_metadata(path: str | os.PathLike) -> dict:
+    meta = pq.read_schema(path).metadata or {}
+    return json.loads(meta.get(METADATA_KEY, b"{}"))
+
+
+def read_measurements(path: str | os.PathLike) -> pa.Table:
+    """Read one measurement file, checking that it is one of ours and has our columns."""
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # pyarrow raises several types for a bad file
+        raise DatasetError(f"{path}: not a readable Parquet file ({exc})") from exc
+    missing = [f.name for f in SCHEMA if f.name not in table.column_names]
+    if missing:
+        raise DatasetError(f"{path}: not a rooflab measurement file; missing columns {missing}")
+    try:
+        return table.select(SCHEMA.names).cast(SCHEMA)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise DatasetError(f"{path}: columns of the wrong type ({exc})") from exc
+
+
+def collect(paths, out: str | os.PathLike | None = None) -> pd.DataFrame:
+    """Concatenate measurement files into one dataset (optionally written to `out`)."""
+    paths = [Path(p) for p in paths]
+    if not paths:
+        raise DatasetError("no measurement files to collect")
+    tables = [read_measurements(p) for p in paths]
+    table = pa.concat_tables(tables).replace_schema_metadata(
+        {METADATA_KEY: json.dumps({"sources": {str(p): read_metadata(p) for p in paths}})}
+    )
+    if out is not None:
+        write_atomic(table, out)
+    return table.to_pandas()

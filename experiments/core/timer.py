@@ -1,0 +1,174 @@
+"""Timing shared by every experiment.
+
+Modelled on triton's do_bench: warm up, estimate one call, pick how many calls make one sample
+(so a sample is far past launch and timer overhead), pick how many samples fit the time budget,
+report the median and quantiles. GPUs are timed with CUDA events around a CUDA-graph replay of
+the inner calls (eager launches from Python cost ~9 us each and would hide short kernels); CPUs
+with perf_counter.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+
+# One sample should last at least this long, so timer resolution and launch gaps are noise.
+SAMPLE_TARGET_S = {"cuda": 1e-3, "cpu": 2e-3}
+MAX_INNER = 10_000
+
+
+@dataclass
+class Timing:
+    """Per-call times of one measured point (seconds), and how they were taken."""
+
+    samples_s: np.ndarray  # one entry per sample: that sample's time / inner calls
+    inner: int
+    timer: str
+
+    @property
+    def stats(self) -> dict:
+        return summarize(self.samples_s) | {"inner_reps": self.inner, "timer": self.timer}
+
+
+def summarize(samples_s) -> dict:
+    """The one statistics layer: median, quantiles, spread. Every row's time columns come from here."""
+    s = np.asarray(samples_s, dtype=np.float64)
+    mean = float(s.mean())
+    std = float(s.std(ddof=1)) if s.size > 1 else 0.0
+    q = np.quantile(s, [0.1, 0.25, 0.5, 0.75, 0.9])
+    return {
+        "time_s": float(q[2]),
+        "time_s_min": float(s.min()),
+        "time_s_q10": float(q[0]),
+        "time_s_q25": float(q[1]),
+        "time_s_q75": float(q[3]),
+        "time_s_q90": float(q[4]),
+        "time_s_mean": mean,
+        "time_s_std": std,
+        "cv": std / mean if mean > 0 else float("nan"),
+        "samples": int(s.size),
+    }
+
+
+def plan_counts(per_call_s: float, budget_s: float, sample_target_s: float,
+                min_samples: int = 5, max_samples: int = 200) -> tuple[int, int]:
+    """(inner calls per sample, samples) for a call of `per_call_s` within `budget_s`."""
+    per_call_s = max(per_call_s, 1e-9)
+    inner = int(min(MAX_INNER, max(1, math.ceil(sample_target_s / per_call_s))))
+    samples = int(budget_s / (inner * per_call_s))
+    return inner, int(min(max_samples, max(min_samples, samples)))
+
+
+class CpuTimer:
+    name = "perf_counter"
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter):
+        self.clock = clock
+
+    def sync(self):
+        pass
+
+    def run(self, fn: Callable[[int], object], inner: int, samples: int) -> np.ndarray:
+        out = np.empty(samples)
+        for s in range(samples):
+            t0 = self.clock()
+            for i in range(inner):
+                fn(i)
+            out[s] = self.clock() - t0
+        return out / inner
+
+
+class CudaTimer:
+    """CUDA events around each sample; the sample's calls replayed from a captured graph."""
+
+    def __init__(self, device: torch.device, use_graph: bool = True):
+        self.device = device
+        self.use_graph = use_graph
+        self.name = "cuda_event"
+
+    def sync(self):
+        torch.cuda.synchronize(self.device)
+
+    def _graph(self, fn, inner):
+        stream = torch.cuda.Stream(self.device)
+        stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(stream):  # capture needs a side stream, warmed once
+            fn(0)
+        torch.cuda.current_stream(self.device).wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for i in range(inner):
+                fn(i)
+        return graph
+
+    def run(self, fn, inner, samples) -> np.ndarray:
+        body = None
+        self.name = "cuda_event"
+        if self.use_graph:
+            try:
+                graph = self._graph(fn, inner)
+                body = graph.replay
+                self.name = "cuda_event_graph"
+            except Exception:  # not capturable (host sync inside, say): time eager launches
+                torch.cuda.synchronize(self.device)
+        if body is None:
+            def body():
+                for i in range(inner):
+                    fn(i)
+        body()  # replay once before timing: first replay uploads the graph
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(samples)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(samples)]
+        for s in range(samples):
+            starts[s].record()
+            body()
+            ends[s].record()
+        torch.cuda.synchronize(self.device)
+        return np.array([a.elapsed_time(b) for a, b in zip(starts, ends)]) / 1e3 / inner
+
+
+def make_timer(device: torch.device, use_graph: bool = True):
+    return CudaTimer(device, use_graph) if device.type == "cuda" else CpuTimer()
+
+
+def estimate_call(fn, timer, warmup: int = 2) -> float:
+    """Seconds for one call, after warm-up (first calls pay for allocation and kernel loading)."""
+    for i in range(warmup):
+        fn(i)
+    timer.sync()
+    t0 = time.perf_counter()
+    n = 0
+    while True:  # at least 3 calls or 20 ms, so one slow first call does not skew the plan
+        fn(n)
+        n += 1
+        timer.sync()
+        if n >= 3 and time.perf_counter() - t0 > 0.02 or time.perf_counter() - t0 > 1.0:
+            break
+    return (time.perf_counter() - t0) / n
+
+
+def measure(fn: Callable[[int], object], device: torch.device, budget_s: float, *,
+            timer=None, use_graph: bool = True, cv_threshold: float = 0.1,
+            retries: int = 1, min_samples: int = 5, max_samples: int = 200) -> Timing:
+    """Time fn(i) (i picks a rotating buffer). Retries a noisy point; returns per-call times.
+
+    A point whose CV stays above `cv_threshold` after `retries` is returned all the same;
+    the row builder flags it as noisy.
+    """
+    timer = timer or make_timer(device, use_graph)
+    per_call = estimate_call(fn, timer)
+    inner, samples = plan_counts(per_call, budget_s, SAMPLE_TARGET_S[device.type],
+                                 min_samples, max_samples)
+    best = None
+    for _ in range(retries + 1):
+        times = timer.run(fn, inner, samples)
+        timing = Timing(times, inner, timer.name)
+        if best is None or timing.stats["cv"] < best.stats["cv"]:
+            best = timing
+        if best.stats["cv"] <= cv_threshold:
+            break
+    return best

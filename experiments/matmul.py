@@ -1,0 +1,131 @@
+"""Square GEMM throughput per dtype, and each dtype's error against a float64 product.
+
+FLOPs = 2 n^3 (one multiply and one add per term). Bytes are the fewest a GEMM must move: A and B
+read once, C written once. Several operand sets rotate so that small sizes are not timed hot in
+cache. float32 runs with TF32 off; `tf32` is float32 storage with TF32 tensor cores on; fp8 is
+e4m3 through torch._scaled_mm (unit scales, bf16 output) where the device has it.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+
+from .config import ExperimentConfig, check_sizes
+from .core.dtypes import itemsize, torch_dtype
+from .core.runner import Context, Unsupported, WrongResult
+
+NAME = "matmul"
+DESCRIPTION = "square C = A @ B from 256 to 16384 per dtype, with its error against float64"
+CLAIMS = ("C11", "C19")
+
+# Relative error ||C - C64|| / ||C64|| a correct GEMM stays under, C64 computed in float64 from the
+# very inputs the kernel saw: the error of the arithmetic (TF32 rounding, accumulation, output
+# rounding), not of casting the data. Garbage lands near 1.
+TOLERANCE = {"float64": 1e-12, "float32": 1e-5, "tf32": 5e-3, "float16": 5e-3,
+             "bfloat16": 2e-2, "float8_e4m3": 2e-2}
+OUT_DTYPE = {"float8_e4m3": torch.bfloat16}
+
+
+@dataclass
+class MatmulConfig(ExperimentConfig):
+    name: str = NAME
+    sizes: list[int] = field(default_factory=lambda: [256, 512, 1024])
+    max_call_s: float = 2.0  # skip a size whose predicted single call is longer (slow CPUs)
+    check_max: int = 4096  # check the result against float64 up to this size
+    rotate_bytes_factor: float = 3.0  # rotate operand sets until they span this many LLCs
+
+    def __post_init__(self):
+        check_sizes("experiment.sizes", self.sizes)
+        if self.max_call_s <= 0:
+            raise ValueError(f"experiment.max_call_s={self.max_call_s} must be > 0")
+
+
+Config = MatmulConfig
+
+
+@contextmanager
+def tf32(enabled: bool):
+    old = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old
+
+
+def _operands(ctx: Context, n: int, sets: int):
+    """`sets` (A, B, C) triples in the job's dtype, from float32 random data."""
+    dt = torch_dtype(ctx.dtype)
+    triples = []
+    for _ in range(sets):
+        a32, b32 = ctx.randn(n, n), ctx.randn(n, n)
+        if ctx.dtype == "float8_e4m3":
+            # _scaled_mm wants B column-major: transpose of a row-major [n, n]
+            a, b = a32.to(dt), b32.t().contiguous().to(dt).t()
+            c = torch.empty(n, n, device=ctx.device, dtype=OUT_DTYPE[ctx.dtype])
+        else:
+            a, b = a32.to(dt), b32.to(dt)
+            c = torch.empty(n, n, device=ctx.device, dtype=dt)
+        triples.append((a, b, c))
+    return triples
+
+
+def _kernel(ctx: Context):
+    if ctx.dtype == "float8_e4m3":
+        if ctx.device.type == "cuda" and torch.cuda.get_device_capability(ctx.device) < (8, 9):
+            raise Unsupported("fp8 matmul needs compute capability 8.9 or newer")
+        one = torch.ones((), device=ctx.device, dtype=torch.float32)
+        return lambda a, b, c: c.copy_(torch._scaled_mm(a, b, one, one, out_dtype=c.dtype))
+    return lambda a, b, c: torch.mm(a, b, out=c)
+
+
+def _rel_error(ctx, a, b, c) -> float:
+    ref = a.double() @ b.double()
+    return ((c.double() - ref).norm() / ref.norm()).item()
+
+
+def _measure(ctx: Context, cfg: MatmulConfig, n: int) -> dict:
+    if ctx.dtype == "tf32" and ctx.device.type != "cuda":
+        raise Unsupported("TF32 is a mode of NVIDIA tensor cores; a CPU has no TF32 matmul")
+    kernel = _kernel(ctx)
+    set_bytes = 3 * n * n * itemsize(ctx.dtype)
+    sets = int(min(16, max(1, math.ceil(cfg.rotate_bytes_factor * ctx.facts.llc_bytes / set_bytes))))
+    triples = _operands(ctx, n, sets)
+    with tf32(ctx.dtype == "tf32"):
+        a, b, c = triples[0]
+        c.fill_(float("nan"))
+        kernel(a, b, c)
+        ctx.sync()
+        if torch.isnan(c).any():
+            raise WrongResult("output has unwritten (NaN-poisoned) elements")
+        err = None
+        if n <= cfg.check_max:
+            err = _rel_error(ctx, a, b, c)
+            if not err <= TOLERANCE[ctx.dtype]:
+                raise WrongResult(f"relative error {err:.3g} above {TOLERANCE[ctx.dtype]:g}")
+        stats = ctx.time(lambda i: kernel(*triples[i % sets]))
+    return stats | {"rel_error": err, "check_passed": err is not None,
+                    "params": {"operand_sets": sets}}
+
+
+def run(cfg: MatmulConfig, ctx: Context):
+    last = None  # (n, seconds) of the last measured size, to predict the next one
+    size = itemsize(ctx.dtype)
+    out_size = OUT_DTYPE[ctx.dtype].itemsize if ctx.dtype in OUT_DTYPE else size
+    for n in sorted(cfg.sizes):
+        moved = 2 * n * n * size + n * n * out_size
+        base = {"op": "gemm", "n": n, "m": n, "k": n, "flops": 2.0 * n**3, "bytes": float(moved),
+                "working_set_bytes": moved}
+        predicted = last[1] * (n / last[0]) ** 3 if last else 0.0
+        if predicted > cfg.max_call_s:
+            yield base | {"status": "skipped",
+                          "message": f"predicted {predicted:.1f} s per call > max_call_s={cfg.max_call_s}"}
+            continue
+        row = ctx.point(base, lambda n=n: _measure(ctx, cfg, n))
+        if row["status"] == "ok":
+            last = (n, row["time_s"])
+        yield row

@@ -1,0 +1,22 @@
+"""Every experiment, by name. Adding one: a module with NAME, DESCRIPTION, CLAIMS, Config and
+run(cfg, ctx); a YAML file in config/experiment/; one line here."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+MODULES = {
+    "bandwidth": "experiments.bandwidth",
+    "matmul": "experiments.matmul",
+}
+
+
+def get(name: str) -> ModuleType:
+    if name not in MODULES:
+        raise KeyError(f"experiment={name!r} is unknown; allowed: {sorted(MODULES)}")
+    return importlib.import_module(MODULES[name])
+
+
+def all_modules() -> dict[str, ModuleType]:
+    return {name: get(name) for name in MODULES}
