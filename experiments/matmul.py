@@ -37,6 +37,9 @@ class MatmulConfig(ExperimentConfig):
     max_call_s: float = 2.0  # skip a size whose predicted single call is longer (slow CPUs)
     check_max: int = 4096  # check the result against float64 up to this size
     rotate_bytes_factor: float = 3.0  # rotate operand sets until they span this many LLCs
+    # Hopper's fp8 GEMMs reach full rate only with fast (lower-precision) accumulation, as
+    # production fp8 training and inference use it; the rows' rel_error shows what it costs.
+    fp8_fast_accum: bool = True
 
     def __post_init__(self):
         check_sizes("experiment.sizes", self.sizes)
@@ -74,12 +77,14 @@ def _operands(ctx: Context, n: int, sets: int):
     return triples
 
 
-def _kernel(ctx: Context):
+def _kernel(ctx: Context, cfg: MatmulConfig):
     if ctx.dtype == "float8_e4m3":
         if ctx.device.type == "cuda" and torch.cuda.get_device_capability(ctx.device) < (8, 9):
             raise Unsupported("fp8 matmul needs compute capability 8.9 or newer")
         one = torch.ones((), device=ctx.device, dtype=torch.float32)
-        return lambda a, b, c: c.copy_(torch._scaled_mm(a, b, one, one, out_dtype=c.dtype))
+        fast = cfg.fp8_fast_accum and ctx.device.type == "cuda"
+        return lambda a, b, c: torch._scaled_mm(a, b, one, one, out_dtype=c.dtype,
+                                                use_fast_accum=fast, out=c)
     return lambda a, b, c: torch.mm(a, b, out=c)
 
 
@@ -91,7 +96,7 @@ def _rel_error(ctx, a, b, c) -> float:
 def _measure(ctx: Context, cfg: MatmulConfig, n: int) -> dict:
     if ctx.dtype == "tf32" and ctx.device.type != "cuda":
         raise Unsupported("TF32 is a mode of NVIDIA tensor cores; a CPU has no TF32 matmul")
-    kernel = _kernel(ctx)
+    kernel = _kernel(ctx, cfg)
     set_bytes = 3 * n * n * itemsize(ctx.dtype)
     sets = int(min(16, max(1, math.ceil(cfg.rotate_bytes_factor * ctx.facts.llc_bytes / set_bytes))))
     triples = _operands(ctx, n, sets)
@@ -108,8 +113,10 @@ def _measure(ctx: Context, cfg: MatmulConfig, n: int) -> dict:
             if not err <= TOLERANCE[ctx.dtype]:
                 raise WrongResult(f"relative error {err:.3g} above {TOLERANCE[ctx.dtype]:g}")
         stats = ctx.time(lambda i: kernel(*triples[i % sets]))
-    return stats | {"rel_error": err, "check_passed": err is not None,
-                    "params": {"operand_sets": sets}}
+    params = {"operand_sets": sets, "tf32": ctx.dtype == "tf32"}
+    if ctx.dtype == "float8_e4m3":
+        params["fp8_fast_accum"] = cfg.fp8_fast_accum and ctx.device.type == "cuda"
+    return stats | {"rel_error": err, "check_passed": err is not None, "params": params}
 
 
 def run(cfg: MatmulConfig, ctx: Context):

@@ -59,7 +59,7 @@ def plan_counts(per_call_s: float, budget_s: float, sample_target_s: float,
                 min_samples: int = 5, max_samples: int = 200) -> tuple[int, int]:
     """(inner calls per sample, samples) for a call of `per_call_s` within `budget_s`."""
     per_call_s = max(per_call_s, 1e-9)
-    inner = int(min(MAX_INNER, max(1, math.ceil(sample_target_s / per_call_s))))
+    inner = int(min(MAX_INNER, max(1, math.ceil(sample_target_s / per_call_s - 1e-9))))
     samples = int(budget_s / (inner * per_call_s))
     return inner, int(min(max_samples, max(min_samples, samples)))
 

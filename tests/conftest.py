@@ -1,0 +1,39 @@
+"""Shared test helpers: compose a job through Hydra's compose API and run it on the CPU."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+os.environ.setdefault("TRITON_INTERPRET", "1")  # Triton kernels run on the CPU in tests
+
+from experiments.__main__ import CONFIG_DIR, MODULES  # noqa: E402  (registers the configs)
+from experiments.core.runner import run_job  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def compose_job(overrides: list[str]):
+    """The job object Hydra would build from these command-line overrides."""
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        cfg = compose(config_name="job", overrides=overrides)
+    return OmegaConf.to_object(cfg)
+
+
+@pytest.fixture
+def run_experiment(tmp_path):
+    """run_experiment("matmul", "float32", ["experiment.sizes=[64]"]) -> the rows it wrote."""
+
+    def run(name: str, dtype: str, overrides: list[str] = ()) -> pd.DataFrame:
+        out = tmp_path / f"{name}-{dtype}.parquet"
+        job = compose_job([f"experiment={name}", "device=cpu", f"dtype={dtype}",
+                           f"out={out}", "point_budget_s=0.02", *overrides])
+        run_job(job, MODULES[name])
+        return pd.read_parquet(out)
+
+    return run

@@ -1,0 +1,158 @@
+"""The measurement core: statistics, timers on a fake clock, the row schema, atomic writes, config errors."""
+
+import itertools
+import math
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+from hydra.errors import ConfigCompositionException
+from omegaconf.errors import ValidationError
+
+from experiments.config import ConfigError
+from experiments.core import store
+from experiments.core.device import DeviceError, device_facts, resolve_device
+from experiments.core.schema import SCHEMA, finish_row, to_table
+from experiments.core.timer import CpuTimer, plan_counts, summarize
+from experiments.core.runner import Context, Unsupported
+
+from conftest import compose_job
+
+
+def test_summarize_quantiles_and_cv():
+    stats = summarize([1.0, 2.0, 3.0, 4.0, 10.0])
+    assert stats["time_s"] == 3.0 and stats["time_s_min"] == 1.0 and stats["samples"] == 5
+    assert stats["time_s_q25"] == 2.0 and stats["time_s_q75"] == 4.0
+    assert math.isclose(stats["cv"], np.std([1, 2, 3, 4, 10], ddof=1) / 4.0)
+
+
+def test_cpu_timer_divides_by_inner_calls_on_a_fake_clock():
+    ticks = itertools.count(step=0.5)  # every clock read advances 0.5 s
+    timer = CpuTimer(clock=lambda: next(ticks))
+    calls = []
+    samples = timer.run(lambda i: calls.append(i), inner=4, samples=3)
+    # each sample reads the clock twice, 0.5 s apart, and made 4 calls
+    np.testing.assert_allclose(samples, [0.125, 0.125, 0.125])
+    assert calls == [0, 1, 2, 3] * 3
+
+
+def test_plan_counts_reaches_past_timer_overhead_within_budget():
+    inner, samples = plan_counts(per_call_s=1e-6, budget_s=0.1, sample_target_s=1e-3)
+    assert inner == 1000 and samples == 100
+    inner, samples = plan_counts(per_call_s=1.0, budget_s=0.1, sample_target_s=1e-3)
+    assert inner == 1 and samples == 5  # never fewer than min_samples
+    assert plan_counts(1e-9, 1e9, 1e-3, max_samples=50)[1] == 50
+
+
+def test_finish_row_derives_rates_and_rejects_unknown_columns():
+    row = finish_row({"experiment": "x", "op": "y", "host": "h", "device": "cpu",
+                      "device_kind": "cpu", "dtype": "float32", "status": "ok",
+                      "flops": 10.0, "bytes": 80.0, "time_s": 2.0, "params": {"a": 1}})
+    assert row["intensity"] == 0.125 and row["flop_per_s"] == 5.0 and row["byte_per_s"] == 40.0
+    assert row["params"] == '{"a": 1}'
+    with pytest.raises(KeyError, match="outside the schema"):
+        finish_row({"status": "ok", "speed": 1})
+    with pytest.raises(ValueError, match="status"):
+        finish_row({"status": "fine"})
+
+
+def _table():
+    row = {"experiment": "x", "op": "y", "host": "h", "device": "cpu", "device_kind": "cpu",
+           "dtype": "float32", "status": "ok"}
+    return to_table([row], {"run_id": "r1"})
+
+
+def test_atomic_write_leaves_no_partial_file(tmp_path, monkeypatch):
+    target = tmp_path / "a" / "out.parquet"
+
+    def broken_write(table, handle):
+        handle.write(b"PAR1 half a file")
+        raise KeyboardInterrupt  # as if the job were killed mid-write
+
+    monkeypatch.setattr(store.pq, "write_table", broken_write)
+    with pytest.raises(KeyboardInterrupt):
+        store.write_atomic(_table(), target)
+    assert list(target.parent.iterdir()) == []
+
+
+def test_written_file_has_schema_and_provenance(tmp_path):
+    path = store.write_atomic(_table(), tmp_path / "out.parquet")
+    assert pq.read_schema(path).remove_metadata() == SCHEMA
+    assert store.read_metadata(path) == {"run_id": "r1"}
+
+
+def test_collect_names_a_corrupt_or_foreign_file(tmp_path):
+    good = store.write_atomic(_table(), tmp_path / "good.parquet")
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(b"not parquet at all")
+    with pytest.raises(store.DatasetError, match="bad.parquet"):
+        store.collect([good, bad])
+    foreign = tmp_path / "foreign.parquet"
+    pq.write_table(pa.table({"x": [1, 2]}), foreign)
+    with pytest.raises(store.DatasetError, match="foreign.parquet.*missing columns"):
+        store.collect([good, foreign])
+    assert len(store.collect([good, good])) == 2
+
+
+@pytest.mark.parametrize("override, message", [
+    ("dtype=float13", "float13"),
+    ("experiment.sizes=[]", "experiment.sizes is empty"),
+    ("experiment.sizes=[1024,-4]", "experiment.sizes has \\[-4\\]"),
+    ("device=gpu", "device='gpu'"),
+    ("point_budget_s=0", "point_budget_s"),
+])
+def test_bad_config_names_the_key(override, message):
+    with pytest.raises((ConfigError, ValueError, ValidationError, ConfigCompositionException),
+                       match=message):
+        compose_job(["experiment=bandwidth", override])
+
+
+def test_unknown_experiment_lists_the_allowed_ones():
+    from hydra.errors import MissingConfigException
+
+    with pytest.raises(MissingConfigException) as info:
+        compose_job(["experiment=nosuch"])
+    assert "nosuch" in str(info.value)
+    assert "\tbandwidth" in str(info.value) and "\tmatmul" in str(info.value)
+
+
+def test_device_resolution():
+    assert resolve_device("cpu") == torch.device("cpu")
+    if not torch.cuda.is_available():
+        assert resolve_device("auto") == torch.device("cpu")
+        with pytest.raises(DeviceError, match="does not exist"):
+            resolve_device("cuda:0")
+    with pytest.raises(DeviceError, match="allowed"):
+        resolve_device("tpu")
+
+
+def test_cpu_facts_are_read_not_typed():
+    facts = device_facts(torch.device("cpu"))
+    assert facts.compute_units >= 1 and facts.memory_bytes > 1 << 28
+    assert facts.llc_bytes > 0 and facts.name
+
+
+def test_point_turns_failures_into_status_rows():
+    ctx = Context(device=torch.device("cpu"), dtype="float32", facts=device_facts(torch.device("cpu")))
+    assert ctx.point({"op": "a"}, lambda: {"time_s": 1.0})["status"] == "ok"
+
+    def unsupported():
+        raise Unsupported("no fp8 here")
+
+    def oom():
+        raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 TB")
+
+    def broken():
+        raise ZeroDivisionError("boom")
+
+    assert ctx.point({"op": "a"}, unsupported) | {} == {"op": "a", "status": "unsupported", "message": "no fp8 here"}
+    assert ctx.point({"op": "a"}, oom)["status"] == "oom"
+    assert ctx.point({"op": "a"}, broken)["status"] == "error"
+
+
+def test_random_data_is_never_zeros():
+    ctx = Context(device=torch.device("cpu"), dtype="float32", facts=device_facts(torch.device("cpu")))
+    x = ctx.randn(1000)
+    assert (x != 0).all() and x.std() > 0.5

@@ -1,0 +1,22 @@
+# One job per (experiment, device, dtype): python -m experiments writes one Parquet file.
+
+
+rule measure:
+    output:
+        f"{RESULTS}/measurements/{{host}}/{{device}}/{{experiment}}/{{dtype}}.parquet",
+    log:
+        f"{RESULTS}/logs/{{host}}/{{device}}/{{experiment}}/{{dtype}}.log",
+    wildcard_constraints:
+        device="cpu|cuda[0-9]+",
+        experiment="[a-z_]+",
+        dtype="[a-z0-9_]+",
+    params:
+        args=job_args,
+    conda:
+        "../../environment.yml"
+    # A CPU measurement takes every core so no other job disturbs it; a GPU job takes its GPU.
+    threads: lambda wildcards: workflow.cores if wildcards.device == "cpu" else 1
+    resources:
+        **{slug: (lambda wildcards, s=slug: int(wildcards.device == s)) for slug in DEVICES},
+    shell:
+        "python -m experiments {params.args} > {log:q} 2>&1"
