@@ -20,6 +20,10 @@ import torch
 # One sample should last at least this long, so timer resolution and launch gaps are noise.
 SAMPLE_TARGET_S = {"cuda": 1e-3, "cpu": 2e-3}
 MAX_INNER = 10_000
+# Calls longer than this are timed as eager launches: the ~9 us launch cost is then under a few
+# percent, and a graph would change what is measured (a captured copy_ becomes a memcpy node that
+# the copy engines run at ~2.7 TB/s on an H200, against ~4.2 TB/s for the copy kernel).
+GRAPH_BELOW_S = 2e-4
 
 
 @dataclass
@@ -161,6 +165,8 @@ def measure(fn: Callable[[int], object], device: torch.device, budget_s: float, 
     """
     timer = timer or make_timer(device, use_graph)
     per_call = estimate_call(fn, timer)
+    if isinstance(timer, CudaTimer):
+        timer.use_graph = use_graph and per_call < GRAPH_BELOW_S
     inner, samples = plan_counts(per_call, budget_s, SAMPLE_TARGET_S[device.type],
                                  min_samples, max_samples)
     best = None
