@@ -9,6 +9,11 @@ from types import ModuleType
 MODULES = {
     "bandwidth": "experiments.bandwidth",
     "matmul": "experiments.matmul",
+    "decode": "experiments.decode",
+    "timing": "experiments.timing",
+    "transfer": "experiments.transfer",
+    "intensity": "experiments.intensity",
+    "launch": "experiments.launch",
 }
 
 

@@ -1,0 +1,324 @@
+"""Decode vs prefill: `y = x @ W` from GEMV (batch 1) to GEMM, and one transformer block per phase.
+
+gemv_gemm (C14-C17): x [b, C] times a weight W [C, C]. FLOPs = 2 b C^2; bytes = W + x + y read or
+written once, so while W dominates the intensity is ~2b / itemsize: b/2 in float32, b in bfloat16.
+Copies of W rotate until they span `rotate_bytes_factor` LLCs, so each call streams W from memory
+as a decode step does; x and y are not rotated (a decode step's activations are hot in cache).
+
+block_prefill / block_decode (C18): one pre-norm block (norm, QKV projection, attention, output
+projection, norm, MLP with 4d hidden, no biases). Prefill runs b sequences of L tokens, writes
+their K and V to the cache and attends causally; decode runs one new token per sequence whose K, V
+take the cache's last slot and whose query attends over all L slots. FLOPs from the definition:
+projections 8 T d^2, MLP 16 T d^2 (T tokens), attention QK^T and PV 4 d per (query, key) pair
+(prefill: L (L+1) / 2 causal pairs per sequence; decode: L); norms, softmax, GELU and residual
+adds are O(T d) and not counted. Bytes are the fewest moved: weights once, the KV cache once
+(written by prefill, read by decode: 2 b L d elements either way), x in and the output out.
+Whole layers (weights + cache) rotate like W. float32 runs with TF32 off.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields, replace
+
+import torch
+import torch.nn.functional as F
+
+from .config import ConfigError, ExperimentConfig, check_sizes
+from .core.dtypes import itemsize, torch_dtype
+from .core.runner import Context, NotApplicable, WrongResult
+
+NAME = "decode"
+DESCRIPTION = "x @ W from GEMV (batch 1) to GEMM, and a transformer block in prefill vs decode"
+CLAIMS = ("C14", "C15", "C16", "C17", "C18")
+
+OPS = ("gemv_gemm", "block_prefill", "block_decode")
+NORMS = ("rmsnorm", "layernorm")
+MLP_RATIO = 4
+# Relative error against float64 from the same inputs that a correct kernel stays under
+# (x @ W: as matmul's; block: its update out - x, after a dozen roundings in the dtype).
+TOLERANCE = {"float64": 1e-12, "float32": 1e-5, "float16": 5e-3, "bfloat16": 2e-2}
+BLOCK_TOLERANCE = {"float64": 1e-10, "float32": 1e-4, "float16": 1e-2, "bfloat16": 5e-2}
+CHECK_ROWS = 4  # rows of x @ W, sequences of a block, compared against float64
+CHECK_TOKENS = 128  # prefill: first tokens of a checked sequence (causal: later ones not needed)
+
+
+@dataclass
+class DecodeConfig(ExperimentConfig):
+    name: str = NAME
+    ops: list[str] = field(default_factory=lambda: list(OPS))
+    channels: list[int] = field(default_factory=lambda: [256, 1024])  # C of x @ W
+    batches: list[int] = field(default_factory=lambda: [1, 4, 16, 64])  # b of x @ W
+    d_model: int = 64
+    heads: int = 4
+    norm: str = "rmsnorm"
+    block_batches: list[int] = field(default_factory=lambda: [1, 4])  # sequences
+    block_contexts: list[int] = field(default_factory=lambda: [32, 128])  # L: prompt / cache length
+    max_call_s: float = 0.05  # skip a point whose predicted call is longer (slow CPUs)
+    rotate_bytes_factor: float = 3.0  # rotate weight copies until they span this many LLCs
+    max_copies: int = 1024
+
+    def __post_init__(self):
+        unknown = [op for op in self.ops if op not in OPS]
+        if unknown or not self.ops:
+            raise ConfigError(f"experiment.ops={list(self.ops)}; allowed: {list(OPS)}")
+        for key in ("channels", "batches", "block_batches", "block_contexts"):
+            check_sizes(f"experiment.{key}", getattr(self, key))
+        if self.heads < 1 or self.d_model < 1 or self.d_model % self.heads:
+            raise ConfigError(f"experiment.d_model={self.d_model} must be a positive multiple "
+                              f"of experiment.heads={self.heads}")
+        if self.norm not in NORMS:
+            raise ConfigError(f"experiment.norm={self.norm!r}; allowed: {list(NORMS)}")
+        if self.max_call_s <= 0:
+            raise ConfigError(f"experiment.max_call_s={self.max_call_s} must be > 0")
+        if self.rotate_bytes_factor <= 0:
+            raise ConfigError(
+                f"experiment.rotate_bytes_factor={self.rotate_bytes_factor} must be > 0")
+        if self.max_copies < 1:
+            raise ConfigError(f"experiment.max_copies={self.max_copies} must be >= 1")
+
+
+Config = DecodeConfig
+
+
+# ---- counting ---------------------------------------------------------------------------------
+
+def gemv_counts(b: int, C: int, size: int) -> tuple[float, float]:
+    """(FLOPs, bytes) of y = x @ W with x [b, C], W [C, C]: W, x and y each moved once."""
+    return 2.0 * b * C * C, float((C * C + 2 * b * C) * size)
+
+
+def block_counts(phase: str, b: int, L: int, d: int, size: int, norm: str) -> dict:
+    """The work of one block call, from the definition (see the module docstring)."""
+    tokens = b * L if phase == "prefill" else b
+    pairs = L * (L + 1) // 2 if phase == "prefill" else L  # (query, key) pairs per sequence
+    counts = {
+        "tokens": tokens, "context": L,
+        "projection_flops": 2.0 * tokens * d * d * (3 + 1),
+        "mlp_flops": 2.0 * tokens * d * MLP_RATIO * d * 2,
+        "attention_flops": 2.0 * 2 * b * pairs * d,  # QK^T and PV, summed over heads
+        "weight_bytes": float((12 * d * d + (2 if norm == "rmsnorm" else 4) * d) * size),
+        "kv_bytes": float(2 * b * L * d * size),
+        "activation_bytes": float(2 * tokens * d * size),
+    }
+    counts["flops"] = counts["projection_flops"] + counts["mlp_flops"] + counts["attention_flops"]
+    counts["bytes"] = counts["weight_bytes"] + counts["kv_bytes"] + counts["activation_bytes"]
+    return counts
+
+
+# ---- shared helpers ---------------------------------------------------------------------------
+
+def _dtype(ctx: Context) -> torch.dtype:
+    if ctx.dtype not in TOLERANCE:
+        raise NotApplicable(f"decode runs the storage dtypes {list(TOLERANCE)}, not {ctx.dtype}")
+    return torch_dtype(ctx.dtype)
+
+
+@contextmanager
+def _ieee_float32():
+    """float32 means IEEE float32: TF32 tensor cores off (no effect on a CPU)."""
+    old = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old
+
+
+def _copies(ctx: Context, cfg: DecodeConfig, set_bytes: float, extra_bytes: float = 0) -> int:
+    """How many copies of one call's data rotate: enough to span `rotate_bytes_factor` LLCs,
+    at least 2, at most max_copies and half the free memory."""
+    free = ctx.free_memory()
+    if ctx.device.type == "cpu" and 1.2 * (set_bytes + extra_bytes) > free:
+        # a CPU allocation past memory gets the process killed, not an exception
+        raise MemoryError(
+            f"out of memory: {set_bytes + extra_bytes:.0f} bytes needed, {free} available")
+    want = math.ceil(cfg.rotate_bytes_factor * ctx.facts.llc_bytes / set_bytes)
+    fit = int((free / 2 - extra_bytes) // set_bytes)
+    return max(1, min(cfg.max_copies, max(2, want), fit))
+
+
+def _rotation(items: list):
+    """Each call takes the next item. A counter, not the timer's i: the timer restarts i at 0
+    every sample, so i would cycle over only the first `inner` copies. (A CUDA graph replays the
+    `inner` calls it captured: ~1 ms of eager calls, several L2s of weights at these sizes.)"""
+    counter = itertools.count()
+    return lambda: items[next(counter) % len(items)]
+
+
+def _rel_error(out: torch.Tensor, ref: torch.Tensor, tol: float, what: str) -> float:
+    err = ((out.double() - ref).norm() / ref.norm()).item()
+    if not err <= tol:
+        raise WrongResult(f"{what}: relative error {err:.3g} above {tol:g}")
+    return err
+
+
+def _precision(ctx: Context) -> dict:
+    return {"allow_tf32": False} if ctx.dtype == "float32" else {}
+
+
+# ---- x @ W ------------------------------------------------------------------------------------
+
+def _gemv(ctx: Context, cfg: DecodeConfig, b: int, C: int, weights: dict) -> dict:
+    dt = _dtype(ctx)
+    if C not in weights:  # one set of copies per C, shared by every b
+        weights.clear()
+        w = ctx.randn(C, C).to(dt)
+        # clones, not fresh draws: caches key on addresses, not values, and a copy is much cheaper
+        count = _copies(ctx, cfg, C * C * w.element_size())
+        weights[C] = [w] + [w.clone() for _ in range(count - 1)]
+    ws = weights[C]
+    x = ctx.randn(b, C).to(dt)
+    y = torch.full((b, C), float("nan"), device=ctx.device, dtype=dt)
+    with _ieee_float32():
+        torch.mm(x, ws[0], out=y)
+        ctx.sync()
+        if torch.isnan(y).any():
+            raise WrongResult("x @ W: output has unwritten (NaN-poisoned) elements")
+        r = min(b, CHECK_ROWS)
+        err = _rel_error(y[:r], x[:r].double() @ ws[0].double(), TOLERANCE[ctx.dtype], "x @ W")
+        nxt = _rotation(ws)
+        stats = ctx.time(lambda i: torch.mm(x, nxt(), out=y))
+    return stats | {"rel_error": err, "check_passed": True,
+                    "params": {"weight_copies": len(ws), "check_rows": r} | _precision(ctx)}
+
+
+# ---- transformer block ------------------------------------------------------------------------
+
+@dataclass
+class Layer:
+    """One block's weights and KV cache: what one call reads, rotated as a whole."""
+
+    wqkv: torch.Tensor  # [d, 3d]
+    wo: torch.Tensor  # [d, d]
+    w1: torch.Tensor  # [d, 4d]
+    w2: torch.Tensor  # [4d, d]
+    norm1_w: torch.Tensor
+    norm2_w: torch.Tensor
+    norm1_b: torch.Tensor | None  # layernorm only
+    norm2_b: torch.Tensor | None
+    k: torch.Tensor  # cache [b, heads, L, d / heads]
+    v: torch.Tensor
+
+    def map(self, fn) -> Layer:
+        return Layer(**{f.name: None if getattr(self, f.name) is None else fn(getattr(self, f.name))
+                        for f in fields(self)})
+
+
+def make_layer(ctx: Context, d: int, heads: int, b: int, L: int, norm: str, dtype: torch.dtype,
+               random_cache: bool) -> Layer:
+    # weights scaled by 1/sqrt(fan-in) keep activations near unit size (fp16 stays in range)
+    w = lambda i, o: (ctx.randn(i, o) / math.sqrt(i)).to(dtype)
+    gain = lambda: (1 + 0.1 * ctx.randn(d)).to(dtype)
+    bias = lambda: (0.1 * ctx.randn(d)).to(dtype) if norm == "layernorm" else None
+    shape = (b, heads, L, d // heads)
+    cache = (lambda: ctx.randn(*shape).to(dtype)) if random_cache else (
+        lambda: torch.empty(shape, device=ctx.device, dtype=dtype))  # prefill overwrites it all
+    return Layer(w(d, 3 * d), w(d, d), w(d, MLP_RATIO * d), w(MLP_RATIO * d, d),
+                 gain(), gain(), bias(), bias(), cache(), cache())
+
+
+def _norm(x, weight, bias, kind):
+    if kind == "rmsnorm":
+        return F.rms_norm(x, (x.shape[-1],), weight, eps=1e-5)
+    return F.layer_norm(x, (x.shape[-1],), weight, bias, eps=1e-5)
+
+
+def block(x: torch.Tensor, p: Layer, heads: int, norm: str, decode: bool) -> torch.Tensor:
+    """One pre-norm block. Prefill: x [b, L, d] fills the cache and attends causally. Decode:
+    x [b, 1, d]; its K, V take the cache's last slot and its query attends over all L slots."""
+    b, t, d = x.shape
+    qkv = _norm(x, p.norm1_w, p.norm1_b, norm) @ p.wqkv
+    q, k, v = qkv.view(b, t, 3, heads, d // heads).permute(2, 0, 3, 1, 4)  # each [b, heads, t, dh]
+    p.k[:, :, -t:].copy_(k)
+    p.v[:, :, -t:].copy_(v)
+    a = F.scaled_dot_product_attention(q, p.k, p.v, is_causal=not decode)
+    x = x + a.transpose(1, 2).reshape(b, t, d) @ p.wo
+    return x + F.gelu(_norm(x, p.norm2_w, p.norm2_b, norm) @ p.w1) @ p.w2
+
+
+def _block(ctx: Context, cfg: DecodeConfig, phase: str, b: int, L: int, counts: dict) -> dict:
+    dt = _dtype(ctx)
+    decode = phase == "decode"
+    d, t = cfg.d_model, 1 if decode else L
+    # intermediates of one call: ~qkv 3, attention 1, residual 1, MLP 2 x 4 hidden (x tokens x d)
+    scratch = 13 * counts["tokens"] * d * itemsize(ctx.dtype)
+    count = _copies(ctx, cfg, counts["weight_bytes"] + counts["kv_bytes"], scratch)
+    first = make_layer(ctx, d, cfg.heads, b, L, cfg.norm, dt, random_cache=decode)
+    layers = [first] + [first.map(torch.clone) for _ in range(count - 1)]
+    x = ctx.randn(b, t, d).to(dt)
+    with _ieee_float32():
+        out = block(x, first, cfg.heads, cfg.norm, decode)
+        ctx.sync()
+        if not torch.isfinite(out).all():
+            raise WrongResult(f"{phase}: output has non-finite elements")
+        # float64 reference on the first sequences (and, in prefill, their first tokens)
+        r, q = min(b, CHECK_ROWS), min(t, CHECK_TOKENS)
+        kv = slice(None) if decode else slice(0, q)
+        ref_layer = replace(first, k=first.k[:r, :, kv], v=first.v[:r, :, kv]).map(
+            lambda z: z.to(torch.float64, copy=True))
+        x64 = x[:r, :q].double()
+        ref = block(x64, ref_layer, cfg.heads, cfg.norm, decode)
+        # the block's update, out - x: the residual x alone would hide a wrong attention or MLP
+        err = _rel_error(out[:r, :q].double() - x64, ref - x64, BLOCK_TOLERANCE[ctx.dtype], phase)
+        del ref_layer, ref, out
+        nxt = _rotation(layers)
+        stats = ctx.time(lambda i: block(x, nxt(), cfg.heads, cfg.norm, decode))
+    params = {key: val for key, val in counts.items() if key not in ("flops", "bytes")}
+    params |= {"phase": phase, "d_model": d, "heads": cfg.heads, "mlp_hidden": MLP_RATIO * d,
+               "norm": cfg.norm, "layer_copies": count, "check_sequences": r, "check_tokens": q}
+    return stats | {"rel_error": err, "check_passed": True, "params": params | _precision(ctx)}
+
+
+# ---- the sweep --------------------------------------------------------------------------------
+
+class _Budget:
+    """Skips a point whose predicted call is longer than max_call_s. The prediction is this job's
+    roofline so far: max(FLOPs / best FLOP/s, bytes / best byte/s) over the points measured ok.
+    Points run smallest first, so the rates climb towards the device's ceilings; a guard for slow
+    CPUs (fp16 on a CPU without fp16 units), not a model."""
+
+    def __init__(self, max_call_s: float):
+        self.max_call_s, self.flop_rate, self.byte_rate = max_call_s, 0.0, 0.0
+
+    def point(self, ctx: Context, base: dict, body) -> dict:
+        predicted = max(base["flops"] / self.flop_rate if self.flop_rate else 0.0,
+                        base["bytes"] / self.byte_rate if self.byte_rate else 0.0)
+        if predicted > self.max_call_s:
+            return base | {"status": "skipped",
+                           "message": f"predicted {predicted:.2g} s per call at this job's best "
+                                      f"rates so far > max_call_s={self.max_call_s}"}
+        row = ctx.point(base, body)
+        if row["status"] == "ok" and row["time_s"] > 0:
+            self.flop_rate = max(self.flop_rate, base["flops"] / row["time_s"])
+            self.byte_rate = max(self.byte_rate, base["bytes"] / row["time_s"])
+        return row
+
+
+def run(cfg: DecodeConfig, ctx: Context):
+    size = itemsize(ctx.dtype)
+    budget = _Budget(cfg.max_call_s)
+    if "gemv_gemm" in cfg.ops:
+        weights: dict = {}  # the current C's weight copies, reused across b
+        for C in sorted(cfg.channels):
+            for b in sorted(cfg.batches):
+                flops, nbytes = gemv_counts(b, C, size)
+                base = {"op": "gemv_gemm", "n": C, "m": b, "k": C, "batch": b, "flops": flops,
+                        "bytes": nbytes, "working_set_bytes": int(nbytes),
+                        "claims": ["C14", "C15", "C16", "C17"]}
+                yield budget.point(ctx, base, lambda b=b, C=C: _gemv(ctx, cfg, b, C, weights))
+        weights.clear()
+    for phase in ("prefill", "decode"):
+        if f"block_{phase}" not in cfg.ops:
+            continue
+        for b in sorted(cfg.block_batches):
+            for L in sorted(cfg.block_contexts):
+                c = block_counts(phase, b, L, cfg.d_model, size, cfg.norm)
+                base = {"op": f"block_{phase}", "variant": cfg.norm, "n": cfg.d_model,
+                        "m": c["tokens"], "k": L, "batch": b, "flops": c["flops"],
+                        "bytes": c["bytes"], "working_set_bytes": int(c["bytes"]),
+                        "claims": ["C18"]}
+                body = lambda p=phase, b=b, L=L, c=c: _block(ctx, cfg, p, b, L, c)
+                yield budget.point(ctx, base, body)

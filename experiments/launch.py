@@ -1,0 +1,143 @@
+"""Launch geometry (C20): fixed work per block against grid size and warps per block.
+
+Every Triton program (a thread block) runs the FMA chain of experiments/fma_kernel.py on its own
+tile: `tile` elements x `iters` FMAs, the same work whatever the grid. One block of >= 4 warps
+keeps an SM's FMA pipes busy, so a second block on the same SM halves both: the time follows
+ceil(grid / SMs), flat within a wave and stepping up as the grid passes each whole number of
+waves. The wave sweep shows that step (grid = waves x SMs x blocks_per_sm, in steps of 1/8 wave);
+the warp sweep shows how few warps per block leave an SM's schedulers idle. Rows record the SM
+count, the waves, and the occupancy the compiled kernel allows (registers, threads, shared memory).
+A CPU has no SMs or warps: its rows are not_applicable.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from .config import ConfigError, ExperimentConfig
+from .core.dtypes import itemsize, torch_dtype
+from .core.runner import Context, NotApplicable
+from .intensity import A, TOLERANCE, check, check_block, check_warps, load_kernel
+
+NAME = "launch"
+DESCRIPTION = "fixed work per block vs grid size (0.5 to 4 waves over the SMs) and warps per block"
+CLAIMS = ("C20",)
+
+# CUDA's occupancy limits: resident blocks per SM by compute capability (32 on the others)
+MAX_BLOCKS_PER_SM = {(7, 5): 16, (8, 6): 16, (8, 7): 16, (8, 9): 24, (12, 0): 24}
+REGS_PER_SM = 65536
+REG_UNIT = 256  # registers are allocated per warp in units of 256
+
+
+@dataclass
+class LaunchConfig(ExperimentConfig):
+    name: str = NAME
+    min_waves: float = 0.5  # the wave sweep: grid from min_waves to max_waves waves
+    max_waves: float = 4.0
+    wave_step: float = 0.125
+    num_warps: int = 4  # warps per block in the wave sweep
+    warps: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16])  # the warp sweep...
+    warp_waves: list[float] = field(default_factory=lambda: [1.0, 2.0, 4.0])  # ...at these waves
+    blocks_per_sm: int = 1  # blocks that one wave puts on each SM
+    tile: int = 1024  # elements each block owns
+    iters: int = 8192  # FMAs per element: a block's fixed work is tile x iters FMAs
+
+    def __post_init__(self):
+        if not 0 < self.min_waves <= self.max_waves:
+            raise ConfigError(f"experiment.min_waves={self.min_waves} and max_waves="
+                              f"{self.max_waves} must satisfy 0 < min_waves <= max_waves")
+        if not 0 < self.wave_step or (self.max_waves - self.min_waves) / self.wave_step > 1000:
+            raise ConfigError(f"experiment.wave_step={self.wave_step} must be > 0 and give at "
+                              "most 1000 points")
+        check_warps("experiment.num_warps", [self.num_warps])
+        check_warps("experiment.warps", self.warps)
+        if any(not w > 0 for w in self.warp_waves):
+            raise ConfigError(f"experiment.warp_waves={list(self.warp_waves)}; "
+                              "every entry must be > 0")
+        if not isinstance(self.blocks_per_sm, int) or self.blocks_per_sm < 1:
+            raise ConfigError(f"experiment.blocks_per_sm={self.blocks_per_sm} "
+                              "must be an integer >= 1")
+        check_block("experiment.tile", self.tile)
+        if not isinstance(self.iters, int) or self.iters < 0:
+            raise ConfigError(f"experiment.iters={self.iters} must be an integer >= 0")
+
+
+Config = LaunchConfig
+
+
+def wave_points(cfg: LaunchConfig) -> list[float]:
+    count = int((cfg.max_waves - cfg.min_waves) / cfg.wave_step + 1e-9) + 1
+    return [round(cfg.min_waves + i * cfg.wave_step, 9) for i in range(count)]
+
+
+def grid_size(waves: float, sms: int, blocks_per_sm: int) -> int:
+    """Blocks in `waves` waves, rounded half up (never zero)."""
+    return max(1, math.floor(waves * sms * blocks_per_sm + 0.5))
+
+
+def resident_blocks(n_regs: int, shared_bytes: int, num_warps: int, *, threads_per_sm: int = 2048,
+                    smem_per_sm: int = 233472, max_blocks: int = 32) -> int:
+    """Blocks one SM holds at once, given what the compiled kernel uses (CUDA's occupancy rules)."""
+    by_threads = threads_per_sm // (32 * num_warps)
+    regs_per_warp = math.ceil(n_regs * 32 / REG_UNIT) * REG_UNIT
+    by_regs = REGS_PER_SM // regs_per_warp // num_warps if n_regs else max_blocks
+    by_smem = smem_per_sm // shared_bytes if shared_bytes else max_blocks
+    return min(max_blocks, by_threads, by_regs, by_smem)
+
+
+def _occupancy(ctx: Context, compiled, num_warps: int, grid: int) -> dict:
+    n_regs = getattr(compiled, "n_regs", None)
+    shared = getattr(getattr(compiled, "metadata", None), "shared", 0) or 0
+    if n_regs is None:  # the interpreter compiles nothing
+        return {"n_regs": None, "resident_blocks_per_sm": None, "resident_waves": None}
+    props = torch.cuda.get_device_properties(ctx.device)
+    blocks = resident_blocks(
+        n_regs, shared, num_warps,
+        threads_per_sm=getattr(props, "max_threads_per_multi_processor", 2048),
+        smem_per_sm=getattr(props, "shared_memory_per_multiprocessor", 233472),
+        max_blocks=MAX_BLOCKS_PER_SM.get((props.major, props.minor), 32))
+    return {"n_regs": n_regs, "n_spills": getattr(compiled, "n_spills", None),
+            "shared_bytes": shared, "resident_blocks_per_sm": blocks,
+            "resident_waves": grid / (ctx.facts.compute_units * blocks) if blocks else None}
+
+
+NO_SMS = "a CPU has no SMs, warps or thread blocks: grid waves and warps per block are GPU notions"
+
+
+def _measure(ctx: Context, cfg: LaunchConfig, grid: int, num_warps: int, params: dict) -> dict:
+    if ctx.dtype not in TOLERANCE:
+        raise NotApplicable(f"{ctx.dtype} is a matmul compute mode, not a storage type")
+    kernel = load_kernel()
+    x = ctx.randn(grid * cfg.tile, dtype=torch_dtype(ctx.dtype))
+    y = torch.full_like(x, float("nan"))
+    call = lambda i: kernel.fma_chain(x, y, cfg.iters, A, block=cfg.tile, num_warps=num_warps)
+    compiled = call(0)
+    ctx.sync()
+    err = check(ctx.dtype, x, y, cfg.iters)  # every block wrote its own tile, correctly
+    return ctx.time(call) | {"rel_error": err, "check_passed": True,
+                             "params": params | _occupancy(ctx, compiled, num_warps, grid)}
+
+
+def run(cfg: LaunchConfig, ctx: Context):
+    gpu = ctx.device.type == "cuda"
+    sms = ctx.facts.compute_units if gpu else None  # on a CPU: cores, not SMs
+    size = itemsize(ctx.dtype)
+    points = [("wave_sweep", w, cfg.num_warps) for w in wave_points(cfg)]
+    points += [("warp_sweep", w, nw) for nw in cfg.warps for w in cfg.warp_waves]
+    for op, waves, num_warps in points:
+        params = {"num_warps": num_warps, "blocks_per_sm": cfg.blocks_per_sm, "tile": cfg.tile,
+                  "iters": cfg.iters, "waves": waves, "sms": sms}
+        base = {"op": op, "variant": "triton", "params": params}
+        if not gpu:  # a row per point all the same, so every device's dataset has the same shape
+            yield base | {"status": "not_applicable", "message": NO_SMS}
+            continue
+        grid = grid_size(waves, sms, cfg.blocks_per_sm)
+        params |= {"grid": grid, "waves": grid / (sms * cfg.blocks_per_sm)}
+        n = grid * cfg.tile
+        base |= {"n": n, "flops": 2.0 * cfg.iters * n, "bytes": 2.0 * n * size,
+                 "working_set_bytes": 2 * n * size}
+        yield ctx.point(base, lambda grid=grid, nw=num_warps, p=params:
+                        _measure(ctx, cfg, grid, nw, p))

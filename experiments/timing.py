@@ -1,0 +1,266 @@
+"""How to time GPU work: one matmul timed three ways, launch cost eager vs graph, stream order.
+
+`kernel` rows: C = A @ B (n x n, so the size sets the GPU time from microseconds to milliseconds)
+timed per call by the host clock without a synchronize (`host_nosync`: only the launch, C5), by
+the host clock with one (`host_sync`), and by CUDA events (`cuda_event`, the true time, C6).
+The host-clock loops are written out here on purpose: they are what is measured. Their samples
+still go through core.timer.summarize, so statistics live in one place. Each row's params carry
+`ratio_to_true` (its median over the true median). `launch_overhead`: many tiny kernels launched
+eagerly vs replayed from one CUDA graph, time per kernel. `stream_order` (C7): a long matmul and
+a kernel reading its output, enqueued on one stream with no synchronize between them.
+On a CPU ops run synchronously: the host clock is the true time, CUDA-only methods don't apply.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .config import ConfigError, ExperimentConfig, check_sizes
+from .core.dtypes import itemsize, torch_dtype
+from .core.runner import Context, NotApplicable, WrongResult
+from .core.timer import summarize
+
+NAME = "timing"
+DESCRIPTION = "a matmul timed without sync, with sync and with CUDA events; launch cost; stream order"
+CLAIMS = ("C1", "C5", "C6", "C7")
+
+METHODS = ("host_nosync", "host_sync", "cuda_event")
+# relative error a correct product stays under (TF32 or garbage lands far above float32's bound)
+TOLERANCE = {"float64": 1e-12, "float32": 1e-5, "float16": 5e-3, "bfloat16": 2e-2}
+CHECK_ROWS = 64  # rows of the product checked against float64 (cheap at any n)
+SLEEP_CYCLES = 200_000  # ~100 us busy GPU: longer than the host needs to enqueue start, kernel, end
+MIN_SAMPLES = 5
+CPU_SYNC_NOTE = ("CPU analogue: CPU ops run synchronously, so the host clock already waits for the "
+                 "result; host_sync is the true time and host_nosync measures the same thing")
+
+
+@dataclass
+class TimingConfig(ExperimentConfig):
+    name: str = NAME
+    kernel_sizes: list[int] = field(default_factory=lambda: [64, 256])  # matrix side n
+    max_samples: int = 100  # per method and size; fewer when point_budget_s runs out
+    launch_kernels: int = 1000  # tiny kernels per launch-overhead sample
+    launch_samples: int = 20
+    stream_order_size: int = 4096  # side of the long first matmul of the stream-order check
+
+    def __post_init__(self):
+        check_sizes("experiment.kernel_sizes", self.kernel_sizes)
+        for key, low in (("max_samples", MIN_SAMPLES), ("launch_kernels", 1),
+                         ("launch_samples", 2), ("stream_order_size", 1)):
+            value = getattr(self, key)
+            if not isinstance(value, int) or value < low:
+                raise ConfigError(f"experiment.{key}={value!r} must be an integer >= {low}")
+
+
+Config = TimingConfig
+
+
+def check_result(out: torch.Tensor, ref: torch.Tensor, tol: float) -> tuple[float, bool]:
+    """(relative error against a float64 reference, passed). A NaN (unwritten) output fails."""
+    err = ((out.double() - ref).norm() / ref.norm()).item()
+    return err, bool(err <= tol)
+
+
+def stream_order_check(z, a, b, tol) -> tuple[float, bool]:
+    """z should be 2 * (a @ b). Any NaN means the reader ran before the NaN-poisoned y was written."""
+    rows = min(z.shape[0], CHECK_ROWS)
+    err, ok = check_result(z[:rows], 2 * (a[:rows].double() @ b.double()), tol)
+    return err, ok and not bool(torch.isnan(z).any())
+
+
+def _stats(samples, timer: str, ctx: Context) -> dict:
+    stats = summarize(samples) | {"inner_reps": 1, "timer": timer}
+    return stats | {"noisy": bool(stats["cv"] > ctx.cv_threshold)}
+
+
+def _need_storage_dtype(ctx: Context):
+    if ctx.dtype not in TOLERANCE:
+        raise NotApplicable(f"{ctx.dtype} is not a storage type; time the kernel in a plain dtype")
+
+
+def _kernel(ctx: Context, n: int):
+    """A checked matmul C = A @ B and its relative error (first rows against float64)."""
+    _need_storage_dtype(ctx)
+    dt = torch_dtype(ctx.dtype)
+    a, b = ctx.randn(n, n, dtype=dt), ctx.randn(n, n, dtype=dt)
+    c = torch.full((n, n), float("nan"), device=ctx.device, dtype=dt)
+    kernel = lambda: torch.mm(a, b, out=c)  # noqa: E731
+    kernel()
+    ctx.sync()
+    rows = min(n, CHECK_ROWS)
+    err, ok = check_result(c[:rows], a[:rows].double() @ b.double(), TOLERANCE[ctx.dtype])
+    if not ok:
+        raise WrongResult(f"matmul n={n}: relative error {err:.3g} above {TOLERANCE[ctx.dtype]:g}")
+    for _ in range(2):  # warm up: first calls pick the algorithm and load the kernel
+        kernel()
+    ctx.sync()
+    return kernel, err
+
+
+def _sample_count(ctx: Context, cfg: TimingConfig, kernel) -> int:
+    t0 = time.perf_counter()
+    kernel()
+    ctx.sync()
+    one = time.perf_counter() - t0
+    return int(min(cfg.max_samples, max(MIN_SAMPLES, ctx.point_budget_s // max(one, 1e-9))))
+
+
+def _host_samples(ctx: Context, kernel, samples: int, sync: bool):
+    """Host-clock time of one call per sample; for host_nosync also how often the kernel was
+    still running when the clock stopped (the host returned before the kernel ended: C1, C5)."""
+    cuda = ctx.device.type == "cuda"
+    out, pending = np.empty(samples), 0
+    for s in range(samples):
+        ctx.sync()  # every sample starts with an idle device, outside the clock
+        t0 = time.perf_counter()
+        kernel()
+        if sync:
+            ctx.sync()
+        out[s] = time.perf_counter() - t0
+        if cuda and not sync:
+            done = torch.cuda.Event()
+            done.record()
+            pending += not done.query()
+    ctx.sync()
+    return out, pending / samples
+
+
+def _event_samples(ctx: Context, kernel, samples: int):
+    """CUDA-event time of one call per sample. A busy-wait kernel first keeps the GPU occupied
+    while the host enqueues start, kernel, end, so the events bracket the kernel, not the launch."""
+    sleep = getattr(torch.cuda, "_sleep", None)
+    pairs = []
+    for _ in range(samples):
+        ctx.sync()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if sleep is not None:
+            sleep(SLEEP_CYCLES)
+        start.record()
+        kernel()
+        end.record()
+        pairs.append((start, end))
+    ctx.sync()
+    return np.array([a.elapsed_time(b) for a, b in pairs]) / 1e3, sleep is not None
+
+
+def _measure_method(ctx: Context, cfg: TimingConfig, n: int, method: str) -> dict:
+    cpu = ctx.device.type == "cpu"
+    if method == "cuda_event" and cpu:
+        raise NotApplicable("a CPU has no CUDA events; its true time is host_sync (perf_counter)")
+    kernel, err = _kernel(ctx, n)
+    samples = _sample_count(ctx, cfg, kernel)
+    row = {"rel_error": err, "check_passed": True}
+    if method == "cuda_event":
+        times, preloaded = _event_samples(ctx, kernel, samples)
+        return row | _stats(times, "cuda_event", ctx) | {"params": {"gpu_preloaded": preloaded}}
+    times, pending = _host_samples(ctx, kernel, samples, sync=method == "host_sync")
+    timer = "perf_counter_sync" if method == "host_sync" else "perf_counter_nosync"
+    row |= _stats(times, timer, ctx)
+    if cpu:
+        return row | {"message": CPU_SYNC_NOTE}
+    return row | ({"params": {"pending_fraction": pending}} if method == "host_nosync" else {})
+
+
+def add_ratios(rows: list[dict], true_variant: str, key: str = "ratio_to_true") -> list[dict]:
+    """Put each ok row's median over the `true_variant` row's median into its params."""
+    true = next((r["time_s"] for r in rows
+                 if r.get("variant") == true_variant and r["status"] == "ok"), None)
+    for r in rows:
+        if true and r["status"] == "ok":
+            r["params"] = dict(r.get("params") or {}) | {
+                "true_variant": true_variant, key: r["time_s"] / true}
+    return rows
+
+
+def _launch(ctx: Context, cfg: TimingConfig, variant: str) -> dict:
+    """Wall time per tiny kernel (x += 1 on one element) until N of them are done, the final
+    synchronize amortised over N."""
+    cpu = ctx.device.type == "cpu"
+    if variant == "graph" and cpu:
+        raise NotApplicable("CUDA graphs exist only on a GPU; a CPU runs each op when called")
+    big_n = cfg.launch_kernels
+    x = torch.zeros(1, dtype=torch.int64, device=ctx.device)  # an exact counter: checks every add ran
+    done = 0
+    if variant == "eager":
+        def body():
+            for _ in range(big_n):
+                x.add_(1)
+    else:
+        stream = torch.cuda.Stream(ctx.device)  # capture needs a side stream, warmed once
+        stream.wait_stream(torch.cuda.current_stream(ctx.device))
+        with torch.cuda.stream(stream):
+            x.add_(1)
+        torch.cuda.current_stream(ctx.device).wait_stream(stream)
+        done += 1
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(big_n):
+                x.add_(1)
+        body = graph.replay
+    body()  # warm-up (the first replay uploads the graph)
+    done += big_n
+    out = np.empty(cfg.launch_samples)
+    for s in range(cfg.launch_samples):
+        ctx.sync()
+        t0 = time.perf_counter()
+        body()
+        ctx.sync()
+        out[s] = (time.perf_counter() - t0) / big_n
+        done += big_n
+    if int(x.item()) != done:
+        raise WrongResult(f"counter is {int(x.item())} after {done} adds: kernels were lost")
+    row = {"check_passed": True, "rel_error": 0.0, "params": {"kernels": big_n}}
+    row |= _stats(out, "perf_counter_sync", ctx) | {"inner_reps": big_n}
+    if cpu:
+        row["message"] = "CPU analogue: per-op dispatch cost of a tiny eager op; nothing is launched"
+    return row
+
+
+def _stream_order(ctx: Context, n: int) -> dict:
+    if ctx.device.type == "cpu":
+        raise NotApplicable("a CPU has no streams: its ops run one after another as called")
+    _need_storage_dtype(ctx)
+    dt = torch_dtype(ctx.dtype)
+    a, b = ctx.randn(n, n, dtype=dt), ctx.randn(n, n, dtype=dt)
+    y = torch.full((n, n), float("nan"), device=ctx.device, dtype=dt)
+    z = torch.full((n, n), float("nan"), device=ctx.device, dtype=dt)
+    ctx.sync()
+    first_done = torch.cuda.Event()
+    torch.mm(a, b, out=y)  # long
+    first_done.record()
+    torch.mul(y, 2, out=z)  # reads y; enqueued at once, no synchronize in between
+    pending = not first_done.query()  # the mm was still running after the reader was enqueued
+    ctx.sync()
+    err, ok = stream_order_check(z, a, b, TOLERANCE[ctx.dtype])
+    row = {"rel_error": err, "check_passed": ok, "status": "ok" if ok else "wrong_result",
+           "params": {"first_pending_at_enqueue": pending}}
+    if not pending:
+        row["message"] = ("the matmul had ended before the reader was enqueued: order not "
+                          "stressed; raise stream_order_size")
+    elif not ok:
+        row["message"] = f"the reader saw unwritten or wrong data (relative error {err:.3g})"
+    return row
+
+
+def run(cfg: TimingConfig, ctx: Context):
+    size = itemsize(ctx.dtype)
+    true_variant = "host_sync" if ctx.device.type == "cpu" else "cuda_event"
+    for n in cfg.kernel_sizes:
+        base = {"op": "kernel", "n": n, "m": n, "k": n, "flops": 2.0 * n**3,
+                "bytes": float(3 * n * n * size), "working_set_bytes": 3 * n * n * size,
+                "claims": ["C1", "C5", "C6"]}
+        rows = [ctx.point(base | {"variant": m}, lambda m=m: _measure_method(ctx, cfg, n, m))
+                for m in METHODS]
+        yield from add_ratios(rows, true_variant)
+
+    base = {"op": "launch_overhead", "n": 1, "claims": ["C1", "C5"]}
+    rows = [ctx.point(base | {"variant": v}, lambda v=v: _launch(ctx, cfg, v)) for v in ("eager", "graph")]
+    yield from add_ratios(rows, "graph", key="ratio_to_graph")  # no-op on a CPU: no graph row
+
+    n = cfg.stream_order_size
+    yield ctx.point({"op": "stream_order", "n": n, "m": n, "k": n, "claims": ["C7"]},
+                    lambda: _stream_order(ctx, n))

@@ -1,0 +1,86 @@
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from experiments import timing
+
+
+def test_timing_cpu_rows_measure_host_clock_and_mark_cuda_methods(run_experiment):
+    rows = run_experiment("timing", "float32", [
+        "experiment.kernel_sizes=[16,48]", "experiment.max_samples=5",
+        "experiment.launch_kernels=50", "experiment.launch_samples=3"])
+    status = {(r.op, r.variant if isinstance(r.variant, str) else None, r.n): r.status
+              for r in rows.itertuples()}
+    expected = {}
+    for n in (16, 48):
+        expected |= {("kernel", "host_nosync", n): "ok", ("kernel", "host_sync", n): "ok",
+                     ("kernel", "cuda_event", n): "not_applicable"}
+    expected |= {("launch_overhead", "eager", 1): "ok", ("launch_overhead", "graph", 1): "not_applicable",
+                 ("stream_order", None, 4096): "not_applicable"}
+    assert status == expected
+    assert rows[rows.status == "not_applicable"].message.str.len().gt(10).all()
+
+    kernel = rows[(rows.op == "kernel") & (rows.status == "ok")]
+    n = kernel.n.to_numpy()
+    np.testing.assert_array_equal(kernel.flops, 2.0 * n**3)
+    np.testing.assert_array_equal(kernel.bytes, 3 * n * n * 4)
+    assert kernel.check_passed.all() and (kernel.rel_error < 1e-5).all()
+    assert (kernel.samples == 5).all() and (kernel.inner_reps == 1).all()
+    assert set(kernel.timer) == {"perf_counter_nosync", "perf_counter_sync"}
+    assert kernel.message.str.contains("host_sync is the true time").all()
+    assert (kernel.time_s_min <= kernel.time_s).all() and (kernel.time_s > 0).all()
+    # the ratio is each method's median over host_sync's (the CPU's true time) at the same n
+    for size in (16, 48):
+        pick = kernel[kernel.n == size].set_index("variant")
+        ratio = pick.params.map(lambda p: json.loads(p)["ratio_to_true"])
+        assert ratio["host_sync"] == 1.0
+        assert ratio["host_nosync"] == pytest.approx(pick.time_s["host_nosync"] / pick.time_s["host_sync"])
+
+    eager = rows[(rows.op == "launch_overhead") & (rows.variant == "eager")].iloc[0]
+    assert eager.check_passed and eager.inner_reps == 50 and eager.samples == 3
+    assert 0 < eager.time_s < 1e-3  # a tiny op costs microseconds, not milliseconds
+    assert "dispatch" in eager.message
+
+
+def test_timing_tf32_kernel_is_not_applicable(run_experiment):
+    rows = run_experiment("timing", "tf32", ["experiment.kernel_sizes=[16]",
+                                            "experiment.launch_kernels=5", "experiment.launch_samples=2"])
+    assert set(rows[rows.op == "kernel"].status) == {"not_applicable"}
+
+
+@pytest.mark.parametrize("override, key", [("experiment.kernel_sizes=[]", "experiment.kernel_sizes"),
+                                           ("experiment.max_samples=2", "experiment.max_samples"),
+                                           ("experiment.launch_kernels=0", "experiment.launch_kernels")])
+def test_timing_rejects_bad_config(run_experiment, override, key):
+    with pytest.raises(ValueError, match=key):
+        run_experiment("timing", "float32", [override])
+
+
+def test_stream_order_check_fails_on_unwritten_or_stale_data():
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(80, 80, generator=g), torch.randn(80, 80, generator=g)
+    z = 2 * (a @ b)
+    err, ok = timing.stream_order_check(z, a, b, timing.TOLERANCE["float32"])
+    assert ok and err < 1e-6
+    # the reader ran before the writer: it saw the NaN poison (here past the checked rows)
+    poisoned = z.clone()
+    poisoned[-1, -1] = float("nan")
+    assert timing.stream_order_check(poisoned, a, b, 1e-5)[1] is False
+    # ... or an older y (the previous inputs' product)
+    stale = 2 * (torch.randn(80, 80, generator=g) @ b)
+    err, ok = timing.stream_order_check(stale, a, b, 1e-5)
+    assert not ok and err > 0.5
+
+
+def test_add_ratios_uses_the_true_variant_and_skips_failed_rows():
+    rows = [{"variant": "host_nosync", "status": "ok", "time_s": 1e-5, "params": {"pending_fraction": 1.0}},
+            {"variant": "host_sync", "status": "ok", "time_s": 3e-3},
+            {"variant": "cuda_event", "status": "ok", "time_s": 2e-3},
+            {"variant": "extra", "status": "error", "time_s": None}]
+    out = timing.add_ratios(rows, "cuda_event")
+    assert [r.get("params", {}).get("ratio_to_true") for r in out] == pytest.approx([5e-3, 1.5, 1.0, None])
+    assert out[0]["params"]["pending_fraction"] == 1.0 and out[0]["params"]["true_variant"] == "cuda_event"
+    no_true = timing.add_ratios([{"variant": "host_sync", "status": "ok", "time_s": 1.0}], "cuda_event")
+    assert "params" not in no_true[0]
