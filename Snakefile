@@ -8,6 +8,9 @@ min_version("8.0")
 configfile: "config/config.yaml"
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/measure.smk"
 include: "workflow/rules/aggregate.smk"
@@ -15,5 +18,5 @@ include: "workflow/rules/aggregate.smk"
 
 rule all:
     input:
-        "results/report.html",
+        f"{RESULTS}/report.html",
     default_target: True

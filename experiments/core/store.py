@@ -24,6 +24,9 @@ def write_atomic(table: pa.Table, path: str | os.PathLike) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; results are for others to read too
         with os.fdopen(fd, "wb") as handle:
             pq.write_table(table, handle)
             handle.flush()

@@ -1,9 +1,105 @@
-# Collect every measurement file into one dataset, fit the roofline, draw figures, render the report.
-# (placeholder until the analysis package lands)
+# Collect every measurement file (this run's and the published sets) into one dataset, fit the
+# roofline, draw the figures, render the report. Each rule is one `python -m experiments.analysis`
+# command; the logic lives in experiments/analysis.
+import os
+import shlex
+import sys
+
+from experiments.analysis.catalog import FIGURES
+
+
+# Published datasets that may be absent (not committed, not yet fetched): skip them, saying so.
+PUBLISHED = [p for p in config.get("published", []) if os.path.exists(p)]
+for _path in sorted(set(config.get("published", [])) - set(PUBLISHED)):
+    print(f"rooflab: published dataset {_path} not found; skipped", file=sys.stderr)
+
+
+# Light work on data already written: run where Snakemake runs, not as cluster jobs.
+localrules:
+    collect,
+    roofline,
+    figures,
+    report,
+
+
+rule collect:
+    input:
+        run=measurement_files(),
+        published=PUBLISHED,
+    output:
+        f"{RESULTS}/measurements.parquet",
+    conda:
+        "../../environment.yml"
+    log:
+        f"{RESULTS}/logs/aggregate/collect.log",
+    params:
+        # every configured set: the command logs the missing ones it skips
+        published=shlex.join(config.get("published", [])),
+    shell:
+        "python -m experiments.analysis collect {output:q} {input.run:q}"
+        " --published {params.published} > {log:q} 2>&1"
+
+
+rule roofline:
+    input:
+        f"{RESULTS}/measurements.parquet",
+    output:
+        f"{RESULTS}/roofline/ceilings.parquet",
+    conda:
+        "../../environment.yml"
+    log:
+        f"{RESULTS}/logs/aggregate/roofline.log",
+    shell:
+        "python -m experiments.analysis roofline {input:q} --out {output:q} > {log:q} 2>&1"
+
+
+rule figures:
+    input:
+        data=f"{RESULTS}/measurements.parquet",
+        ceilings=f"{RESULTS}/roofline/ceilings.parquet",
+        datasheets="config/datasheets.yaml",
+    output:
+        [
+            report(
+                f"{RESULTS}/figures/{name}.png",
+                caption=f"../report/{name}.rst",
+                category=category,
+            )
+            for name, (category, *_) in FIGURES.items()
+        ],
+        expand(f"{RESULTS}/figures/{{name}}.svg", name=FIGURES),
+        index=f"{RESULTS}/figures/index.json",
+    conda:
+        "../../environment.yml"
+    log:
+        f"{RESULTS}/logs/aggregate/figures.log",
+    params:
+        outdir=lambda wildcards, output: os.path.dirname(output.index),
+    shell:
+        "python -m experiments.analysis figures {input.data:q} --ceilings {input.ceilings:q}"
+        " --datasheets {input.datasheets:q} --outdir {params.outdir:q} > {log:q} 2>&1"
+
+
 rule report:
     input:
-        measurement_files(),
+        data=f"{RESULTS}/measurements.parquet",
+        ceilings=f"{RESULTS}/roofline/ceilings.parquet",
+        datasheets="config/datasheets.yaml",
+        figures=expand(f"{RESULTS}/figures/{{name}}.png", name=FIGURES),
+        index=f"{RESULTS}/figures/index.json",
     output:
-        "results/report.html",
+        report(
+            f"{RESULTS}/report.html",
+            caption="../report/report.rst",
+            category="Report",
+        ),
+    conda:
+        "../../environment.yml"
+    log:
+        f"{RESULTS}/logs/aggregate/report.log",
+    params:
+        figures=lambda wildcards, input: os.path.dirname(input.index),
     shell:
-        "touch {output}"
+        "python -m experiments.analysis report {input.data:q} --ceilings {input.ceilings:q}"
+        " --datasheets {input.datasheets:q} --figures {params.figures:q} --out {output:q}"
+        " > {log:q} 2>&1"

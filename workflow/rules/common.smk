@@ -2,8 +2,10 @@
 import json
 import re
 import shlex
+from pathlib import Path
 import socket
 
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 
@@ -49,10 +51,18 @@ def grid():
 
 
 def measurement_files():
-    return [
+    """This machine's sweep, plus the files of other hosts copied into results/measurements/
+    (how machines are merged: each keeps its own host folder)."""
+    own = [
         f"{RESULTS}/measurements/{HOST}/{dev}/{exp}/{dtype}.parquet"
         for exp, dev, dtype in grid()
     ]
+    others = sorted(
+        str(path)
+        for path in Path(RESULTS, "measurements").glob("*/*/*/*.parquet")
+        if path.parts[-4] != HOST
+    )
+    return own + others
 
 
 def hydra_value(value):
@@ -80,3 +90,27 @@ def job_args(wildcards, output):
         ]
     )
 
+
+
+# What one job asks Slurm for (workflow/profiles/slurm; a local run ignores it), by device kind.
+# A GPU job: one GPU (of `slurm.gpu_model`), and cores for the thread that drives it and the CUDA
+# driver's own. A CPU job: a whole node (--exclusive), so no other job shares its cores, caches or
+# memory bandwidth; mem_mb=0 sends no --mem, leaving it the node's memory (or the cluster's
+# default for a whole node); cpus_per_task None: its `threads`, every core.
+SLURM = config.get("slurm") or {}
+SLURM_JOB = {
+    "cpu": dict(gpu=0, gpu_model="", slurm_partition=SLURM.get("cpu_partition") or "",
+                slurm_extra="--exclusive", mem_mb=0, cpus_per_task=None),
+    "cuda": dict(gpu=1, gpu_model=SLURM.get("gpu_model") or "",
+                 slurm_partition=SLURM.get("partition") or "", slurm_extra="", mem_mb=16000,
+                 cpus_per_task=4),
+}
+
+
+def all_cores():
+    """Every core Snakemake may use. Submitting to Slurm they are not known (1 is enough, the node
+    is exclusive); the job evaluates this again inside its allocation, where it is every core."""
+    try:
+        return workflow.cores
+    except WorkflowError:
+        return 1

@@ -1,6 +1,5 @@
 # One job per (experiment, device, dtype): python -m experiments writes one Parquet file.
 
-
 rule measure:
     output:
         f"{RESULTS}/measurements/{{host}}/{{device}}/{{experiment}}/{{dtype}}.parquet",
@@ -15,8 +14,10 @@ rule measure:
     conda:
         "../../environment.yml"
     # A CPU measurement takes every core so no other job disturbs it; a GPU job takes its GPU.
-    threads: lambda wildcards: workflow.cores if wildcards.device == "cpu" else 1
+    threads: lambda wildcards: all_cores() if wildcards.device == "cpu" else 1
     resources:
         **{slug: (lambda wildcards, s=slug: int(wildcards.device == s)) for slug in DEVICES},
+        **{key: (lambda wildcards, key=key: SLURM_JOB[device_kind(wildcards.device)][key])
+           for key in SLURM_JOB["cpu"]},
     shell:
         "python -m experiments {params.args} > {log:q} 2>&1"

@@ -1,0 +1,24 @@
+"""Names the workflow needs at parse time: the figures and the claims. No heavy imports here, so
+the Snakefile can `from experiments.analysis.catalog import FIGURES` cheaply."""
+
+from __future__ import annotations
+
+# name -> (report category, what it shows, experiments it draws from). Every name is produced as
+# results/figures/<name>.png and .svg; a figure whose experiments have no rows is a placeholder
+# that says which experiment is missing, so the workflow's outputs never change.
+FIGURES = {
+    "roofline": ("Roofline", "measured and datasheet rooflines with every experiment's points",
+                 ("bandwidth", "matmul", "intensity", "decode")),
+    "bandwidth": ("Memory", "bandwidth vs working-set size, with cache levels and plateaus",
+                  ("bandwidth",)),
+    "matmul": ("Compute", "GEMM TFLOP/s and error against float64 per dtype", ("matmul",)),
+    "decode": ("Decode", "x @ W time per step and tokens/s vs batch, with the prediction",
+               ("decode",)),
+    "timing": ("Host and device", "timing methods compared: host clock, synced, CUDA events",
+               ("timing",)),
+    "transfer": ("Host and device", "host-device copies: GB/s vs size with the fitted model",
+                 ("transfer",)),
+    "launch": ("Launch geometry", "kernel time vs grid size in waves over the SMs", ("launch",)),
+}
+
+CLAIM_IDS = tuple(f"C{i}" for i in range(1, 21))

@@ -1,0 +1,162 @@
+"""One dataset from many measurement files: merge this run's files with published sets, label
+where every row came from, and read the merged file back with helpers the other modules share.
+
+The merged file is the row schema plus one column, `source`: "run" for this run's files,
+"published:<name>" for a published set (derived from its path). Measurement files themselves keep
+the one schema; the merged file's metadata keeps every input file's metadata, keyed by path.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..core.schema import METADATA_KEY, SCHEMA, to_table
+from ..core.store import DatasetError, read_measurements, read_metadata, write_atomic
+
+RUN = "run"
+DATASET_SCHEMA = SCHEMA.append(pa.field("source", pa.string()))
+SYSTEM_KEY = ["source", "host", "device"]
+
+
+def source_label(path: str | Path) -> str:
+    """'published:h200' for results/published/h200/measurements.parquet: the path below
+    `published/`, without the suffix and a generic 'measurements' file name."""
+    parts = list(Path(path).with_suffix("").parts)
+    rest = parts[parts.index("published") + 1:] if "published" in parts else parts[-2:]
+    rest = [p for p in rest if p != "measurements"] or [Path(path).stem]
+    return "published:" + "/".join(rest)
+
+
+def _files(path: Path) -> list[Path]:
+    return sorted(path.rglob("*.parquet")) if path.is_dir() else [path]
+
+
+def _read(path: Path, source: str) -> tuple[pa.Table, dict]:
+    table = read_measurements(path)  # raises DatasetError naming the file
+    try:
+        meta = read_metadata(path)
+    except (ValueError, TypeError) as exc:
+        raise DatasetError(f"{path}: unreadable rooflab metadata ({exc})") from exc
+    # A published set is usually itself a merged file: keep its inner files' metadata.
+    inner = meta.get("sources") if isinstance(meta.get("sources"), dict) else {str(path): meta}
+    metas = {(k if k == str(path) else f"{path}::{k}"): dict(v) | {"source": source}
+             for k, v in inner.items()}
+    column = pa.array([source] * table.num_rows, pa.string())
+    return table.append_column("source", column), metas
+
+
+def collect(run_files, published=(), out=None, log=lambda msg: print(msg, file=sys.stderr)):
+    """Merge this run's measurement files and the published sets that exist into one table.
+
+    A missing published set is skipped with a message; a file that is not a rooflab measurement
+    file fails with DatasetError naming it."""
+    tables, metas = [], {}
+    inputs = [(Path(p), RUN) for p in run_files]
+    for p in published:
+        p = Path(p)
+        if not p.exists():
+            log(f"rooflab: published dataset {p} not found; skipped")
+            continue
+        files = _files(p)
+        if not files:
+            log(f"rooflab: published dataset {p} holds no Parquet files; skipped")
+        inputs += [(f, source_label(p)) for f in files]
+    for path, source in inputs:
+        table, meta = _read(path, source)
+        tables.append(table)
+        metas.update(meta)
+    if not tables:
+        raise DatasetError("no measurement files to collect (no run files, no published sets)")
+    merged = pa.concat_tables(tables).replace_schema_metadata(
+        {METADATA_KEY: json.dumps({"sources": metas}, default=str)})
+    if out is not None:
+        write_atomic(merged, out)
+        log(f"rooflab: {merged.num_rows} rows from {len(inputs)} files -> {out}")
+    return merged.to_pandas()
+
+
+@dataclass
+class Dataset:
+    """The merged rows, plus the metadata of every file they came from."""
+
+    rows: pd.DataFrame
+    files: dict  # path -> that file's metadata (with its "source")
+
+    def systems(self) -> pd.DataFrame:
+        """One row per (source, host, device) with its label, run first."""
+        cols = SYSTEM_KEY + ["device_kind", "device_name", "system"]
+        s = self.rows.drop_duplicates(SYSTEM_KEY)[cols].copy()
+        s["order"] = (s.source != RUN).astype(int)
+        return s.sort_values(["order", "system"]).drop(columns="order").reset_index(drop=True)
+
+    def file_metas(self, system: str) -> list[dict]:
+        """Metadata of the files that hold `system`'s rows."""
+        row = self.systems().set_index("system").loc[system]
+        return [m for m in self.files.values()
+                if m.get("source") == row.source and m.get("host") == row.host
+                and m.get("device") == row.device]
+
+    def facts(self, system: str) -> dict:
+        """Device facts of a system from its files' metadata ({} when none recorded them)."""
+        for meta in self.file_metas(system):
+            if meta.get("device_facts"):
+                return meta["device_facts"]
+        return {}
+
+
+def add_labels(rows: pd.DataFrame) -> pd.DataFrame:
+    """Add `system`: 'device name @ host', with the source for published sets."""
+    rows = rows.copy()
+    if "source" not in rows:
+        rows["source"] = RUN
+    rows["source"] = rows["source"].fillna(RUN)
+    first = rows.groupby(SYSTEM_KEY, sort=False).device_name.transform("first")
+    name = first.fillna(rows.device).astype(str)
+    label = name + " @ " + rows.host.astype(str)
+    published = rows.source != RUN
+    rows["system"] = label.where(~published, label + " [" + rows.source + "]")
+    return rows
+
+
+def load(path) -> Dataset:
+    """Read a merged dataset written by `collect` (or a single measurement file)."""
+    path = Path(path)
+    table = read_measurements(path)  # the schema columns, checked
+    rows = table.to_pandas()
+    if "source" in pq.read_schema(path).names:
+        rows["source"] = pq.read_table(path, columns=["source"]).column("source").to_pandas()
+    meta = read_metadata(path)
+    files = meta.get("sources") if isinstance(meta.get("sources"), dict) else {
+        str(path): meta | {"source": RUN}}
+    files = {k: dict(v, source=v.get("source", RUN)) for k, v in files.items()}
+    return Dataset(add_labels(rows), files)
+
+
+def from_rows(rows: list[dict], files: dict | None = None, source: str = RUN) -> Dataset:
+    """A Dataset from row dicts in memory (tests, notebooks): derived through the one schema
+    (intensity, rates) exactly as a measurement file would be."""
+    frame = to_table(rows, {}).to_pandas()
+    frame["source"] = source
+    return Dataset(add_labels(frame), files or {})
+
+
+def ok(rows: pd.DataFrame) -> pd.DataFrame:
+    return rows[rows.status == "ok"]
+
+
+def params(rows: pd.DataFrame) -> pd.DataFrame:
+    """The `params` JSON of each row as columns (missing keys are NaN), indexed like rows."""
+    parsed = [json.loads(p) if isinstance(p, str) and p else {} for p in rows["params"]]
+    return pd.DataFrame(parsed, index=rows.index)
+
+
+def param(rows: pd.DataFrame, key: str) -> pd.Series:
+    frame = params(rows)
+    return frame[key] if key in frame else pd.Series(float("nan"), index=rows.index)

@@ -1,0 +1,241 @@
+"""Fit the roofline from rows, never from typed-in numbers.
+
+Per system (source, host, device):
+* bandwidth ceilings: the bandwidth experiment's byte/s against working-set size, cut into windows
+  by the cache sizes in the device facts (a working set at most half a cache is resident in it, one
+  at least twice the level below is past that level, DRAM starts at 4x the last-level cache). In
+  each window the plateau is the top of the curve (points within 10 % of the window's 90th
+  percentile: this drops launch-bound small sizes and slow kernels); the ceiling is its median.
+  A cache level is kept only if its plateau stands 15 % above the next level's: otherwise the
+  curve shows no step there.
+* matrix_flops per dtype: the same top-plateau median over the matmul experiment's FLOP/s.
+* vector_flops per dtype: a robust (soft-L1) least-squares fit of log min(P, B * I) to the
+  intensity experiment's points; P is identified only if >= 2 points lie on each roof.
+* ridge per dtype: compute ceiling / DRAM bandwidth.
+Intervals: 95 % percentile bootstrap (medians: scipy.stats.bootstrap; the roof fit: rows
+resampled and refitted); a ridge's interval combines its two ceilings' bounds.
+A ceiling that cannot be fitted is still a row, with value NaN and a note saying why.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+
+import numpy as np
+import pandas as pd
+from scipy import optimize, stats
+
+from .dataset import Dataset, ok
+
+TOP = 0.9  # plateau: within 10 % of the window's 90th percentile
+STEP = 1.15  # a cache plateau must stand this much above the next level's
+RESIDENT, PAST, DRAM_PAST = 0.5, 2.0, 4.0
+N_BOOT = 1000
+SEED = 0
+
+# scipy >= 1.15 takes `rng`, older ones `random_state` (deprecated later): use what exists
+_RNG = "rng" if "rng" in inspect.signature(stats.bootstrap).parameters else "random_state"
+
+COLUMNS = ["source", "host", "device", "device_kind", "device_name", "system", "ceiling",
+           "dtype", "value", "unit", "ci_low", "ci_high", "method", "n_points", "ws_min",
+           "ws_max", "capacity_bytes", "note"]
+
+
+def bootstrap_median(values) -> tuple[float, float]:
+    v = np.asarray(values, dtype=float)
+    if v.size < 2:
+        return math.nan, math.nan
+    if np.ptp(v) == 0:
+        return float(v[0]), float(v[0])
+    if v.size < 10:
+        # a percentile bootstrap of a median undercovers on a handful of points; the range of
+        # n points holds the median with probability 1 - 2^(1-n) (94 % at 5, 99.6 % at 9)
+        return float(v.min()), float(v.max())
+    res = stats.bootstrap((v,), np.median, n_resamples=N_BOOT, method="percentile",
+                          **{_RNG: np.random.default_rng(SEED)})
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def top_plateau(values) -> np.ndarray:
+    """Mask of the points on the top plateau of a curve."""
+    v = np.asarray(values, dtype=float)
+    return v >= TOP * np.quantile(v, 0.9)
+
+
+def _row(ceiling, value, unit, method, n, dtype=None, ci=(math.nan, math.nan), **extra):
+    return {"ceiling": ceiling, "dtype": dtype, "value": value, "unit": unit,
+            "ci_low": ci[0], "ci_high": ci[1], "method": method, "n_points": n} | extra
+
+
+def _missing(ceiling, unit, note, dtype=None):
+    return _row(ceiling, math.nan, unit, "not fitted", 0, dtype, note=note)
+
+
+def cache_windows(facts: dict, ws_max: float):
+    """[(ceiling, lo, hi, capacity)]: working-set windows of each cache level and of DRAM."""
+    caches = dict(facts.get("cache_bytes") or {})
+    if not caches and facts.get("llc_bytes"):
+        caches = {"LLC": facts["llc_bytes"]}
+    levels = sorted((size, name) for name, size in caches.items() if size)
+    windows, lo = [], 0.0
+    for size, name in levels:
+        windows.append((f"{name.lower()}_bw", lo, RESIDENT * size, size))
+        lo = PAST * size
+    dram_lo = DRAM_PAST * levels[-1][0] if levels else ws_max / 4  # no facts: top two octaves
+    windows.append(("dram_bw", dram_lo, math.inf, None))
+    return windows
+
+
+def fit_bandwidth(rows: pd.DataFrame, facts: dict) -> list[dict]:
+    pts = rows[(rows.byte_per_s > 0) & (rows.working_set_bytes > 0)]
+    if pts.empty:
+        return [_missing("dram_bw", "B/s", "no ok bandwidth rows")]
+    ws, bw = pts.working_set_bytes.to_numpy(float), pts.byte_per_s.to_numpy(float)
+    how = "cache sizes from device facts" if facts.get("cache_bytes") or facts.get(
+        "llc_bytes") else "no cache sizes in metadata: DRAM = the top two octaves of size"
+    fitted = []
+    for name, lo, hi, cap in cache_windows(facts, ws.max()):
+        inside = (ws >= lo) & (ws <= hi) if lo > 0 else ws <= hi
+        extra = {"ws_min": lo, "ws_max": hi, "capacity_bytes": cap}
+        if not inside.any():
+            limit = f">= {lo:.3g} B" if math.isinf(hi) else f"in [{lo:.3g}, {hi:.3g}] B"
+            fitted.append(_missing(name, "B/s", f"no working set {limit}") | extra)
+            continue
+        top = top_plateau(bw[inside])
+        plateau, on = bw[inside][top], ws[inside][top]
+        if np.unique(on).size < 2 and name != "dram_bw":
+            fitted.append(_missing(name, "B/s", "plateau spans a single size") | extra)
+            continue
+        # ws_min/ws_max: the sizes the plateau spans (inside the level's window)
+        fitted.append(_row(name, float(np.median(plateau)), "B/s",
+                           f"median of the top plateau ({how})", int(plateau.size),
+                           ci=bootstrap_median(plateau), ws_min=float(on.min()),
+                           ws_max=float(on.max()), capacity_bytes=cap))
+    # Keep a cache level only where the curve steps up above the next (larger) kept level.
+    kept, below = [], None
+    for r in reversed(fitted):
+        if below is not None and not math.isnan(r["value"]) and r["value"] < STEP * below:
+            r = _missing(r["ceiling"], "B/s",
+                         f"no plateau of its own: {r['value']:.3g} B/s is not {STEP:.2f}x "
+                         f"the next level's {below:.3g} B/s") | {
+                k: r[k] for k in ("ws_min", "ws_max", "capacity_bytes")}
+        elif not math.isnan(r["value"]):
+            below = r["value"]
+        kept.append(r)
+    return kept[::-1]
+
+
+def fit_top(rows: pd.DataFrame, ceiling: str, what: str) -> list[dict]:
+    """Per dtype, the median of the top plateau of FLOP/s (GEMM: the large sizes)."""
+    out = []
+    for dtype, g in rows[rows.flop_per_s > 0].groupby("dtype"):
+        v = g.flop_per_s.to_numpy(float)
+        plateau = v[top_plateau(v)]
+        note = "one point on the plateau: no interval" if plateau.size < 2 else None
+        out.append(_row(ceiling, float(np.median(plateau)), "FLOP/s",
+                        f"median of the top plateau of {what}", int(plateau.size), dtype,
+                        bootstrap_median(plateau), note=note))
+    return out
+
+
+def _roof_fit(x, y, start=None):
+    """Robust least squares of log y = log min(P, B x); returns (P, B)."""
+    lx, ly = np.log(x), np.log(y)
+    if start is None:
+        start = [ly.max(), (ly - lx).max()]
+    res = optimize.least_squares(lambda t: np.minimum(t[0], t[1] + lx) - ly, start,
+                                 loss="soft_l1", f_scale=0.1)
+    return res.x
+
+
+def fastest_variant(g: pd.DataFrame):
+    """Several kernels (variants) of one dtype: the roof is the fastest one's."""
+    best = g.groupby(g.variant.fillna("")).flop_per_s.max().idxmax()
+    return g[g.variant.fillna("") == best], best
+
+
+def fit_roof(rows: pd.DataFrame) -> list[dict]:
+    """Per dtype: vector_flops (P) and the bandwidth the sweep sees (B) from the intensity sweep."""
+    out = []
+    for dtype, g in rows[(rows.flop_per_s > 0) & (rows.intensity > 0)].groupby("dtype"):
+        g, best = fastest_variant(g)
+        x, y = g.intensity.to_numpy(float), g.flop_per_s.to_numpy(float)
+        if len(x) < 4:
+            out.append(_missing("vector_flops", "FLOP/s", f"{len(x)} intensity points (< 4)",
+                                dtype))
+            continue
+        # Stage 1 places the ridge; stage 2 takes each roof from the points on its side. A
+        # real curve rounds off near the ridge (memory and compute overlap imperfectly), and
+        # those points would pull a one-stage fit of P and B below the plateaus they reach.
+        ridge = float(np.exp(np.subtract(*_roof_fit(x, y))))
+        method = ("robust (soft-L1) least squares of log min(P, B*I) places the ridge; each roof "
+                  "is the median of the top plateau of the points on its side") + (
+            f" (variant {best})" if best else "")
+        for name, unit, side, rate in (("vector_flops", "FLOP/s", x > ridge, y),
+                                       ("intensity_bw", "B/s", x < ridge, y / x)):
+            if side.sum() < 2:
+                out.append(_missing(name, unit, f"the sweep has {side.sum()} point(s) on this "
+                                    f"roof (ridge {ridge:.3g} FLOP/B): not identified", dtype))
+                continue
+            v = rate[side]
+            plateau = v[top_plateau(v)]
+            out.append(_row(name, float(np.median(plateau)), unit, method, int(side.sum()),
+                            dtype, bootstrap_median(plateau)))
+    return out
+
+
+def ridges(ceilings: list[dict]) -> list[dict]:
+    dram = next((c for c in ceilings if c["ceiling"] == "dram_bw"
+                 and not math.isnan(c["value"])), None)
+    out = []
+    for c in ceilings:
+        kind = {"matrix_flops": "ridge_matrix", "vector_flops": "ridge_vector"}.get(c["ceiling"])
+        if kind is None or math.isnan(c["value"]):
+            continue
+        if dram is None:
+            out.append(_missing(kind, "FLOP/B", "no DRAM bandwidth fitted", c["dtype"]))
+            continue
+        out.append(_row(kind, c["value"] / dram["value"], "FLOP/B",
+                        f"{c['ceiling']} / dram_bw (interval from both intervals' bounds)",
+                        c["n_points"] + dram["n_points"], c["dtype"],
+                        (c["ci_low"] / dram["ci_high"], c["ci_high"] / dram["ci_low"])))
+    return out
+
+
+def fit_system(rows: pd.DataFrame, facts: dict) -> list[dict]:
+    good = ok(rows)
+    by = {name: good[good.experiment == name] for name in ("bandwidth", "matmul", "intensity")}
+    ceilings = fit_bandwidth(by["bandwidth"], facts) if not by["bandwidth"].empty else [
+        _missing("dram_bw", "B/s", "no bandwidth rows")]
+    ceilings += fit_top(by["matmul"], "matrix_flops", "GEMM FLOP/s") if not by[
+        "matmul"].empty else [_missing("matrix_flops", "FLOP/s", "no matmul rows")]
+    ceilings += fit_roof(by["intensity"]) if not by["intensity"].empty else [
+        _missing("vector_flops", "FLOP/s", "no intensity rows")]
+    return ceilings + ridges(ceilings)
+
+
+def fit(ds: Dataset) -> pd.DataFrame:
+    """The ceilings table of every system in the dataset."""
+    out = []
+    for _, s in ds.systems().iterrows():
+        ident = {k: s[k] for k in ("source", "host", "device", "device_kind", "device_name",
+                                   "system")}
+        rows = ds.rows[ds.rows.system == s.system]
+        out += [ident | c for c in fit_system(rows, ds.facts(s.system))]
+    table = pd.DataFrame(out)
+    return table.reindex(columns=COLUMNS)
+
+
+def lookup(ceilings: pd.DataFrame, system: str, ceiling: str, dtype=None) -> pd.Series | None:
+    """The fitted row of one ceiling (None when absent or not fitted)."""
+    c = ceilings[(ceilings.system == system) & (ceilings.ceiling == ceiling)
+                 & ceilings.value.notna()]
+    if dtype is not None:
+        c = c[c.dtype == dtype]
+    return None if c.empty else c.iloc[0]
+
+
+def value(ceilings, system, ceiling, dtype=None) -> float | None:
+    row = lookup(ceilings, system, ceiling, dtype)
+    return None if row is None else float(row.value)

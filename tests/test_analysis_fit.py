@@ -1,0 +1,114 @@
+"""The roofline fit recovers known ceilings from synthetic noisy rows, within its intervals."""
+
+import math
+
+import numpy as np
+import pytest
+
+import analysis_fixtures as fx
+from experiments.analysis import dataset, decode, roofline
+
+
+def _fit(rows_by_experiment, dev=fx.GPU):
+    rows = [r for rows in rows_by_experiment.values() for r in rows]
+    files = {"f": fx.metadata(dev, "all") | {"source": "run"}}
+    ds = dataset.from_rows(rows, files)
+    return ds, roofline.fit(ds)
+
+
+def _ceiling(table, name, dtype=None):
+    c = table[(table.ceiling == name) & ((table.dtype == dtype) if dtype else table.dtype.isna())]
+    assert len(c) == 1, table[["ceiling", "dtype", "value", "note"]]
+    return c.iloc[0]
+
+
+def _within(c, truth):
+    assert c.ci_low <= truth <= c.ci_high, (c.ceiling, c.dtype, c.value, c.ci_low, c.ci_high)
+    assert math.isclose(c.value, truth, rel_tol=0.05)
+
+
+@pytest.fixture(scope="module")
+def gpu():
+    return _fit(fx.gpu_rows(seed=0))
+
+
+def test_bandwidth_plateaus_recovered(gpu):
+    _, table = gpu
+    _within(_ceiling(table, "dram_bw"), fx.GPU["dram_bw"])
+    _within(_ceiling(table, "l2_bw"), fx.GPU["l2_bw"])
+    assert _ceiling(table, "l2_bw").capacity_bytes == fx.GPU["l2_bytes"]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "tf32", "bfloat16", "float8_e4m3"])
+def test_matrix_ceiling_recovered(gpu, dtype):
+    _within(_ceiling(gpu[1], "matrix_flops", dtype), fx.GPU["matrix"][dtype])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_roof_fit_recovers_vector_peak_and_bandwidth(dtype):
+    """Within 5 % every time, and a 95 % interval that covers the truth nearly every time: one
+    draw can put all five compute-bound points above the truth (p = 1/32), so count over seeds."""
+    hits = {"vector_flops": 0, "intensity_bw": 0}
+    for seed in range(10):
+        _, table = _fit({"intensity": fx.intensity_rows(fx.GPU, np.random.default_rng(seed))})
+        for name, truth in (("vector_flops", fx.GPU["vector"][dtype]),
+                            ("intensity_bw", fx.GPU["dram_bw"])):
+            c = _ceiling(table, name, dtype)
+            assert math.isclose(c.value, truth, rel_tol=0.05), (name, seed, c.value)
+            hits[name] += c.ci_low <= truth <= c.ci_high
+    assert min(hits.values()) >= 8, hits
+
+
+def test_ridge_is_ceiling_over_bandwidth(gpu):
+    _, table = gpu
+    ridge = _ceiling(table, "ridge_matrix", "bfloat16")
+    truth = fx.GPU["matrix"]["bfloat16"] / fx.GPU["dram_bw"]
+    assert ridge.ci_low <= truth <= ridge.ci_high
+    assert ridge.unit == "FLOP/B"
+
+
+def test_bandwidth_interval_covers_truth_over_seeds():
+    """A 95 % interval: over 10 noise draws it covers the truth nearly every time."""
+    hits = 0
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+        _, table = _fit({"bandwidth": fx.bandwidth_rows(fx.GPU, rng, ("float32",))})
+        c = _ceiling(table, "dram_bw")
+        hits += c.ci_low <= fx.GPU["dram_bw"] <= c.ci_high
+    assert hits >= 8
+
+
+def test_cache_level_without_a_step_is_not_reported():
+    """A CPU whose L2-resident sizes are no faster than DRAM shows no L2 plateau: say why."""
+    dev = fx.CPU | {"l2_bw": fx.CPU["dram_bw"] * 1.05}
+    _, table = _fit({"bandwidth": fx.bandwidth_rows(dev, np.random.default_rng(0), ("float32",))},
+                    dev)
+    l2 = _ceiling(table, "l2_bw")
+    assert math.isnan(l2.value) and "no plateau of its own" in l2.note
+    assert not math.isnan(_ceiling(table, "dram_bw").value)
+
+
+def test_missing_experiments_are_rows_with_a_reason():
+    _, table = _fit({"bandwidth": fx.bandwidth_rows(fx.GPU, np.random.default_rng(0))})
+    for name, why in (("matrix_flops", "no matmul rows"), ("vector_flops", "no intensity rows")):
+        c = _ceiling(table, name)
+        assert math.isnan(c.value) and c.note == why
+
+
+def test_roof_fit_refuses_a_sweep_that_never_reaches_the_compute_roof():
+    rows = [r for r in fx.intensity_rows(fx.GPU, np.random.default_rng(0)) if r["flops"] /
+            r["bytes"] < 3]
+    _, table = _fit({"intensity": rows})
+    c = _ceiling(table, "vector_flops", "float32")
+    assert math.isnan(c.value) and "not identified" in c.note
+
+
+def test_decode_knee_predicted_and_measured(gpu):
+    ds, table = gpu
+    per_row, knees = decode.predict(ds, table)
+    for _, k in knees.iterrows():
+        s = fx.ITEM[k["dtype"]]
+        truth_ridge = fx.GPU["matrix"][k["dtype"]] / fx.GPU["dram_bw"]
+        assert math.isclose(k.predicted, truth_ridge * s / 2, rel_tol=0.15), k
+        assert 0.5 <= k.measured / k.predicted <= 2, k
+    assert set(per_row.bound) == {"memory", "compute"}

@@ -1,0 +1,80 @@
+"""The report renders from a small fixture through the command line the workflow runs."""
+
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import analysis_fixtures as fx
+from experiments.analysis.__main__ import main
+from experiments.analysis.catalog import CLAIM_IDS, FIGURES
+
+EVIL = "<script>alert(1)</script>"
+
+
+def _pipeline(tmp_path, run_files, published=()):
+    data, ceilings = tmp_path / "measurements.parquet", tmp_path / "roofline" / "ceilings.parquet"
+    figures, html = tmp_path / "figures", tmp_path / "report.html"
+    assert main(["collect", str(data), *map(str, run_files), "--published",
+                 *map(str, published)]) == 0
+    assert main(["roofline", str(data), "--out", str(ceilings)]) == 0
+    assert main(["figures", str(data), "--ceilings", str(ceilings), "--outdir",
+                 str(figures)]) == 0
+    assert main(["report", str(data), "--ceilings", str(ceilings), "--figures", str(figures),
+                 "--out", str(html)]) == 0
+    return html.read_text(), figures, ceilings
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("report")
+    cpu = fx.CPU | {"host": f"lab{EVIL}", "device_name": f"Test CPU {EVIL}"}
+    run = fx.write_files(tmp / "run", fx.cpu_rows() | {"bandwidth": [
+        r | {"host": cpu["host"], "device_name": cpu["device_name"]}
+        for r in fx.bandwidth_rows(cpu, np.random.default_rng(0), ("float32",))]}, cpu)
+    gpu = fx.write_files(tmp / "gpu", fx.gpu_rows(seed=0), fx.GPU)
+    published = tmp / "published" / "h200" / "measurements.parquet"
+    assert main(["collect", str(published), *map(str, gpu)]) == 0
+    return _pipeline(tmp, run, [published])
+
+
+def test_report_holds_every_claim_and_every_figure(rendered):
+    html, figures, _ = rendered
+    for cid in CLAIM_IDS:
+        assert f'id="{cid}"' in html and f'href="#{cid}"' in html
+    for name in FIGURES:
+        assert (figures / f"{name}.png").stat().st_size > 0
+        assert (figures / f"{name}.svg").stat().st_size > 0
+        assert re.search(rf'<figure id="fig-{name}">\s*<img src="data:image/png;base64,', html)
+    assert "<h2 id=\"comparison\">Side by side</h2>" in html  # two systems
+    assert "NVIDIA H200 SXM" in html  # the datasheet matched by name
+
+
+def test_report_escapes_text_from_devices_and_configs(rendered):
+    html, _, _ = rendered
+    assert EVIL not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_report_says_what_is_missing(rendered):
+    html, figures, _ = rendered
+    # the CPU run has no decode, timing-with-events, transfer, launch or intensity rows
+    assert "no rows from" in html and "intensity" in html
+    assert "not measurable here" in html
+    status = json.loads((figures / "index.json").read_text())
+    assert set(status) == set(FIGURES) and all(v is None for v in status.values())
+
+
+def test_figures_without_data_are_placeholders_naming_the_experiment(tmp_path):
+    run = fx.write_files(tmp_path / "run", {"bandwidth": fx.bandwidth_rows(
+        fx.CPU, np.random.default_rng(0), ("float32",))}, fx.CPU)
+    html, figures, ceilings = _pipeline(tmp_path, run)
+    status = json.loads((figures / "index.json").read_text())
+    assert status["bandwidth"] is None and status["roofline"] is None
+    assert "no decode rows" in status["decode"] and "no matmul rows" in status["matmul"]
+    assert "Not drawn: no decode rows" in html
+    table = pd.read_parquet(ceilings)
+    assert {"host", "device", "ceiling", "dtype", "value", "unit", "ci_low", "ci_high", "method",
+            "n_points"} <= set(table.columns)

@@ -1,0 +1,279 @@
+"""Faults provoked on purpose: a killed job, a bad file in the dataset, points past memory or past
+what the device supports, noisy timings, hostile config values. Each must end in a clean state,
+a row that says what happened, or an error that names the cause."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from experiments.core import store
+from experiments.core.device import device_facts
+from experiments.core.provenance import config_hash
+from experiments.core.runner import Context
+from experiments.core.schema import to_table
+from workflow_copy import ROOT, copy_repo, snakemake
+
+CPU = torch.device("cpu")
+ENV = os.environ | {"PYTHONUNBUFFERED": "1"}  # a job's log shows each row as it is measured
+ROW = re.compile(r"bandwidth \w+ \w+ n=\d+:")  # the runner's log line for one measured point
+
+
+def leftovers(path: Path) -> list[Path]:
+    """The file itself and any temp file write_atomic would leave beside it."""
+    if not path.parent.exists():
+        return []
+    return [p for p in path.parent.iterdir() if p == path or p.name.startswith(f".{path.name}.")]
+
+
+# -- a job killed mid-run ---------------------------------------------------------------------
+
+def test_killed_measurement_leaves_no_partial_file(tmp_path):
+    out = tmp_path / "m" / "bw.parquet"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "experiments", "experiment=bandwidth", "device=cpu",
+         "dtype=float32", f"out={out}", "experiment.sizes=[16384,65536,262144]",
+         "experiment.ops=[copy,add]", "point_budget_s=0.3"],
+        cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        seen = ""
+        for line in proc.stdout:  # wait for the first of six points, then kill it
+            seen += line
+            if ROW.search(line):
+                break
+        assert proc.poll() is None, f"the job ended before it could be killed:\n{seen}"
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    assert leftovers(out) == []
+
+
+def _job_pid(repo: Path, dtype: str) -> int | None:
+    """PID of the `python -m experiments` process measuring `dtype` in `repo`."""
+    for entry in Path("/proc").iterdir():
+        try:
+            cmd = (entry / "cmdline").read_bytes().split(b"\0")
+            if (b"experiments" in cmd and f"dtype={dtype}".encode() in cmd
+                    and Path(os.readlink(entry / "cwd")) == repo):
+                return int(entry.name)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def test_rerun_after_a_killed_job_does_only_what_is_missing(tmp_path):
+    repo = copy_repo(tmp_path / "repo", job={"cpu": {"point_budget_s": 0.3}}, experiments={
+        "bandwidth": {"dtypes": ["float32", "float16"],
+                      "cpu": {"sizes": [16384, 65536, 262144], "ops": ["copy", "add"]}}})
+    files = {d: repo / f"results/measurements/ci/cpu/bandwidth/{d}.parquet"
+             for d in ("float32", "float16")}
+    targets = [str(f.relative_to(repo)) for f in files.values()]
+    args = [sys.executable, "-m", "snakemake", "--cores", "all", "--keep-going", *targets]
+    run = subprocess.Popen(args, cwd=repo, env=ENV, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        # Kill whichever job starts first, once its log shows a measured point (of six).
+        killed = pid = None
+        end = time.monotonic() + 60
+        while killed is None and time.monotonic() < end and run.poll() is None:
+            for dtype in files:
+                log = repo / f"results/logs/ci/cpu/bandwidth/{dtype}.log"
+                if log.exists() and ROW.search(log.read_text()) and (pid := _job_pid(repo, dtype)):
+                    os.kill(pid, signal.SIGKILL)
+                    killed = dtype
+                    break
+            time.sleep(0.05)
+        out, _ = run.communicate(timeout=90)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
+    assert killed, f"no job was killed:\n{out[-4000:]}"
+    other = next(d for d in files if d != killed)
+    assert run.returncode != 0  # the killed job failed; --keep-going ran the other to the end
+    assert leftovers(files[killed]) == []
+    assert files[other].exists()
+    before = files[other].stat().st_mtime_ns
+
+    dry = snakemake(repo, "--cores", "all", "-n", *targets)
+    assert dry.returncode == 0, dry.stdout[-4000:]
+    assert re.search(r"^measure\s+1$", dry.stdout, re.M), dry.stdout[-4000:]
+    assert f"dtype={killed}" in dry.stdout and f"dtype={other}" not in dry.stdout
+
+    rerun = snakemake(repo, "--cores", "all", *targets)
+    assert rerun.returncode == 0, rerun.stdout[-4000:]
+    assert "1 of 1 steps (100%) done" in rerun.stdout
+    assert files[other].stat().st_mtime_ns == before
+    assert (pd.read_parquet(files[killed]).status == "ok").all()
+
+
+# -- a corrupt or foreign file in the dataset ------------------------------------------------
+
+def _measurement_table():
+    row = {"experiment": "bandwidth", "op": "copy", "host": "ci", "device": "cpu",
+           "device_kind": "cpu", "dtype": "float32", "status": "ok", "time_s": 1e-6}
+    return to_table([row], {"run_id": "r1"})
+
+
+@pytest.mark.parametrize("kind", ["corrupt", "foreign"])
+def test_bad_file_stops_collect_naming_it(tmp_path, capsys, kind):
+    from experiments.analysis.__main__ import main
+
+    good = store.write_atomic(_measurement_table(), tmp_path / "good.parquet")
+    bad = tmp_path / f"{kind}.parquet"
+    if kind == "corrupt":  # a file cut short, as a copy interrupted halfway leaves it
+        bad.write_bytes(good.read_bytes()[:200])
+    else:  # valid Parquet, but not ours
+        pq.write_table(pa.table({"x": [1, 2]}), bad)
+    out = tmp_path / "measurements.parquet"
+    assert main(["collect", str(out), str(good), str(bad)]) == 2
+    assert str(bad) in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_bad_file_stops_the_workflow_collect_rule(tmp_path):
+    repo = copy_repo(tmp_path / "repo")
+    bad = repo / "results/measurements/ci/cpu/bandwidth/float32.parquet"
+    bad.parent.mkdir(parents=True)
+    bad.write_bytes(b"PAR1 not really")
+    run = snakemake(repo, "--cores", "1", "results/measurements.parquet")
+    assert run.returncode != 0
+    log = (repo / "results/logs/aggregate/collect.log").read_text()
+    assert str(bad.relative_to(repo)) in log and "not a readable Parquet file" in log
+    assert not (repo / "results/measurements.parquet").exists()
+
+
+# -- out of memory, unsupported ---------------------------------------------------------------
+
+def _mem_total() -> int:
+    with open("/proc/meminfo") as f:
+        return int(next(line for line in f if line.startswith("MemTotal")).split()[1]) * 1024
+
+
+def test_point_past_memory_is_an_oom_row_and_the_sweep_goes_on(run_experiment):
+    past = 2 * _mem_total()
+    rows = run_experiment("bandwidth", "float32",
+                          [f"experiment.sizes=[16384,{past},65536]", "experiment.ops=[copy]"])
+    assert list(rows.status) == ["ok", "oom", "ok"], rows[["n", "status", "message"]]
+    assert "out of memory" in rows.message[1]
+
+
+@pytest.mark.skipif(Path("/proc/sys/vm/overcommit_memory").read_text().strip() == "1",
+                    reason="with overcommit always on, a huge allocation succeeds and the "
+                           "kernel's OOM killer ends the process instead")
+def test_allocation_the_allocator_refuses_is_an_oom_row(run_experiment):
+    n = 1 << 20  # a 4 TiB matrix: torch's CPU allocator raises, nothing is touched
+    rows = run_experiment("matmul", "float32", [f"experiment.sizes=[{n}]"])
+    assert list(rows.status) == ["oom"], rows[["n", "status", "message"]]
+
+
+def test_dtypes_the_cpu_lacks_are_rows_not_crashes(run_experiment):
+    tf32 = run_experiment("matmul", "tf32", ["experiment.sizes=[64,128]"])
+    assert list(tf32.status) == ["unsupported", "unsupported"]
+    assert "TF32" in tf32.message[0]
+    # torch 2.13 runs fp8 GEMMs (_scaled_mm) on a CPU, so fp8 is measured here; older builds
+    # raise "not implemented", which becomes `unsupported`
+    fp8 = run_experiment("matmul", "float8_e4m3", ["experiment.sizes=[64]"])
+    assert list(fp8.status) in (["ok"], ["unsupported"]), fp8[["status", "message"]]
+
+
+# -- a noisy point ----------------------------------------------------------------------------
+
+class FakeTimer:
+    """Hands out prepared per-call samples, one batch per timed run, and counts the runs."""
+
+    name = "fake"
+
+    def __init__(self, *batches):
+        self.batches, self.runs = [np.asarray(b, dtype=float) for b in batches], 0
+
+    def sync(self):
+        pass
+
+    def run(self, fn, inner, samples):
+        self.runs += 1
+        return self.batches[min(self.runs, len(self.batches)) - 1]
+
+
+NOISY, QUIET = [1.0, 1.0, 5.0, 1.0, 9.0], [1.0, 1.01, 0.99, 1.0, 1.0]
+
+
+@pytest.mark.parametrize("batches, runs, noisy, median", [
+    ((NOISY,), 2, True, 1.0),  # measured again, still noisy: flagged
+    ((NOISY, QUIET), 2, False, 1.0),  # measured again, quiet: the quiet run is kept
+    ((QUIET,), 1, False, 1.0),  # quiet the first time: measured once
+])
+def test_noisy_point_is_measured_again_then_flagged(batches, runs, noisy, median):
+    ctx = Context(device=CPU, dtype="float32", facts=device_facts(CPU), cv_threshold=0.1, retries=1)
+    timer = FakeTimer(*batches)
+    stats = ctx.time(lambda i: None, timer=timer)
+    assert timer.runs == runs
+    assert stats["noisy"] is noisy and stats["time_s"] == median
+    assert (stats["cv"] > 0.1) is noisy
+
+
+# -- hostile config values ----------------------------------------------------------------------
+
+def test_spaces_and_semicolons_in_config_run_nothing(tmp_path):
+    repo = copy_repo(tmp_path / "repo")
+    results = "out dir;touch pwned-results;x"
+    target = f"{results}/measurements/x__touch_pwned-host/cpu/bandwidth/float32.parquet"
+    run = snakemake(repo, "--cores", "all", target,
+                    "--config", "host=x; touch pwned-host", f"results={results}")
+    assert run.returncode == 0, run.stdout[-4000:]
+    assert not (repo / "pwned-host").exists() and not (repo / "pwned-results").exists()
+    rows = pd.read_parquet(repo / target)
+    assert (rows.status == "ok").all() and (rows.host == "x__touch_pwned-host").all()
+
+
+@pytest.mark.parametrize("value", [
+    "host=x$(touch pwned)",
+    "results=r`touch pwned`",
+    "host=it's",
+    'experiments={"bandwidth": {"dtypes": ["float32"], "cpu": {"ops": ["$(touch pwned)"]}}}',
+])
+def test_shell_active_config_fails_before_any_job(tmp_path, value):
+    repo = copy_repo(tmp_path / "repo")
+    run = snakemake(repo, "--cores", "all", "--config", value)
+    assert run.returncode != 0
+    assert "Error validating config file" in run.stdout, run.stdout[-4000:]
+    assert "pwned" in run.stdout or "it's" in run.stdout  # the error shows the value
+    assert not (repo / "pwned").exists() and not (repo / "results").exists()
+
+
+# -- what reproduces a file -------------------------------------------------------------------
+
+def test_file_records_what_reproduces_it(run_experiment, tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)  # the job reads git state from its working directory
+    rows = run_experiment("bandwidth", "float32", ["experiment.sizes=[16384]", "experiment.ops=[copy]"])
+    meta = store.read_metadata(tmp_path / "bandwidth-float32.parquet")
+    assert {"git", "config", "config_hash", "packages", "device_facts", "device_state_start",
+            "device_state_end", "started", "wall_s", "run_id", "host"} <= set(meta)
+    assert set(meta["git"]) == {"commit", "dirty"}
+    if (ROOT / ".git").exists():
+        assert re.fullmatch(r"[0-9a-f]{40}", meta["git"]["commit"])
+        assert isinstance(meta["git"]["dirty"], bool)
+    assert meta["config_hash"] == config_hash(meta["config"])
+    job = meta["config"]["job"]
+    assert job["experiment"]["sizes"] == [16384] and job["dtype"] == "float32"
+    assert {"python", "torch", "numpy", "pandas", "pyarrow", "hydra-core"} <= set(meta["packages"])
+    assert meta["device_facts"]["name"] and meta["device_facts"]["compute_units"] >= 1
+    # the device's clocks (and load) at the start and at the end of the job
+    assert meta["device_state_start"] and meta["device_state_start"].keys() == meta["device_state_end"].keys()
+    assert (rows.run_id == meta["run_id"]).all() and (rows.git_commit == meta["git"]["commit"]).all()
+    json.dumps(meta)  # plain JSON, readable without rooflab

@@ -1,0 +1,89 @@
+"""The whole workflow through snakemake on a tiny CPU sweep: measure, collect, fit, figures, report."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from experiments.analysis.catalog import CLAIM_IDS, FIGURES
+
+from workflow_copy import ROOT, copy_repo, snakemake
+
+TINY = {
+    "bandwidth": {"dtypes": ["float32", "bfloat16"], "cpu": {"sizes": [16384, 1048576]}},
+    "matmul": {"dtypes": ["float32", "float8_e4m3"], "cpu": {"sizes": [64, 128]}},
+    "timing": {"dtypes": ["float32"], "cpu": {"kernel_sizes": [32]}},
+    "decode": {"dtypes": ["float32"],
+               "cpu": {"channels": [128], "batches": [1, 4], "d_model": 32, "heads": 2,
+                       "block_batches": [1], "block_contexts": [16]}},
+}
+
+
+def test_tiny_sweep_end_to_end(tmp_path):
+    repo = copy_repo(tmp_path / "repo", experiments=TINY)
+    run = snakemake(repo, "--cores", "2", timeout=600)
+    assert run.returncode == 0, run.stdout[-4000:]
+
+    files = sorted((repo / "results" / "measurements" / "ci" / "cpu").rglob("*.parquet"))
+    assert [f"{p.parent.name}/{p.stem}" for p in files] == sorted(
+        f"{exp}/{dt}" for exp, spec in TINY.items() for dt in spec["dtypes"])
+
+    data = pd.read_parquet(repo / "results" / "measurements.parquet")
+    assert set(data.experiment) == set(TINY)
+    assert (data.host == "ci").all() and (data.device == "cpu").all()
+    bw = data[data.experiment == "bandwidth"]
+    assert len(bw) == 2 * 5 * 2 and (bw.status == "ok").all() and bw.check_passed.all()
+    mm = data[data.experiment == "matmul"]
+    assert sorted(mm.n[mm.dtype == "float32"]) == [64, 128]
+    assert (mm.flops == 2.0 * mm.n**3).all()
+    assert (mm[mm.status == "ok"].rel_error < 2e-2).all()
+
+    ceilings = pd.read_parquet(repo / "results" / "roofline" / "ceilings.parquet")
+    gemm = ceilings[ceilings.ceiling.str.startswith("matrix") & (ceilings.dtype == "float32")]
+    g = gemm.iloc[0]
+    assert len(gemm) == 1 and g.value > 0
+    assert g.ci_low <= g.value <= g.ci_high if g.n_points >= 2 else "no interval" in g.note
+    # sizes stop at 1 MiB here: no DRAM plateau, and the ceiling row says why instead of guessing
+    dram = ceilings[ceilings.ceiling == "dram_bw"]
+    assert len(dram) == 1 and dram.value.isna().all() and dram.note.str.len().gt(0).all()
+
+    for name in FIGURES:
+        for ext in ("png", "svg"):
+            assert (repo / "results" / "figures" / f"{name}.{ext}").stat().st_size > 1000
+    html = (repo / "results" / "report.html").read_text()
+    assert len(re.findall(r"<img[^>]+src=\"data:image/png;base64,", html)) >= len(FIGURES)
+    for claim in CLAIM_IDS:
+        assert claim in html
+
+    again = snakemake(repo, "-n", "--cores", "2")  # everything is done: nothing left to run
+    assert again.returncode == 0 and "Nothing to be done" in again.stdout, again.stdout[-2000:]
+
+    # a second machine's sweep in the same results/: one dataset keyed by host, compared
+    second = snakemake(repo, "--cores", "2", "--config", "host=laptop",
+                       "experiments={bandwidth: {dtypes: [float32], cpu: {sizes: [16384]}}}",
+                       timeout=600)
+    assert second.returncode == 0, second.stdout[-4000:]
+    merged = pd.read_parquet(repo / "results" / "measurements.parquet")
+    assert set(merged.host) == {"ci", "laptop"}
+    assert len(merged[merged.host == "ci"]) == len(data)
+    assert "laptop" in (repo / "results" / "report.html").read_text()
+
+
+def test_default_sweep_plans_and_lints_clean(tmp_path):
+    repo = copy_repo(tmp_path / "repo")
+    (repo / "config" / "config.yaml").write_text((ROOT / "config" / "config.yaml").read_text())
+    plan = snakemake(repo, "-n", "--cores", "2", "--config", "devices=[cpu]")
+    assert plan.returncode == 0, plan.stdout[-3000:]
+    jobs = sum(len(spec["dtypes"]) for spec in __import__("yaml").safe_load(
+        (ROOT / "config" / "config.yaml").read_text())["experiments"].values())
+    assert re.search(rf"measure\s+{jobs}\b", plan.stdout), plan.stdout[-3000:]
+    lint = snakemake(repo, "--lint")
+    assert lint.returncode == 0, lint.stdout[-3000:]
+
+
+def test_bad_sweep_config_fails_before_any_job(tmp_path):
+    repo = copy_repo(tmp_path / "repo", experiments={"bandwidth": {"dtypes": ["float13"]}})
+    run = snakemake(repo, "--cores", "2")
+    assert run.returncode != 0
+    assert "float13" in run.stdout and not (repo / "results" / "measurements").exists()
