@@ -7,7 +7,8 @@ compute-bound.
 A = 0.75 keeps |y| below 4|x| and shrinks each rounding error by A per step, so the result stays
 within a few ulps of a float64 reference, which it is checked against on a sample of elements.
 GPU: the Triton kernel of experiments/fma_kernel.py (independent chains interleaved per thread,
-packed fp16/bf16 math). CPU: torch passes over cache-sized chunks (see _cpu_chain).
+packed fp16/bf16 math, one persistent wave of programs striding over the tiles). CPU: torch passes
+over cache-sized chunks (see _cpu_chain).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class IntensityConfig(ExperimentConfig):
     n: int = 1 << 24  # elements per array: x and y together far past the LLC, so fmas=0 is DRAM
     block: int = 4096  # GPU: elements per Triton program
     num_warps: int = 8  # GPU: block / (32 num_warps) independent chains per thread
+    persistent: bool = True  # GPU: one wave of programs striding over the tiles (fma_kernel.py)
     chunk_bytes: int = 0  # CPU: bytes of x per chunk; 0: a quarter of L2 (see _cpu_chain)
 
     def __post_init__(self):
@@ -58,6 +60,8 @@ class IntensityConfig(ExperimentConfig):
         check_sizes("experiment.n", [self.n])
         check_block("experiment.block", self.block)
         check_warps("experiment.num_warps", [self.num_warps])
+        if not isinstance(self.persistent, bool):
+            raise ConfigError(f"experiment.persistent={self.persistent} must be true or false")
         if not isinstance(self.chunk_bytes, int) or self.chunk_bytes < 0:
             raise ConfigError(f"experiment.chunk_bytes={self.chunk_bytes} must be an integer >= 0")
 
@@ -136,7 +140,8 @@ def _measure(ctx: Context, cfg: IntensityConfig, fmas: int, cache: dict, use_tri
     x, y = _arrays(ctx, cfg, cache)
     if use_triton:
         kernel = load_kernel()
-        call = lambda i: kernel.fma_chain(x, y, fmas, A, block=cfg.block, num_warps=cfg.num_warps)
+        call = lambda i: kernel.fma_chain(x, y, fmas, A, block=cfg.block, num_warps=cfg.num_warps,
+                                          persistent=cfg.persistent)
     else:
         chunk = cpu_chunk(cfg, ctx)
         call = lambda i: _cpu_chain(x, y, fmas, chunk)
@@ -152,7 +157,8 @@ def run(cfg: IntensityConfig, ctx: Context):
     size = itemsize(ctx.dtype)
     moved = 2 * cfg.n * size
     if gpu:
-        variant, params = "triton", {"block": cfg.block, "num_warps": cfg.num_warps}
+        variant, params = "triton", {"block": cfg.block, "num_warps": cfg.num_warps,
+                                     "persistent": cfg.persistent}
     else:
         variant, params = "torch", {"chunk": cpu_chunk(cfg, ctx)}
     cache: dict = {}
