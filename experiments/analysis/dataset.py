@@ -120,6 +120,9 @@ def add_labels(rows: pd.DataFrame) -> pd.DataFrame:
     first = rows.groupby(SYSTEM_KEY, sort=False).device_name.transform("first")
     name = first.fillna(rows.device).astype(str)
     label = name + " @ " + rows.host.astype(str)
+    # several devices of one name on one host (a 2-GPU node): tell them apart by device
+    same = rows.groupby(["source", "host", name], sort=False).device.transform("nunique") > 1
+    label = label.where(~same, name + " (" + rows.device.astype(str) + ") @ " + rows.host.astype(str))
     published = rows.source != RUN
     rows["system"] = label.where(~published, label + " [" + rows.source + "]")
     return rows

@@ -124,6 +124,9 @@ def _plain(obj):
 def run_job(job, module) -> Path:
     """Measure every point of `module` for the job, then write the file atomically."""
     dev = resolve_device(job.device)
+    if dev.type == "cuda":
+        # events, graphs and Triton launch on the current device: make it the one measured
+        torch.cuda.set_device(dev)
     facts = device_facts(dev)
     host = job.host or socket.gethostname()
     ctx = Context(device=dev, dtype=job.dtype.value, facts=facts,
