@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import itertools
 import math
-from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 
 import torch
 import torch.nn.functional as F
 
 from .config import ConfigError, ExperimentConfig, check_sizes
-from .core.dtypes import itemsize, torch_dtype
+from .core.dtypes import itemsize, tf32_matmul, torch_dtype
 from .core.runner import Context, NotApplicable, WrongResult
 
 NAME = "decode"
@@ -116,17 +115,6 @@ def _dtype(ctx: Context) -> torch.dtype:
     return torch_dtype(ctx.dtype)
 
 
-@contextmanager
-def _ieee_float32():
-    """float32 means IEEE float32: TF32 tensor cores off (no effect on a CPU)."""
-    old = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = old
-
-
 def _copies(ctx: Context, cfg: DecodeConfig, set_bytes: float, extra_bytes: float = 0) -> int:
     """How many copies of one call's data rotate: enough to span `rotate_bytes_factor` LLCs,
     at least 2, at most max_copies and half the free memory."""
@@ -172,7 +160,7 @@ def _gemv(ctx: Context, cfg: DecodeConfig, b: int, C: int, weights: dict) -> dic
     ws = weights[C]
     x = ctx.randn(b, C).to(dt)
     y = torch.full((b, C), float("nan"), device=ctx.device, dtype=dt)
-    with _ieee_float32():
+    with tf32_matmul(False):  # float32 means IEEE float32
         torch.mm(x, ws[0], out=y)
         ctx.sync()
         if torch.isnan(y).any():
@@ -249,7 +237,7 @@ def _block(ctx: Context, cfg: DecodeConfig, phase: str, b: int, L: int, counts: 
     first = make_layer(ctx, d, cfg.heads, b, L, cfg.norm, dt, random_cache=decode)
     layers = [first] + [first.map(torch.clone) for _ in range(count - 1)]
     x = ctx.randn(b, t, d).to(dt)
-    with _ieee_float32():
+    with tf32_matmul(False):  # float32 means IEEE float32
         out = block(x, first, cfg.heads, cfg.norm, decode)
         ctx.sync()
         if not torch.isfinite(out).all():

@@ -9,13 +9,12 @@ e4m3 through torch._scaled_mm (unit scales, bf16 output) where the device has it
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
 
 from .config import ExperimentConfig, check_sizes
-from .core.dtypes import itemsize, torch_dtype
+from .core.dtypes import itemsize, tf32_matmul, torch_dtype
 from .core.runner import Context, Unsupported, WrongResult
 
 NAME = "matmul"
@@ -48,16 +47,6 @@ class MatmulConfig(ExperimentConfig):
 
 
 Config = MatmulConfig
-
-
-@contextmanager
-def tf32(enabled: bool):
-    old = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = enabled
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = old
 
 
 def _operands(ctx: Context, n: int, sets: int):
@@ -100,7 +89,7 @@ def _measure(ctx: Context, cfg: MatmulConfig, n: int) -> dict:
     set_bytes = 3 * n * n * itemsize(ctx.dtype)
     sets = int(min(16, max(1, math.ceil(cfg.rotate_bytes_factor * ctx.facts.llc_bytes / set_bytes))))
     triples = _operands(ctx, n, sets)
-    with tf32(ctx.dtype == "tf32"):
+    with tf32_matmul(ctx.dtype == "tf32"):
         a, b, c = triples[0]
         c.fill_(float("nan"))
         kernel(a, b, c)

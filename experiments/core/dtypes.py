@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from enum import Enum
 
 import torch
@@ -34,3 +35,14 @@ def torch_dtype(name: str) -> torch.dtype:
 
 def itemsize(name: str) -> int:
     return torch.empty((), dtype=TORCH_DTYPE[name]).element_size()
+
+
+@contextmanager
+def tf32_matmul(enabled: bool):
+    """TF32 tensor cores for float32 matmuls on or off inside the block (no effect on a CPU)."""
+    old = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old
