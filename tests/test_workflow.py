@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import zipfile
 
 import pandas as pd
 
@@ -55,6 +56,11 @@ def test_tiny_sweep_end_to_end(tmp_path):
     assert len(re.findall(r"<img[^>]+src=\"data:image/png;base64,", html)) >= len(FIGURES)
     for claim in CLAIM_IDS:
         assert claim in html
+
+    zipped = snakemake(repo, "--report", "results/report.zip")  # Snakemake's own report
+    assert zipped.returncode == 0, zipped.stdout[-3000:]
+    names = zipfile.ZipFile(repo / "results" / "report.zip").namelist()
+    assert all(any(n.endswith(f"{fig}.png") for n in names) for fig in FIGURES), names
 
     again = snakemake(repo, "-n", "--cores", "2")  # everything is done: nothing left to run
     assert again.returncode == 0 and "Nothing to be done" in again.stdout, again.stdout[-2000:]
