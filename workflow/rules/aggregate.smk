@@ -2,7 +2,6 @@
 # roofline, draw the figures, render the report. Each rule is one `python -m experiments.analysis`
 # command; the logic lives in experiments/analysis.
 import os
-import shlex
 import sys
 
 from experiments.analysis.catalog import FIGURES
@@ -32,12 +31,9 @@ rule collect:
         "../../environment.yml"
     log:
         f"{RESULTS}/logs/aggregate/collect.log",
-    params:
-        # every configured set: the command logs the missing ones it skips
-        published=shlex.join(config.get("published", [])),
     shell:
         "python -m experiments.analysis collect {output:q} {input.run:q}"
-        " --published {params.published} > {log:q} 2>&1"
+        " --published {input.published:q} > {log:q} 2>&1"
 
 
 rule roofline:
