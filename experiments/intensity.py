@@ -7,8 +7,8 @@ compute-bound.
 A = 0.75 keeps |y| below 4|x| and shrinks each rounding error by A per step, so the result stays
 within a few ulps of a float64 reference, which it is checked against on a sample of elements.
 GPU: the Triton kernel of experiments/fma_kernel.py (independent chains interleaved per thread,
-packed fp16/bf16 math, one persistent wave of programs striding over the tiles). CPU: torch passes
-over cache-sized chunks (see _cpu_chain).
+packed fp16/bf16 math, one program per tile). CPU: torch passes over cache-sized chunks (see
+_cpu_chain).
 """
 
 from __future__ import annotations
@@ -52,7 +52,9 @@ class IntensityConfig(ExperimentConfig):
     n: int = 1 << 24  # elements per array: x and y together far past the LLC, so fmas=0 is DRAM
     block: int = 4096  # GPU: elements per Triton program
     num_warps: int = 8  # GPU: block / (32 num_warps) independent chains per thread
-    persistent: bool = True  # GPU: one wave of programs striding over the tiles (fma_kernel.py)
+    # GPU: one wave of programs striding over the tiles instead of one program per tile. Same peak
+    # FLOP/s on an H200, but its memory-bound end reached 3.7-3.8 TB/s against 4.1-4.2: off.
+    persistent: bool = False
     chunk_bytes: int = 0  # CPU: bytes of x per chunk; 0: a quarter of L2 (see _cpu_chain)
 
     def __post_init__(self):
