@@ -18,7 +18,6 @@ Whole layers (weights + cache) rotate like W. float32 runs with TF32 off.
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass, field, fields, replace
 
@@ -128,14 +127,6 @@ def _copies(ctx: Context, cfg: DecodeConfig, set_bytes: float, extra_bytes: floa
     return max(1, min(cfg.max_copies, max(2, want), fit))
 
 
-def _rotation(items: list):
-    """Each call takes the next item. A counter, not the timer's i: the timer restarts i at 0
-    every sample, so i would cycle over only the first `inner` copies. (A CUDA graph replays the
-    `inner` calls it captured: ~1 ms of eager calls, several L2s of weights at these sizes.)"""
-    counter = itertools.count()
-    return lambda: items[next(counter) % len(items)]
-
-
 def _rel_error(out: torch.Tensor, ref: torch.Tensor, tol: float, what: str) -> float:
     err = ((out.double() - ref).norm() / ref.norm()).item()
     if not err <= tol:
@@ -167,8 +158,8 @@ def _gemv(ctx: Context, cfg: DecodeConfig, b: int, C: int, weights: dict) -> dic
             raise WrongResult("x @ W: output has unwritten (NaN-poisoned) elements")
         r = min(b, CHECK_ROWS)
         err = _rel_error(y[:r], x[:r].double() @ ws[0].double(), TOLERANCE[ctx.dtype], "x @ W")
-        nxt = _rotation(ws)
-        stats = ctx.time(lambda i: torch.mm(x, nxt(), out=y))
+        # the timer's call index runs on across samples, so every copy takes its turn
+        stats = ctx.time(lambda i: torch.mm(x, ws[i % len(ws)], out=y))
     return stats | {"rel_error": err, "check_passed": True,
                     "params": {"weight_copies": len(ws), "check_rows": r} | _precision(ctx)}
 
@@ -252,8 +243,7 @@ def _block(ctx: Context, cfg: DecodeConfig, phase: str, b: int, L: int, counts: 
         # the block's update, out - x: the residual x alone would hide a wrong attention or MLP
         err = _rel_error(out[:r, :q].double() - x64, ref - x64, BLOCK_TOLERANCE[ctx.dtype], phase)
         del ref_layer, ref, out
-        nxt = _rotation(layers)
-        stats = ctx.time(lambda i: block(x, nxt(), cfg.heads, cfg.norm, decode))
+        stats = ctx.time(lambda i: block(x, layers[i % len(layers)], cfg.heads, cfg.norm, decode))
     params = {key: val for key, val in counts.items() if key not in ("flops", "bytes")}
     params |= {"phase": phase, "d_model": d, "heads": cfg.heads, "mlp_hidden": MLP_RATIO * d,
                "norm": cfg.norm, "layer_copies": count, "check_sequences": r, "check_tokens": q}

@@ -12,6 +12,7 @@ from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ValidationError
 
 from experiments.config import ConfigError
+from experiments.analysis import dataset
 from experiments.core import store
 from experiments.core.device import DeviceError, device_facts, resolve_device
 from experiments.core.schema import SCHEMA, finish_row, to_table
@@ -88,12 +89,12 @@ def test_collect_names_a_corrupt_or_foreign_file(tmp_path):
     bad = tmp_path / "bad.parquet"
     bad.write_bytes(b"not parquet at all")
     with pytest.raises(store.DatasetError, match="bad.parquet"):
-        store.collect([good, bad])
+        dataset.collect([good, bad])
     foreign = tmp_path / "foreign.parquet"
     pq.write_table(pa.table({"x": [1, 2]}), foreign)
     with pytest.raises(store.DatasetError, match="foreign.parquet.*missing columns"):
-        store.collect([good, foreign])
-    assert len(store.collect([good, good])) == 2
+        dataset.collect([good, foreign])
+    assert len(dataset.collect([good, good])) == 2
 
 
 @pytest.mark.parametrize("override, message", [

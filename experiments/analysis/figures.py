@@ -87,6 +87,13 @@ def _ticks_at(axis, values, fmt=lambda v, _=None: f"{v:.0f}"):
     axis.set_minor_formatter(NullFormatter())
 
 
+def _bytes_ticks(axis, base: int):
+    """Byte sizes (KiB, MiB ...) at every `base`-fold step, no minor labels."""
+    axis.set_major_locator(LogLocator(base=base))
+    axis.set_major_formatter(FuncFormatter(_bytes))
+    axis.set_minor_formatter(NullFormatter())
+
+
 def _absent(fig, inp: Inputs, drawn: list[str], what: str):
     """Say under the figure which systems have no data for it."""
     missing = [s for s in inp.ds.systems().system if s not in drawn]
@@ -294,9 +301,7 @@ def bandwidth(inp: Inputs):
                      estimator="median", errorbar=None, ax=ax)
         ax.set(xscale="log", yscale="log", xlabel="working set (all operands of one call)",
                ylabel="bandwidth (GB/s)")
-        ax.xaxis.set_major_locator(LogLocator(base=4))
-        ax.xaxis.set_major_formatter(FuncFormatter(_bytes))
-        ax.xaxis.set_minor_formatter(NullFormatter())
+        _bytes_ticks(ax.xaxis, 4)
         ax.tick_params(axis="x", labelrotation=30)
         facts = inp.ds.facts(system)
         for name, size in sorted((facts.get("cache_bytes") or {}).items(), key=lambda kv: kv[1]):
@@ -480,9 +485,7 @@ def transfer(inp: Inputs):
                         xycoords=("axes fraction", "data"), xytext=(0, -12),
                         textcoords="offset points", fontsize=8)
         ax.set(xscale="log", yscale="log", xlabel="bytes per copy", ylabel="GB/s")
-        ax.xaxis.set_major_formatter(FuncFormatter(_bytes))
-        ax.xaxis.set_major_locator(LogLocator(base=16))
-        ax.xaxis.set_minor_formatter(NullFormatter())
+        _bytes_ticks(ax.xaxis, 16)
         _log_ticks(ax.yaxis)
         _title(ax, system, "lines: t = latency + bytes / bandwidth")
         _legend_right(ax, title="copy")

@@ -7,7 +7,6 @@ import os
 import tempfile
 from pathlib import Path
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -57,16 +56,3 @@ def read_measurements(path: str | os.PathLike) -> pa.Table:
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise DatasetError(f"{path}: columns of the wrong type ({exc})") from exc
 
-
-def collect(paths, out: str | os.PathLike | None = None) -> pd.DataFrame:
-    """Concatenate measurement files into one dataset (optionally written to `out`)."""
-    paths = [Path(p) for p in paths]
-    if not paths:
-        raise DatasetError("no measurement files to collect")
-    tables = [read_measurements(p) for p in paths]
-    table = pa.concat_tables(tables).replace_schema_metadata(
-        {METADATA_KEY: json.dumps({"sources": {str(p): read_metadata(p) for p in paths}})}
-    )
-    if out is not None:
-        write_atomic(table, out)
-    return table.to_pandas()
