@@ -1,6 +1,7 @@
 """Run one job by hand or from Snakemake:
 
     python -m experiments experiment=bandwidth device=cpu dtype=float32 out=results/x.parquet
+    python -m experiments experiment=matmul device=cuda:0+1 ...  # on whichever GPU is free
     python -m experiments --list        # the experiments, each with its description
 """
 
@@ -16,7 +17,7 @@ from omegaconf.errors import ValidationError
 
 from . import registry
 from .config import ConfigError, register_configs
-from .core.device import DeviceError, resolve_device
+from .core.device import DeviceError, resolve_pool
 from .core.runner import run_job
 
 CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "config")
@@ -29,7 +30,7 @@ log = logging.getLogger("rooflab")
 def main(cfg: DictConfig) -> None:
     try:
         job = OmegaConf.to_object(cfg)  # runs every dataclass's __post_init__ checks
-        resolve_device(job.device)  # a device that does not exist fails before measuring
+        resolve_pool(job.device)  # a device that does not exist fails before measuring
     except (ConfigError, DeviceError, ValueError, ValidationError) as exc:
         print(f"rooflab: bad config: {exc}", file=sys.stderr)
         sys.exit(2)

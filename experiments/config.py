@@ -13,7 +13,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-from .core.device import DEVICE_PATTERN
+from .core.devicenames import DeviceError, check as check_device
 from .core.dtypes import Dtype
 
 
@@ -40,7 +40,7 @@ class ExperimentConfig:
 @dataclass
 class JobConfig:
     experiment: Any = MISSING
-    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    device: str = "auto"  # auto | cpu | cuda | cuda:N | a pool of identical GPUs cuda:N+M
     dtype: Dtype = Dtype.float32
     out: str = "results/manual/${experiment.name}-${dtype}.parquet"
     host: str = ""  # label for merged datasets; empty: this machine's hostname
@@ -52,10 +52,10 @@ class JobConfig:
     config_source: dict = field(default_factory=dict)  # the sweep entry this job came from
 
     def __post_init__(self):
-        if not DEVICE_PATTERN.match(str(self.device)):
-            raise ConfigError(
-                f"device={self.device!r} is not a device name; allowed: auto, cpu, cuda, cuda:N"
-            )
+        try:
+            check_device(self.device)
+        except DeviceError as exc:
+            raise ConfigError(str(exc)) from None
         if self.point_budget_s <= 0:
             raise ConfigError(f"point_budget_s={self.point_budget_s} must be > 0")
         if self.retries < 0:

@@ -61,3 +61,35 @@ def test_bad_file_fails_naming_it(files, tmp_path, kind, capsys):
 def test_nothing_to_collect_is_an_error(tmp_path):
     with pytest.raises(DatasetError, match="no measurement files"):
         dataset.collect([], [tmp_path / "absent.parquet"], log=lambda m: None)
+
+
+def test_a_gpu_pool_is_one_system_that_says_where_its_jobs_ran(tmp_path):
+    from experiments.analysis.report import _provenance
+    from experiments.core.schema import to_table
+    from experiments.core.store import write_atomic
+
+    rng = np.random.default_rng(2)
+    pool = fx.GPU | {"device": "cuda:0+1"}
+    paths = []
+    for experiment, rows, gpu in [("bandwidth", fx.bandwidth_rows(pool, rng, ("float32",)), 0),
+                                  ("matmul", fx.matmul_rows(pool, rng, (1024,)), 1)]:
+        path = tmp_path / f"{experiment}.parquet"
+        meta = fx.metadata(pool, experiment) | {"measured_on": f"cuda:{gpu}"}
+        write_atomic(to_table([r | {"measured_on": f"cuda:{gpu}"} for r in rows], meta), path)
+        paths.append(path)
+    rows = dataset.collect(paths, out=tmp_path / "m.parquet")
+    assert set(rows.measured_on) == {"cuda:0", "cuda:1"}
+    ds = dataset.load(tmp_path / "m.parquet")
+    assert list(ds.systems().system) == ["NVIDIA H200 @ h200-ref"]  # one system, not two
+    assert _provenance(ds)[0]["ran_on"] == "cuda:0 (1 files), cuda:1 (1 files)"
+
+
+def test_files_from_before_pools_read_with_measured_on_their_device(files, tmp_path):
+    import pyarrow.parquet as pq
+
+    run, _ = files
+    table = pq.read_table(run[0])
+    old = tmp_path / "old.parquet"
+    pq.write_table(table.drop_columns(["measured_on"]), old)
+    rows = dataset.collect([old])
+    assert (rows.measured_on == rows.device).all() and len(rows) == table.num_rows

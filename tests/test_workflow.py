@@ -88,6 +88,25 @@ def test_default_sweep_plans_and_lints_clean(tmp_path):
     assert lint.returncode == 0, lint.stdout[-3000:]
 
 
+def test_identical_gpus_share_the_sweep_or_are_measured_each(tmp_path):
+    repo = copy_repo(tmp_path / "repo")
+    jobs = sum(len(spec["dtypes"]) for spec in __import__("yaml").safe_load(
+        (repo / "config" / "config.yaml").read_text())["experiments"].values())
+    # a pool: its jobs once, each taking one unit of the pool's two-GPU resource
+    pool = snakemake(repo, "-n", "--cores", "2", "--config", 'devices=["cuda:0+1"]')
+    assert pool.returncode == 0, pool.stdout[-3000:]
+    assert re.search(rf"measure\s+{jobs}\b", pool.stdout) and "/cuda0+1/" in pool.stdout
+    each = snakemake(repo, "-n", "--cores", "2", "--config", 'devices=["cuda:0","cuda:1"]',
+                     "multi_gpu=each")
+    assert each.returncode == 0, each.stdout[-3000:]
+    assert re.search(rf"measure\s+{2 * jobs}\b", each.stdout), each.stdout[-3000:]
+    # splitting asks which GPUs are alike; GPUs this machine lacks fail before any job
+    if not __import__("torch").cuda.is_available():
+        split = snakemake(repo, "-n", "--cores", "2", "--config", 'devices=["cuda:0","cuda:1"]')
+        assert split.returncode != 0
+        assert "devices lists cuda:0, but this machine shows 0 GPU(s)" in split.stdout
+
+
 def test_bad_sweep_config_fails_before_any_job(tmp_path):
     repo = copy_repo(tmp_path / "repo", experiments={"bandwidth": {"dtypes": ["float13"]}})
     run = snakemake(repo, "--cores", "2")

@@ -78,6 +78,8 @@ def _provenance(ds: Dataset) -> list[dict]:
         starts = [m.get("device_state_start") for m in metas if m.get("device_state_start")]
         ends = [m.get("device_state_end") for m in metas if m.get("device_state_end")]
         rows = ds.rows[ds.rows.system == s.system]
+        # a pool's jobs ran on its GPUs: say which ran how many (files before pools: `device`)
+        ran_on = Counter(m.get("measured_on") or m.get("device") for m in metas)
         out.append({
             "system": s.system, "source": s.source, "host": s.host, "device": s.device,
             "kind": s.device_kind, "name": s.device_name,
@@ -87,6 +89,8 @@ def _provenance(ds: Dataset) -> list[dict]:
             "commits": ", ".join(f"{c or 'unknown'} x{n}" for c, n in commits.items()),
             "configs": ", ".join(sorted({m.get("config_hash", "?") for m in metas})),
             "files": len(metas), "rows": len(rows),
+            "ran_on": ", ".join(f"{d} ({n} files)" for d, n in sorted(ran_on.items()))
+            if set(ran_on) != {s.device} else "",
             "experiments": ", ".join(sorted(rows.experiment.unique())),
             "missing": [e for e in EXPERIMENTS if e not in set(rows.experiment)],
             "not_ok": {e: ", ".join(sorted(g.status.unique())) for e, g in

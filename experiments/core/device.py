@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import platform
-import re
 import socket
+import tempfile
+import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
+from filelock import FileLock, Timeout
 
-DEVICE_PATTERN = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
+from .devicenames import DeviceError, check, gpu_indices
 
-
-class DeviceError(ValueError):
-    """A device name that is malformed or names hardware this machine does not have."""
+log = logging.getLogger(__name__)
 
 
 def visible_devices() -> list[str]:
@@ -23,30 +25,74 @@ def visible_devices() -> list[str]:
     return ["cpu"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
 
 
-def resolve_device(name: str) -> torch.device:
-    """Turn a config device name into a torch.device, or fail naming what exists."""
-    if not isinstance(name, str) or not DEVICE_PATTERN.match(name):
-        raise DeviceError(
-            f"device={name!r} is not a device name; allowed: auto, cpu, cuda, cuda:N"
-        )
+def resolve_pool(name: str) -> list[torch.device]:
+    """The devices a job may run on: one, or each GPU of a pool (cuda:0+1), which must all be one
+    model. Fails naming what exists."""
+    check(name)
     if name == "auto":
-        name = "cuda:0" if torch.cuda.is_available() else "cpu"
-    if name == "cuda":
-        name = "cuda:0"
-    dev = torch.device(name)
-    if dev.type == "cuda":
-        count = torch.cuda.device_count()
-        if dev.index >= count:
-            raise DeviceError(
-                f"device={name!r} does not exist here; visible devices: {visible_devices()}"
-            )
-    return dev
+        return [torch.device("cuda:0" if torch.cuda.is_available() else "cpu")]
+    if name == "cpu":
+        return [torch.device("cpu")]
+    count = torch.cuda.device_count()
+    missing = [i for i in gpu_indices(name) if i >= count]
+    if missing:
+        raise DeviceError(f"device={name!r}: cuda:{missing[0]} does not exist here; "
+                          f"visible devices: {visible_devices()}")
+    devs = [torch.device("cuda", i) for i in gpu_indices(name)]
+    models = sorted({torch.cuda.get_device_name(d) for d in devs})
+    if len(models) > 1:
+        raise DeviceError(f"device={name!r} pools different GPUs {models}; a pool is one model")
+    return devs
 
 
-def device_slug(dev: torch.device | str) -> str:
-    """A path- and resource-safe name: cpu, cuda0, cuda1 ..."""
-    dev = torch.device(dev)
-    return "cpu" if dev.type == "cpu" else f"cuda{dev.index or 0}"
+def resolve_device(name: str) -> torch.device:
+    """One device from a config name (not a pool: claim_device picks a pool's GPU)."""
+    devs = resolve_pool(name)
+    if len(devs) > 1:
+        raise DeviceError(f"device={name!r} is a pool; claim_device picks one of its GPUs")
+    return devs[0]
+
+
+def default_lock_dir() -> Path:
+    # per machine (GPUs are) and per user (so the folder is always writable)
+    return Path(tempfile.gettempdir()) / f"rooflab-gpu-locks-{os.getuid()}"
+
+
+def acquire_first_free(paths: list[Path], poll_s: float = 0.05) -> tuple[int, FileLock]:
+    """Lock the first free of `paths`, waiting while all are held. Returns its index and lock."""
+    locks = [FileLock(p) for p in paths]
+    waiting = False
+    while True:
+        for i, lock in enumerate(locks):
+            try:
+                lock.acquire(timeout=0)
+                return i, lock
+            except Timeout:
+                pass
+        if not waiting:
+            log.info("every GPU of the pool is busy; waiting for one: %s", [str(p) for p in paths])
+            waiting = True
+        time.sleep(poll_s)
+
+
+@contextmanager
+def claim_device(name: str, lock_dir: Path | None = None):
+    """Hold the job's GPU while it measures; given a pool, the first free GPU of it.
+
+    The lock is a file per GPU UUID, so no two jobs -- of one workflow, or of two run by this
+    user on this machine -- measure on one GPU at once, whatever CUDA_VISIBLE_DEVICES says."""
+    devs = resolve_pool(name)
+    if devs[0].type != "cuda":
+        yield devs[0]
+        return
+    lock_dir = Path(lock_dir or default_lock_dir())
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    uuids = [str(torch.cuda.get_device_properties(d).uuid) for d in devs]
+    index, lock = acquire_first_free([lock_dir / f"GPU-{u}.lock" for u in uuids])
+    try:
+        yield devs[index]
+    finally:
+        lock.release()
 
 
 @dataclass

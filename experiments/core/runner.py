@@ -14,7 +14,7 @@ from typing import Callable
 
 import torch
 
-from .device import DeviceFacts, device_facts, device_state, resolve_device
+from .device import DeviceFacts, claim_device, device_facts, device_state, resolve_pool
 from .provenance import config_hash, git_state, package_versions
 from .schema import to_table
 from .store import write_atomic
@@ -123,10 +123,17 @@ def _plain(obj):
 
 def run_job(job, module) -> Path:
     """Measure every point of `module` for the job, then write the file atomically."""
-    dev = resolve_device(job.device)
-    if dev.type == "cuda":
-        # events, graphs and Triton launch on the current device: make it the one measured
-        torch.cuda.set_device(dev)
+    pool = resolve_pool(job.device)
+    # the sweep's device: one device, or the pool of GPUs the job was free to take
+    device = str(pool[0]) if len(pool) == 1 else job.device
+    with claim_device(job.device) as dev:
+        if dev.type == "cuda":
+            # events, graphs and Triton launch on the current device: make it the one measured
+            torch.cuda.set_device(dev)
+        return _measure(job, module, device, dev)
+
+
+def _measure(job, module, device: str, dev: torch.device) -> Path:
     facts = device_facts(dev)
     host = job.host or socket.gethostname()
     ctx = Context(device=dev, dtype=job.dtype.value, facts=facts,
@@ -135,7 +142,8 @@ def run_job(job, module) -> Path:
     git = git_state()
     run_id = uuid.uuid4().hex[:12]
     identity = {
-        "experiment": module.NAME, "host": host, "device": str(dev), "device_kind": dev.type,
+        "experiment": module.NAME, "host": host, "device": device, "measured_on": str(dev),
+        "device_kind": dev.type,
         "device_name": facts.name, "dtype": ctx.dtype, "run_id": run_id,
         "git_commit": git["commit"], "torch_version": torch.__version__,
     }
@@ -150,8 +158,8 @@ def run_job(job, module) -> Path:
         log.info("%s %s %s n=%s: %s %s", module.NAME, row.get("op"), ctx.dtype, row.get("n"),
                  row.get("status"), f"{row.get('time_s', 0) or 0:.3e}s")
     metadata = {
-        "run_id": run_id, "host": host, "experiment": module.NAME, "device": str(dev),
-        "dtype": ctx.dtype, "device_facts": facts.to_dict(), "git": git,
+        "run_id": run_id, "host": host, "experiment": module.NAME, "device": device,
+        "measured_on": str(dev), "dtype": ctx.dtype, "device_facts": facts.to_dict(), "git": git,
         "packages": package_versions(), "config": config, "config_hash": config_hash(config),
         "started": started.isoformat(), "wall_s": time.perf_counter() - t0,
         "device_state_start": state_start, "device_state_end": device_state(dev),

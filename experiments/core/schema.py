@@ -17,7 +17,8 @@ SCHEMA = pa.schema(
         pa.field("variant", pa.string()),  # a method or mode within an op (pinned, graph, ...)
         pa.field("claims", pa.list_(pa.string())),
         pa.field("host", pa.string(), nullable=False),
-        pa.field("device", pa.string(), nullable=False),  # cpu, cuda:0 ...
+        pa.field("device", pa.string(), nullable=False),  # cpu, cuda:0, a GPU pool cuda:0+1
+        pa.field("measured_on", pa.string()),  # the device that ran it (a pool's member)
         pa.field("device_kind", pa.string(), nullable=False),  # cpu | cuda
         pa.field("device_name", pa.string()),
         pa.field("dtype", pa.string(), nullable=False),

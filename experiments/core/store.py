@@ -48,6 +48,9 @@ def read_measurements(path: str | os.PathLike) -> pa.Table:
         table = pq.read_table(path)
     except Exception as exc:  # pyarrow raises several types for a bad file
         raise DatasetError(f"{path}: not a readable Parquet file ({exc})") from exc
+    if "measured_on" not in table.column_names and "device" in table.column_names:
+        # written before GPU pools existed: every job ran on its `device`
+        table = table.append_column("measured_on", table.column("device"))
     missing = [f.name for f in SCHEMA if f.name not in table.column_names]
     if missing:
         raise DatasetError(f"{path}: not a rooflab measurement file; missing columns {missing}")

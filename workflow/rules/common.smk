@@ -8,23 +8,18 @@ import socket
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
+from experiments.core import devicenames
+
 
 validate(config, "../schemas/config.schema.yaml")
 
 SAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
-def resolve_devices(setting):
-    """Device slugs (cpu, cuda0 ...). "auto": the CPU plus every GPU this machine shows."""
-    if setting == "auto":
-        import torch  # only here: parsing a workflow without "auto" does not need torch
+def gpu_models():
+    import torch  # only here: torch is slow to import and a sweep may not need it
 
-        return ["cpu", *(f"cuda{i}" for i in range(torch.cuda.device_count()))]
-    return [d if d == "cpu" else f"cuda{d.partition(':')[2] or 0}" for d in setting]
-
-
-def device_name(slug):
-    return "cpu" if slug == "cpu" else f"cuda:{slug[4:]}"
+    return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
 
 
 def device_kind(slug):
@@ -32,12 +27,18 @@ def device_kind(slug):
 
 
 HOST = SAFE.sub("_", socket.gethostname() if config["host"] == "auto" else config["host"])
-DEVICES = resolve_devices(config["devices"])
+# Device slugs (cpu, cuda0, cuda0+1 for a pool of identical GPUs) as paths spell them.
+try:
+    DEVICES = [devicenames.slug(d) for d in
+               devicenames.sweep_devices(config["devices"], config["multi_gpu"], gpu_models)]
+except devicenames.DeviceError as exc:
+    raise WorkflowError(f"config: {exc}") from None
 RESULTS = config["results"]
 
-# One measurement job per device at a time: each device is a resource of capacity 1.
+# One measurement job per GPU at a time: each device is a resource holding its GPUs (1 for a CPU).
 for _slug in DEVICES:
-    workflow.register_resource(_slug, 1)
+    workflow.register_resource(devicenames.resource(_slug),
+                               max(1, len(devicenames.gpu_indices(devicenames.from_slug(_slug)))))
 
 
 def grid():
@@ -82,7 +83,7 @@ def job_args(wildcards, output):
     return shlex.join(
         [
             f"experiment={wildcards.experiment}",
-            f"device={device_name(wildcards.device)}",
+            f"device={devicenames.from_slug(wildcards.device)}",
             f"dtype={wildcards.dtype}",
             f"host={hydra_value(HOST)}",
             f"out={hydra_value(str(output))}",

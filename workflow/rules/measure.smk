@@ -6,17 +6,19 @@ rule measure:
     log:
         f"{RESULTS}/logs/{{host}}/{{device}}/{{experiment}}/{{dtype}}.log",
     wildcard_constraints:
-        device="cpu|cuda[0-9]+",
+        device="cpu|cuda[0-9]+([+][0-9]+)*",
         experiment="[a-z_]+",
         dtype="[a-z0-9_]+",
     params:
         args=job_args,
     conda:
         "../../environment.yml"
-    # A CPU measurement takes every core so no other job disturbs it; a GPU job takes its GPU.
+    # A CPU measurement takes every core so no other job disturbs it; a GPU job takes one GPU (of
+    # its pool: the job locks whichever is free).
     threads: lambda wildcards: all_cores() if wildcards.device == "cpu" else 1
     resources:
-        **{slug: (lambda wildcards, s=slug: int(wildcards.device == s)) for slug in DEVICES},
+        **{devicenames.resource(slug): (lambda wildcards, s=slug: int(wildcards.device == s))
+           for slug in DEVICES},
         **{key: (lambda wildcards, key=key: SLURM_JOB[device_kind(wildcards.device)][key])
            for key in SLURM_JOB["cpu"]},
     shell:
