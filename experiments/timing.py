@@ -240,8 +240,8 @@ def _stream_order(ctx: Context, n: int) -> dict:
         torch.mul(y, 2, out=z)  # reads y; enqueued at once, no synchronize in between
         return not first_done.query()  # the mm still ran after the reader was enqueued
 
-    # Once untimed: a kernel's first launch can wait for the GPU to go idle while CUDA loads its
-    # module (lazy loading), which would let the mm finish before the reader is enqueued.
+    # Once as a warm-up: a kernel's first launch can wait for the GPU to go idle while CUDA
+    # loads its module (lazy loading), letting the mm finish before the reader is enqueued.
     enqueue()
     y.fill_(float("nan"))
     z.fill_(float("nan"))

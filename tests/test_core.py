@@ -14,7 +14,7 @@ from omegaconf.errors import ValidationError
 from experiments.config import ConfigError
 from experiments.analysis import dataset
 from experiments.core import store
-from experiments.core.device import DeviceError, device_facts, resolve_device
+from experiments.core.device import DeviceError, device_facts, resolve_pool
 from experiments.core.schema import SCHEMA, finish_row, to_table
 from experiments.core.timer import CpuTimer, plan_counts, summarize
 from experiments.core.runner import Context, Unsupported
@@ -120,13 +120,13 @@ def test_unknown_experiment_lists_the_allowed_ones():
 
 
 def test_device_resolution():
-    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_pool("cpu") == [torch.device("cpu")]
     if not torch.cuda.is_available():
-        assert resolve_device("auto") == torch.device("cpu")
+        assert resolve_pool("auto") == [torch.device("cpu")]
         with pytest.raises(DeviceError, match="does not exist"):
-            resolve_device("cuda:0")
+            resolve_pool("cuda:0")
     with pytest.raises(DeviceError, match="allowed"):
-        resolve_device("tpu")
+        resolve_pool("tpu")
 
 
 def test_cpu_facts_are_read_not_typed():

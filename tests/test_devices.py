@@ -54,6 +54,7 @@ def test_a_pool_holds_one_model():
 def test_lists_without_a_possible_pool_do_not_import_torch():
     assert dn.sweep_devices(["cpu", "cuda:0"], "split", no_torch) == ["cpu", "cuda:0"]
     assert dn.sweep_devices(["cuda", "cuda:1"], "each", no_torch) == ["cuda:0", "cuda:1"]
+    assert dn.sweep_devices(["cuda:0", "cuda"], "each", no_torch) == ["cuda:0"]  # one GPU, once
     # a pool written out is kept as written, in either mode
     assert dn.sweep_devices(["cuda:0+1"], "each", no_torch) == ["cuda:0+1"]
 

@@ -45,14 +45,6 @@ def resolve_pool(name: str) -> list[torch.device]:
     return devs
 
 
-def resolve_device(name: str) -> torch.device:
-    """One device from a config name (not a pool: claim_device picks a pool's GPU)."""
-    devs = resolve_pool(name)
-    if len(devs) > 1:
-        raise DeviceError(f"device={name!r} is a pool; claim_device picks one of its GPUs")
-    return devs[0]
-
-
 def default_lock_dir() -> Path:
     # per machine (GPUs are) and per user (so the folder is always writable)
     return Path(tempfile.gettempdir()) / f"rooflab-gpu-locks-{os.getuid()}"

@@ -78,8 +78,8 @@ def sweep_devices(setting, multi_gpu: str, gpu_models: Callable[[], list[str]]) 
         indices = gpu_indices(name)
         if len(indices) == 1 and multi_gpu == "split":
             gpus.append(indices[0])
-        elif name not in out:
-            out.append(pool_name(indices) if indices else name)
+        elif (name := pool_name(indices) if indices else name) not in out:
+            out.append(name)
     if len(gpus) > 1:
         models = models if models is not None else gpu_models()
         missing = [i for i in gpus if i >= len(models)]
