@@ -139,3 +139,9 @@ def test_two_jobs_on_a_pool_of_two_gpus_get_one_each(tmp_path):
                              stdout=subprocess.PIPE, text=True) for _ in range(2)]
     got = sorted(job.communicate(timeout=120)[0].strip() for job in jobs)
     assert got == ["cuda:0", "cuda:1"]
+
+
+def test_rows_say_which_device_ran_them(run_experiment):
+    rows = run_experiment("bandwidth", "float32",
+                          ["experiment.sizes=[4096]", "experiment.ops=[copy]"])
+    assert (rows.device == "cpu").all() and (rows.measured_on == "cpu").all()

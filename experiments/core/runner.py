@@ -14,7 +14,8 @@ from typing import Callable
 
 import torch
 
-from .device import DeviceFacts, claim_device, device_facts, device_state, resolve_pool
+from .device import DeviceFacts, claim_device, device_facts, device_state
+from .devicenames import gpu_indices
 from .provenance import config_hash, git_state, package_versions
 from .schema import to_table
 from .store import write_atomic
@@ -123,10 +124,9 @@ def _plain(obj):
 
 def run_job(job, module) -> Path:
     """Measure every point of `module` for the job, then write the file atomically."""
-    pool = resolve_pool(job.device)
-    # the sweep's device: one device, or the pool of GPUs the job was free to take
-    device = str(pool[0]) if len(pool) == 1 else job.device
     with claim_device(job.device) as dev:
+        # the sweep's device: the pool the job took a free GPU from, else the device itself
+        device = job.device if len(gpu_indices(job.device)) > 1 else str(dev)
         if dev.type == "cuda":
             # events, graphs and Triton launch on the current device: make it the one measured
             torch.cuda.set_device(dev)
