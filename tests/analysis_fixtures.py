@@ -17,6 +17,9 @@ from experiments.core.schema import to_table
 from experiments.core.store import write_atomic
 
 ITEM = {"float32": 4, "tf32": 4, "bfloat16": 2, "float16": 2, "float8_e4m3": 1}
+# relative error of a GEMM from rounding randn inputs to the dtype alone (about u * sqrt(2 / 3))
+INPUT_ROUNDING = {"float32": 0.0, "tf32": 0.0, "bfloat16": 2e-3, "float16": 3e-4,
+                  "float8_e4m3": 3.5e-2}
 
 GPU = {
     "host": "h200-ref", "device": "cuda:0", "device_kind": "cuda", "device_name": "NVIDIA H200",
@@ -83,8 +86,11 @@ def matmul_rows(dev, rng, sizes=(256, 512, 1024, 2048, 3072, 4096, 6144, 8192, 1
             flops, nbytes = 2.0 * n**3, 3 * n * n * s
             eff = min(1.0, n / 2048)  # small GEMMs do not fill the chip
             t = _noisy(rng, max(flops / (peak * eff), nbytes / dev["dram_bw"], dev["launch_s"]))
+            arith = dev["errors"][dtype] * (n / 1024) ** 0.5
+            inputs = INPUT_ROUNDING.get(dtype, 0.0)
             rows.append(_row(dev, "matmul", "gemm", dtype, t, flops, nbytes, n=n, m=n, k=n,
-                             rel_error=dev["errors"][dtype] * (n / 1024) ** 0.5))
+                             rel_error=arith + inputs, params=json.dumps(
+                                 {"arithmetic_error": arith, "input_rounding_error": inputs})))
         rows.append(_row(dev, "matmul", "gemm", dtype, math.nan, 2.0 * 2**51, 3 * 2**34 * s,
                          n=2**17, status="oom", message="OutOfMemoryError: CUDA out of memory"))
     return rows
@@ -114,12 +120,27 @@ def decode_rows(dev, rng, dtypes=("bfloat16", "float32"), cs=(4096, 8192)):
                            + dev["launch_s"])
                 rows.append(_row(dev, "decode", "gemv_gemm", dtype, t, flops, nbytes, n=c,
                                  batch=b))
-        c = 4096
-        for op, tokens in (("block_prefill", 4096), ("block_decode", 1)):
-            flops = 24.0 * tokens * c * c
-            nbytes = s * (12 * c * c + 4 * tokens * c)
-            t = _noisy(rng, max(nbytes / dev["dram_bw"], flops / dev["matrix"][dtype]))
-            rows.append(_row(dev, "decode", op, dtype, t, flops, nbytes, n=c, batch=tokens))
+        rows += block_rows(dev, rng, dtype)
+    return rows
+
+
+def block_rows(dev, rng, dtype, d=4096, batches=(1, 16), contexts=(512, 4096), timer=None):
+    """One transformer block in prefill (b x L tokens) and decode (b tokens over an L cache)."""
+    rows, s = [], ITEM[dtype]
+    for b in batches:
+        for L in contexts:
+            for op, tokens in (("block_prefill", b * L), ("block_decode", b)):
+                kv, weights = 2.0 * b * L * d * s, 12.0 * d * d * s
+                flops = 24.0 * tokens * d * d + 4.0 * b * d * (L * (L + 1) / 2 if "prefill" in op
+                                                               else L)
+                nbytes = weights + kv + 2.0 * tokens * d * s
+                t = _noisy(rng, max(nbytes / dev["dram_bw"], flops / dev["matrix"][dtype]))
+                rows.append(_row(dev, "decode", op, dtype, t, flops, nbytes, n=d, m=tokens, k=L,
+                                 batch=b, timer=timer or ("cuda_event_graph" if
+                                                          dev["device_kind"] == "cuda" else
+                                                          "perf_counter"),
+                                 params=json.dumps({"kv_bytes": kv, "weight_bytes": weights,
+                                                    "phase": op.split("_")[1]})))
     return rows
 
 
@@ -152,11 +173,18 @@ def transfer_rows(dev, rng):
                          params=json.dumps({"latency_s": lat, "bandwidth_Bps": bw})))
     for size in (2**20, 2**24, 2**28):
         on = size / dev["dram_bw"] * 3 + 10e-6
-        rows.append(_row(dev, "transfer", "create_on_device", "float32", on, 0, size, n=size // 4))
-        rows.append(_row(dev, "transfer", "create_then_move", "float32",
-                         on + size / 25e9 + size / 5e9, 0, size, n=size // 4))
-    rows.append(_row(dev, "transfer", "cross_device", "float32", math.nan, 0, 0,
-                     variant="cpu_plus_cuda", params=json.dumps({"error_type": "RuntimeError"})))
+        host, move = size / 5e9, 15e-6 + size / 25e9
+        for op, t in (("create_on_device", on), ("create_on_host", host),
+                      ("move_to_device", move), ("create_then_move", host + move)):
+            rows.append(_row(dev, "transfer", op, "float32", _noisy(rng, t), 0, size,
+                             n=size // 4))
+    for variant, case, raised in (("cpu_plus_cuda", "a CPU tensor plus a CUDA tensor", True),
+                                  ("scalar_cpu_plus_cuda", "a 0-dim CPU tensor plus a CUDA "
+                                   "tensor", False)):
+        rows.append(_row(dev, "transfer", "cross_device", "float32", math.nan, 0, 0,
+                         variant=variant, params=json.dumps(
+                             {"case": case, "raised": raised, "expected_raise": raised,
+                              "error_type": "RuntimeError" if raised else None})))
     return rows
 
 
@@ -193,7 +221,7 @@ def cpu_rows(seed=1):
     na = {"status": "not_applicable", "message": "a CPU has no streams"}
     timing = [_row(dev, "timing", "stream_order", "float32", math.nan, 0, 0) | na]
     return {"bandwidth": bandwidth_rows(dev, rng, ("float32",)),
-            "matmul": matmul_rows(dev, rng, (128, 256, 512, 1024)), "timing": timing}
+            "matmul": matmul_rows(dev, rng, (256, 512, 1024, 2048, 3072)), "timing": timing}
 
 
 def metadata(dev, experiment):

@@ -1,25 +1,35 @@
-"""Claim verdicts computed from synthetic rows: holding, failing, and not measurable."""
+"""Claim verdicts from synthetic rows: every measured claim holds on a GPU that behaves as the
+article says, and fails on a fixture made to contradict it; worked examples follow the datasheet."""
+
+import copy
+import json
+import math
 
 import numpy as np
 import pytest
 
 import analysis_fixtures as fx
+from experiments import registry
 from experiments.analysis import claims, datasheets, dataset, decode, roofline
-from experiments.analysis.catalog import CLAIM_IDS
-from experiments.analysis.claims import FAILS, HOLDS, NOT_MEASURABLE
 from experiments.analysis.__main__ import DATASHEETS
+from experiments.analysis.claims import (ARTICLE, CLAIMS, FAILS, HOLDS, MEASURED,
+                                         NOT_MEASURABLE, WORKED)
 
 SHEETS = datasheets.load(DATASHEETS)
 
 
-def verdicts(rows_by_experiment, dev=fx.GPU):
+def verdicts(rows_by_experiment, dev=fx.GPU, sheets=SHEETS):
     rows = [r for rows in rows_by_experiment.values() for r in rows]
     ds = dataset.from_rows(rows, {"f": fx.metadata(dev, "all") | {"source": "run"}})
     ceilings = roofline.fit(ds)
     _, knees = decode.predict(ds, ceilings)
-    table = claims.evaluate(ds, ceilings, SHEETS, knees)
+    table = claims.evaluate(ds, ceilings, sheets, knees)
     assert not table.reason.str.contains(claims.ANALYSIS_ERROR).any(), table.reason
-    return table.set_index("claim")
+    return table
+
+
+def measured(table):
+    return table[table.kind == MEASURED].set_index("claim")
 
 
 @pytest.fixture(scope="module")
@@ -27,77 +37,227 @@ def gpu():
     return verdicts(fx.gpu_rows(seed=0))
 
 
-def test_every_claim_has_a_check_and_a_row():
-    assert list(claims.CLAIMS) and set(claims.CLAIMS) == set(CLAIM_IDS)
-    assert len(CLAIM_IDS) == 20
+def test_every_claim_is_registered_once_with_its_texts():
+    assert sorted(CLAIMS, key=lambda c: int(c[1:])) == [f"C{i}" for i in range(1, 21)]
+    for c in CLAIMS.values():
+        assert c.en and c.zh and c.prediction, c.id
+        assert set(c.experiments) <= set(registry.MODULES), c.id  # experiments: one registry
+        if c.check is not None:
+            assert c.fails_if, f"{c.id} says what would make it fail"
+        else:
+            assert claims.WORKED_EXAMPLES.get(c.id), f"{c.id} has neither check nor arithmetic"
 
 
-def test_all_claims_hold_on_a_gpu_that_behaves_as_the_article_says(gpu):
-    assert (gpu.verdict == HOLDS).all(), gpu[gpu.verdict != HOLDS][["verdict", "reason",
-                                                                      "measurement"]]
-    assert "H200 SXM" in gpu.loc["C8"].measurement  # matched to its datasheet by name
-    assert "117 GFLOP/s" in gpu.loc["C13"].measurement  # the article's arithmetic
+def test_all_measured_claims_hold_on_a_gpu_that_behaves_as_the_article_says(gpu):
+    table = measured(gpu)
+    assert (table.verdict == HOLDS).all(), table[table.verdict != HOLDS][
+        ["verdict", "reason", "measurement"]]
+    assert set(table.index) == {c.id for c in CLAIMS.values() if c.check is not None}
+    assert "H200 SXM" in table.loc["C8"].measurement  # matched to its datasheet by name
+    for _, r in table.iterrows():  # every measured verdict names its metric, value and rows
+        assert r.metric and r.threshold and r.used and math.isfinite(r.value), r
 
 
-def test_cpu_gpu_claims_are_not_measurable_with_the_reason():
-    table = verdicts(fx.cpu_rows(), fx.CPU)
-    for cid in ("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C20"):
-        assert table.loc[cid].verdict == NOT_MEASURABLE
-        assert "CPU" in table.loc[cid].reason, table.loc[cid].reason
-    assert table.loc["C12"].reason == "no intensity rows"
-    assert table.loc["C14"].reason == "no decode rows"
-    assert table.loc["C10"].verdict == HOLDS  # x + 1 on the CPU: bandwidth x 0.125
-    c19 = table.loc["C19"]
-    assert "no Tensor Cores" in c19.reason and "GFLOP/s" in c19.measurement  # numbers still shown
+def test_worked_examples_are_apart_and_reproduce_the_article(gpu):
+    worked = gpu[gpu.kind == WORKED]
+    assert set(worked.claim) == {"C8", "C10", "C11", "C13", "C14", "C15", "C17"}
+    assert (worked.verdict == WORKED).all() and (worked.system == ARTICLE).all()
+    assert worked.measurement.str.endswith("the article's number").all(), worked.measurement
+    assert "117 GFLOP/s" in worked.set_index("claim").loc["C13"].measurement
+    assert not (gpu[gpu.kind == MEASURED].verdict == WORKED).any()
 
 
-def test_x_plus_one_slower_than_bandwidth_fails_c10():
-    rows = fx.gpu_rows(seed=0)
-    rows["bandwidth"] = fx.bandwidth_rows(fx.GPU, np.random.default_rng(0), add_one_factor=0.5)
-    c10 = verdicts(rows).loc["C10"]
-    assert c10.verdict == FAILS and "ratio 0.5" in c10.measurement
+@pytest.mark.parametrize("cid, field, scale", [("C8", "bandwidth_Bps", 2), ("C13", "bandwidth_Bps",
+                                                                             2),
+                                               ("C17", "bandwidth_Bps", 0.5)])
+def test_a_changed_datasheet_number_changes_the_worked_example(gpu, cid, field, scale):
+    sheets = copy.deepcopy(SHEETS)
+    ref = datasheets.by_name(sheets, datasheets.ARTICLE_DEVICE)
+    setattr(ref, field, getattr(ref, field) * scale)
+    before = gpu[(gpu.kind == WORKED) & (gpu.claim == cid)].iloc[0]
+    after = claims.worked(CLAIMS[cid], sheets)[0]
+    assert not math.isclose(after["value"], before.value, rel_tol=1e-3)
+    assert "the article says" in after["measurement"]  # no longer the article's number
 
 
-def test_synchronous_launches_fail_c5():
-    rows = fx.gpu_rows(seed=0)
+# --- one fixture per measured claim where it must fail -----------------------------------------
+
+def _timing_sync(rows):
     for r in rows["timing"]:
         if r.get("variant") == "host_nosync":  # the host waited for every kernel
             event = next(e for e in rows["timing"] if e.get("variant") == "cuda_event"
                          and e["n"] == r["n"])
             r["time_s"] = event["time_s"] * 1.01
-    table = verdicts(rows)
-    assert table.loc["C5"].verdict == FAILS and table.loc["C1"].verdict == FAILS
 
 
-def test_tensor_cores_no_faster_than_fp32_fail_c19():
-    dev = fx.GPU | {"matrix": dict.fromkeys(fx.GPU["matrix"], 50e12)}
-    rows = fx.gpu_rows(seed=0) | {"matmul": fx.matmul_rows(dev, np.random.default_rng(0))}
-    c19 = verdicts(rows).loc["C19"]
-    assert c19.verdict == FAILS and "best / FP32 = 1.0x" in c19.measurement
+def _host_clock_exact(rows):
+    events = {e["n"]: e for e in rows["timing"] if e.get("variant") == "cuda_event"}
+    for r in rows["timing"]:
+        if r.get("variant") == "host_sync":  # as exact and as steady as the events
+            r["time_s"], r["cv"] = events[r["n"]]["time_s"], events[r["n"]]["cv"] / 2
 
 
-def test_launch_time_without_wave_steps_fails_c20():
-    rows = fx.gpu_rows(seed=0)
-    for r in rows["launch"]:
-        r["time_s"] = 3e-6 + 12e-6 * r["n"] / 1024 / fx.GPU["sms"]  # linear in blocks: no steps
-    assert verdicts(rows).loc["C20"].verdict == FAILS
+def _stream_wrong(rows):
+    for r in rows["timing"]:
+        if r["op"] == "stream_order":
+            r.update(status="wrong_result", check_passed=False, message="read stale data")
 
 
-def test_decode_knee_far_from_prediction_fails_c17():
-    rows = fx.gpu_rows(seed=0)
+def _h2d_fast(rows):
+    for r in rows["transfer"]:
+        if "h2d" in str(r.get("variant")) and r["op"] == "transfer":
+            r["time_s"] = r["bytes"] / (fx.GPU["dram_bw"] / 2)
+
+
+def _create_slow(rows):
+    move = {r["n"]: r["time_s"] for r in rows["transfer"] if r["op"] == "move_to_device"}
+    for r in rows["transfer"]:
+        if r["op"] == "create_on_device":
+            r["time_s"] = 2 * move[r["n"]]
+
+
+def _scalar_raises(rows):
+    for r in rows["transfer"]:
+        if r["op"] == "cross_device" and r["variant"] == "scalar_cpu_plus_cuda":
+            r["params"] = json.dumps(json.loads(r["params"]) | {"raised": True,
+                                                                "error_type": "RuntimeError"})
+
+
+def _bandwidth_slow(rows):
+    for r in rows["bandwidth"]:
+        r["time_s"] /= 0.3
+
+
+def _no_oom(rows):
+    ws = 2 * fx.GPU["memory_bytes"]  # an allocation past capacity that runs at full speed
+    rows["bandwidth"].append(fx._row(fx.GPU, "bandwidth", "copy", "float32",
+                                     ws / fx.GPU["dram_bw"], 0, ws, n=ws // 8))
+    rows["matmul"] = [r for r in rows["matmul"] if r["status"] != "oom"]
+
+
+def _add_one(factor):
+    def mutate(rows):
+        rows["bandwidth"] = fx.bandwidth_rows(fx.GPU, np.random.default_rng(0),
+                                              add_one_factor=factor)
+    return mutate
+
+
+def _gemm_slow(rows):
+    for r in rows["matmul"]:
+        if r["dtype"] == "float32":
+            r["time_s"] *= 10
+
+
+def _above_roof(rows):
+    for dtype in ("float32", "bfloat16"):
+        pts = sorted((r for r in rows["intensity"] if r["dtype"] == dtype),
+                     key=lambda r: r["flops"])
+        for r in pts[:-2]:  # every point but the two that fix the peak runs 2x above the roof
+            r["time_s"] /= 2
+
+
+def _batch_no_reuse(rows):
+    t1 = {(r["dtype"], r["n"]): r["time_s"] for r in rows["decode"]
+          if r["op"] == "gemv_gemm" and r["batch"] == 1}
+    for r in rows["decode"]:
+        if r["op"] == "gemv_gemm":  # b sequences cost b GEMVs: nothing shared
+            r["time_s"] = r["batch"] * t1[(r["dtype"], r["n"])]
+
+
+def _knee_early(rows):
     for r in rows["decode"]:
         if r["op"] == "gemv_gemm":  # 8x slower compute: the knee comes 8x earlier
             r["time_s"] = max(r["bytes"] / fx.GPU["dram_bw"],
                               8 * r["flops"] / fx.GPU["matrix"][r["dtype"]])
-    c17 = verdicts(rows).loc["C17"]
-    assert c17.verdict == FAILS and "knee predicted" in c17.measurement
+
+
+def _decode_block_slow(rows):
+    for r in rows["decode"]:
+        if r["op"] == "block_decode":
+            r["time_s"] *= 10
+
+
+def _tensor_cores_slow(rows):
+    dev = fx.GPU | {"matrix": dict.fromkeys(fx.GPU["matrix"], 50e12)}
+    rows["matmul"] = fx.matmul_rows(dev, np.random.default_rng(0))
+
+
+def _no_waves(rows):
+    for r in rows["launch"]:
+        r["time_s"] = 3e-6 + 12e-6 * r["n"] / 1024 / fx.GPU["sms"]  # linear in blocks
+
+
+FAILING = {"C1": _timing_sync, "C5": _timing_sync, "C6": _host_clock_exact, "C7": _stream_wrong,
+           "C2": _h2d_fast, "C3": _create_slow, "C4": _scalar_raises, "C8": _bandwidth_slow,
+           "C9": _no_oom, "C10": _add_one(0.5), "C11": _gemm_slow, "C12": _above_roof,
+           "C13": _add_one(1.5), "C14": _batch_no_reuse, "C16": _batch_no_reuse,
+           "C17": _knee_early, "C18": _decode_block_slow, "C19": _tensor_cores_slow,
+           "C20": _no_waves}
+
+
+def test_every_measured_claim_has_a_fixture_where_it_fails():
+    checked = {c.id for c in CLAIMS.values() if c.check is not None}
+    assert checked == set(FAILING), checked ^ set(FAILING)
+
+
+@pytest.mark.parametrize("cid", sorted(FAILING, key=lambda c: int(c[1:])))
+def test_claim_fails_when_the_rows_contradict_it(cid):
+    rows = fx.gpu_rows(seed=0)
+    FAILING[cid](rows)
+    r = measured(verdicts(rows)).loc[cid]
+    assert r.verdict == FAILS, (r.verdict, r.reason, r.measurement)
+
+
+# --- not measurable, with the reason ------------------------------------------------------------
+
+def test_cpu_gpu_claims_are_not_measurable_with_the_reason():
+    table = measured(verdicts(fx.cpu_rows(), fx.CPU))
+    for cid in ("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C20"):
+        assert table.loc[cid].verdict == NOT_MEASURABLE
+        assert "CPU" in table.loc[cid].reason, table.loc[cid].reason
+    assert table.loc["C12"].reason == "no intensity rows"
+    assert table.loc["C14"].reason == "no decode rows"
+    assert table.loc["C10"].verdict == HOLDS  # x + 1 on the CPU: copy/scale bandwidth x 0.125
+    c19 = table.loc["C19"]
+    assert "no Tensor Cores" in c19.reason and "GFLOP/s" in c19.measurement  # numbers still shown
+    assert "no datasheet entry" in table.loc["C8"].reason  # no reference: not a "holds"
+
+
+def test_eagerly_timed_decode_block_is_not_judged_memory_bound():
+    rows = fx.gpu_rows(seed=0)
+    for r in rows["decode"]:
+        if r["op"] == "block_decode":
+            r["timer"] = "cuda_event"
+    c18 = measured(verdicts(rows)).loc["C18"]
+    assert c18.verdict == HOLDS and "eager launches" in c18.measurement  # prefill still judged
+    rows["decode"] = [r for r in rows["decode"] if r["op"] != "block_prefill"]
+    c18 = measured(verdicts(rows)).loc["C18"]
+    assert c18.verdict == NOT_MEASURABLE and "eager launches" in c18.measurement
+
+
+def test_transfer_not_timed_apart_from_randn_is_not_measurable():
+    rows = fx.gpu_rows(seed=0)
+    rows["transfer"] = [r for r in rows["transfer"] if r["op"] != "move_to_device"]
+    c3 = measured(verdicts(rows)).loc["C3"]
+    assert c3.verdict == NOT_MEASURABLE and "random-number" in c3.reason
+
+
+def test_c4_lists_each_case_and_whether_it_raised(gpu):
+    text = measured(gpu).loc["C4"].measurement
+    assert "a CPU tensor plus a CUDA tensor: raised RuntimeError" in text
+    assert "0-dim CPU tensor plus a CUDA tensor: did not raise" in text
+
+
+def test_c19_reports_input_rounding_and_arithmetic_apart(gpu):
+    text = measured(gpu).loc["C19"].measurement
+    assert "inputs rounded 3.5e-02" in text and "arithmetic" in text
 
 
 def test_missing_experiment_is_named():
     rows = fx.gpu_rows(seed=0)
     del rows["decode"]
-    table = verdicts(rows)
-    for cid in ("C14", "C15", "C16", "C18"):
+    table = measured(verdicts(rows))
+    for cid in ("C14", "C16", "C17", "C18"):
         assert table.loc[cid].verdict == NOT_MEASURABLE
         assert table.loc[cid].reason.startswith("no decode rows")
 
@@ -105,5 +265,6 @@ def test_missing_experiment_is_named():
 def test_rows_that_are_not_ok_say_their_status():
     rows = {"decode": [r | {"status": "unsupported", "message": "bf16 not here"}
                        for r in fx.decode_rows(fx.GPU, np.random.default_rng(0))]}
-    reason = verdicts(rows).loc["C14"].reason
+    reason = measured(verdicts(rows)).loc["C14"].reason
     assert "no ok decode rows" in reason and "unsupported" in reason and "bf16 not here" in reason
+    assert "{" not in reason  # no raw Python dicts for readers

@@ -9,21 +9,28 @@ import pytest
 
 import analysis_fixtures as fx
 from experiments.analysis.__main__ import main
-from experiments.analysis.catalog import CLAIM_IDS, FIGURES
+from experiments.analysis.catalog import FIGURES
+from experiments.analysis.claims import CLAIM_IDS
 
 EVIL = "<script>alert(1)</script>"
 
 
 def _pipeline(tmp_path, run_files, published=()):
     data, ceilings = tmp_path / "measurements.parquet", tmp_path / "roofline" / "ceilings.parquet"
+    knees, model = tmp_path / "roofline" / "knees.parquet", tmp_path / "roofline" / "model.parquet"
     figures, html = tmp_path / "figures", tmp_path / "report.html"
+    table = tmp_path / "claims.parquet"
     assert main(["collect", str(data), *map(str, run_files), "--published",
                  *map(str, published)]) == 0
     assert main(["roofline", str(data), "--out", str(ceilings)]) == 0
-    assert main(["figures", str(data), "--ceilings", str(ceilings), "--outdir",
-                 str(figures)]) == 0
-    assert main(["report", str(data), "--ceilings", str(ceilings), "--figures", str(figures),
-                 "--out", str(html)]) == 0
+    assert main(["decode", str(data), "--ceilings", str(ceilings), "--out", str(knees),
+                 "--points", str(model)]) == 0
+    assert main(["claims", str(data), "--ceilings", str(ceilings), "--knees", str(knees),
+                 "--out", str(table)]) == 0
+    assert main(["figures", str(data), "--ceilings", str(ceilings), "--knees", str(knees),
+                 "--decode-model", str(model), "--outdir", str(figures)]) == 0
+    assert main(["report", str(data), "--ceilings", str(ceilings), "--knees", str(knees),
+                 "--claims", str(table), "--figures", str(figures), "--out", str(html)]) == 0
     return html.read_text(), figures, ceilings
 
 
@@ -78,3 +85,15 @@ def test_figures_without_data_are_placeholders_naming_the_experiment(tmp_path):
     table = pd.read_parquet(ceilings)
     assert {"host", "device", "ceiling", "dtype", "value", "unit", "ci_low", "ci_high", "method",
             "n_points"} <= set(table.columns)
+
+
+def test_report_reads_like_a_report(rendered):
+    """No 'nan', raw Python values or file paths where a reader looks; the article's own words."""
+    html, _, _ = rendered
+    text = re.sub(r"<[^>]+>", " ", re.sub(r'src="data:[^"]+"', "", html))
+    assert not re.search(r"\bnan\b", text, re.I), re.findall(r".{60}\bnan\b.{20}", text, re.I)
+    assert "{'" not in text and "None" not in text
+    assert "/tmp" not in text and ".parquet::" not in text
+    assert "如果数据不在同一个设备，计算会报错" in html  # C4 in the article's Chinese
+    assert "worked example" in text and "It would fail if" in text
+    assert re.search(r"Worked examples: \d+, of which \d+ reproduce", text)

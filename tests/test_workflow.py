@@ -7,7 +7,8 @@ import zipfile
 
 import pandas as pd
 
-from experiments.analysis.catalog import CLAIM_IDS, FIGURES
+from experiments.analysis.catalog import FIGURES
+from experiments.analysis.claims import CLAIM_IDS
 
 from workflow_copy import ROOT, copy_repo, snakemake
 

@@ -2,9 +2,13 @@
 
     python -m experiments.analysis collect OUT FILE... [--published P ...]
     python -m experiments.analysis roofline DATASET --out results/roofline/ceilings.parquet
-    python -m experiments.analysis figures DATASET --ceilings C --outdir results/figures
-    python -m experiments.analysis report DATASET --ceilings C --figures DIR --out report.html
-    python -m experiments.analysis claims DATASET --ceilings C     # the claims table as text
+    python -m experiments.analysis decode DATASET --ceilings C --out results/roofline/knees.parquet
+        --points results/roofline/decode_model.parquet
+    python -m experiments.analysis claims DATASET --ceilings C --knees K --out results/claims.parquet
+    python -m experiments.analysis figures DATASET --ceilings C --knees K --decode-model M
+        --claims CL --outdir results/figures
+    python -m experiments.analysis report DATASET --ceilings C --knees K --claims CL
+        --figures DIR --out report.html
 
 DATASET is the merged file `collect` writes (results/measurements.parquet)."""
 
@@ -20,11 +24,20 @@ from ..core.store import DatasetError, write_atomic
 DATASHEETS = str(Path(__file__).resolve().parents[2] / "config" / "datasheets.yaml")
 
 
-def _common(p, ceilings=True):
+def _common(p, ceilings=True, knees=False, claims=False):
     p.add_argument("dataset", help="merged measurements (from `collect`)")
     if ceilings:
         p.add_argument("--ceilings", required=True, help="ceilings.parquet (from `roofline`)")
+    if knees:
+        p.add_argument("--knees", required=True, help="knees.parquet (from `decode`)")
+    if claims:
+        p.add_argument("--claims", required=True, help="claims.parquet (from `claims`)")
     p.add_argument("--datasheets", default=DATASHEETS, help="reference devices (YAML)")
+
+
+def _write(frame, path):
+    import pyarrow as pa
+    write_atomic(pa.Table.from_pandas(frame, preserve_index=False), path)
 
 
 def main(argv=None) -> int:
@@ -39,15 +52,21 @@ def main(argv=None) -> int:
     p = sub.add_parser("roofline", help="fit the ceilings")
     _common(p, ceilings=False)
     p.add_argument("--out", required=True)
-    p = sub.add_parser("figures", help="draw every figure (PNG and SVG)")
+    p = sub.add_parser("decode", help="predict and measure every decode knee")
     _common(p)
+    p.add_argument("--out", required=True, help="knees.parquet")
+    p.add_argument("--points", required=True, help="the prediction per decode row (Parquet)")
+    p = sub.add_parser("claims", help="judge every claim on every system (and print them)")
+    _common(p, knees=True)
+    p.add_argument("--out", help="claims.parquet; without it, only print")
+    p = sub.add_parser("figures", help="draw every figure (PNG and SVG)")
+    _common(p, knees=True)
+    p.add_argument("--decode-model", required=True, help="from `decode --points`")
     p.add_argument("--outdir", required=True)
     p = sub.add_parser("report", help="render the self-contained HTML report")
-    _common(p)
+    _common(p, knees=True, claims=True)
     p.add_argument("--figures", required=True, help="directory holding the figures")
     p.add_argument("--out", required=True)
-    p = sub.add_parser("claims", help="print the claims table")
-    _common(p)
     args = parser.parse_args(argv)
 
     # Imported here: `collect` should not pay for matplotlib and scipy.
@@ -61,20 +80,34 @@ def main(argv=None) -> int:
         print(f"rooflab: {exc}", file=sys.stderr)
         return 2
     import pandas as pd
-    import pyarrow as pa
 
     from . import claims, datasheets, decode, figures, report, roofline
     if args.command == "roofline":
         table = roofline.fit(ds)
-        write_atomic(pa.Table.from_pandas(table, preserve_index=False), args.out)
+        _write(table, args.out)
         fitted = table[table.value.notna()]
         print(f"rooflab: {len(fitted)} ceilings fitted, {len(table) - len(fitted)} not "
               f"(see their notes) -> {args.out}", file=sys.stderr)
         return 0
     ceilings = pd.read_parquet(args.ceilings)
     sheets = datasheets.load(args.datasheets)
-    if args.command == "figures":
+    if args.command == "decode":
         per_row, knees = decode.predict(ds, ceilings)
+        _write(knees.reindex(columns=decode.KNEE_COLUMNS), args.out)
+        _write(per_row, args.points)
+        print(f"rooflab: {len(knees)} decode curves -> {args.out}", file=sys.stderr)
+        return 0
+    knees = pd.read_parquet(args.knees)
+    if args.command == "claims":
+        table = claims.evaluate(ds, ceilings, sheets, knees)
+        if args.out:
+            _write(table, args.out)
+        for _, r in table.iterrows():
+            text = "; ".join(t for t in (r.measurement, r.reason) if t)
+            print(f"{r.claim:<4} {r.verdict:<20} {r.system}: {text}",
+                  file=sys.stderr if args.out else sys.stdout)
+    elif args.command == "figures":
+        per_row = pd.read_parquet(args.decode_model)
         status = figures.draw_all(figures.Inputs(ds, ceilings, sheets, per_row, knees),
                                   args.outdir)
         (Path(args.outdir) / "index.json").write_text(json.dumps(status, indent=1))
@@ -82,14 +115,9 @@ def main(argv=None) -> int:
             print(f"rooflab: figure {name}: " + (f"placeholder ({why})" if why else "drawn"),
                   file=sys.stderr)
     elif args.command == "report":
-        report.render(ds, ceilings, sheets, args.figures, out=args.out)
+        report.render(ds, ceilings, sheets, args.figures, pd.read_parquet(args.claims), knees,
+                      out=args.out)
         print(f"rooflab: report -> {args.out}", file=sys.stderr)
-    elif args.command == "claims":
-        _, knees = decode.predict(ds, ceilings)
-        table = claims.evaluate(ds, ceilings, sheets, knees)
-        for _, r in table.iterrows():
-            text = "; ".join(t for t in (r.measurement, r.reason) if t)
-            print(f"{r.claim:<4} {r.verdict:<20} {r.system}: {text}")
     return 0
 
 

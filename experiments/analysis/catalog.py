@@ -1,5 +1,6 @@
-"""Names the workflow needs at parse time: the figures and the claims. No heavy imports here, so
-the Snakefile can `from experiments.analysis.catalog import FIGURES` cheaply."""
+"""The figures, named at parse time by the workflow. No heavy imports here, so the Snakefile can
+`from experiments.analysis.catalog import FIGURES` cheaply. (The claims and their sections are
+registered in experiments/analysis/claims/, the experiments in experiments/registry.py.)"""
 
 from __future__ import annotations
 
@@ -20,5 +21,3 @@ FIGURES = {
                  ("transfer",)),
     "launch": ("Launch geometry", "kernel time vs grid size in waves over the SMs", ("launch",)),
 }
-
-CLAIM_IDS = tuple(f"C{i}" for i in range(1, 21))

@@ -20,6 +20,10 @@ from .dataset import Dataset, ok
 
 N_BOOT = 200
 SEED = 0
+KNEE_COLUMNS = ["system", "dtype", "C", "bandwidth_Bps", "bandwidth_ceiling", "compute_flops",
+                "compute_ceiling", "weights_bytes", "measured", "measured_low", "measured_high",
+                "measured_note", "predicted", "predicted_low", "predicted_high",
+                "predicted_note"]
 
 
 def gemv_rows(rows: pd.DataFrame) -> pd.DataFrame:
@@ -81,6 +85,37 @@ def measured_knee(b, t):
     return knee, float(lo), float(hi), None
 
 
+def _bounds(ceilings, system, name, value, dtype=None) -> tuple[float, float]:
+    row = roofline.lookup(ceilings, system, name, dtype)
+    if row is None or pd.isna(row.ci_low) or pd.isna(row.ci_high):
+        return value, value
+    return float(row.ci_low), float(row.ci_high)
+
+
+def knee_of(b0, b1, f1, B, P) -> float:
+    """b* where bytes(b) / B = flops(b) / P; inf when the FLOPs never catch up."""
+    denom = f1 / P - b1 / B
+    return (b0 / B) / denom if denom > 0 else math.inf
+
+
+def _predicted(b0, b1, f1, B, P, B_ci, P_ci) -> dict:
+    """The predicted knee with the range the ceilings' intervals allow (more bandwidth or less
+    compute moves it down), or not fitted with the reason when it is degenerate."""
+    knee = knee_of(b0, b1, f1, B, P)
+    low, high = knee_of(b0, b1, f1, B_ci[1], P_ci[0]), knee_of(b0, b1, f1, B_ci[0], P_ci[1])
+    if math.isinf(knee):
+        return {"predicted": math.inf, "predicted_low": low, "predicted_high": high,
+                "predicted_note": "never compute-bound: each sequence's bytes take longer than "
+                                  "its FLOPs"}
+    if knee < 1:
+        return {"predicted": math.nan, "predicted_low": math.nan, "predicted_high": math.nan,
+                "predicted_note": f"not fitted: the predicted knee {knee:.2g} is below batch 1 "
+                                  f"(compute at {P:.3g} FLOP/s is slower than streaming the "
+                                  "weights at every batch)"}
+    return {"predicted": knee, "predicted_low": low, "predicted_high": high,
+            "predicted_note": ""}
+
+
 def predict(ds: Dataset, ceilings: pd.DataFrame):
     """(per-row prediction, per-(system, dtype, C) knees) for every decode x @ W curve."""
     rows, knees = [], []
@@ -98,12 +133,11 @@ def predict(ds: Dataset, ceilings: pd.DataFrame):
                 "bandwidth_ceiling": bw_name, "compute_flops": P, "compute_ceiling": p_name,
                 "weights_bytes": b0}
         k, lo, hi, note = measured_knee(b, g.time_s.to_numpy(float))
-        knee |= {"measured": k, "measured_low": lo, "measured_high": hi, "measured_note": note}
+        knee |= {"measured": k, "measured_low": lo, "measured_high": hi,
+                 "measured_note": note or ""}
         if B and P:
-            denom = f1 / P - b1 / B
-            knee["predicted"] = (b0 / B) / denom if denom > 0 else math.inf
-            knee["predicted_note"] = "" if denom > 0 else \
-                "never compute-bound: each sequence's bytes take longer than its FLOPs"
+            knee |= _predicted(b0, b1, f1, B, P, _bounds(ceilings, system, bw_name, B),
+                               _bounds(ceilings, system, p_name, P, dtype))
             t_pred = np.maximum(g.bytes / B, g.flops / P)
             rows.append(pd.DataFrame({
                 "system": system, "dtype": dtype, "C": int(c), "batch": b,
@@ -111,11 +145,12 @@ def predict(ds: Dataset, ceilings: pd.DataFrame):
                 "tokens_s": b / g.time_s.to_numpy(float), "tokens_pred": b / t_pred.to_numpy(float),
                 "bound": np.where(g.bytes / B >= g.flops / P, "memory", "compute")}))
         else:
-            knee["predicted"] = math.nan
-            knee["predicted_note"] = "no " + ("bandwidth" if not B else f"{dtype} compute") + \
-                " ceiling fitted"
+            knee |= {"predicted": math.nan, "predicted_low": math.nan,
+                     "predicted_high": math.nan,
+                     "predicted_note": "no " + ("bandwidth" if not B else f"{dtype} compute")
+                     + " ceiling fitted"}
         knees.append(knee)
     cols = ["system", "dtype", "C", "batch", "time_s", "time_pred", "tokens_s", "tokens_pred",
             "bound"]
     per_row = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=cols)
-    return per_row, pd.DataFrame(knees)
+    return per_row, pd.DataFrame(knees, columns=KNEE_COLUMNS)

@@ -24,9 +24,10 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullForma
 
 from . import datasheets  # noqa: E402
 from .catalog import FIGURES  # noqa: E402
-from .claims import launch_waves, si  # noqa: E402
+from .claims.launch_geometry import launch_waves  # noqa: E402
 from .dataset import Dataset, ok, param  # noqa: E402
 from .decode import gemv_rows  # noqa: E402
+from .units import si  # noqa: E402
 
 PANEL = (6.4, 4.6)  # inches per panel
 DPI = 150

@@ -16,27 +16,14 @@ from pathlib import Path
 import jinja2
 import pandas as pd
 
+from .. import registry
 from . import claims as claims_mod
-from . import datasheets, decode, roofline
+from . import datasheets, roofline
 from .catalog import FIGURES
-from .claims import NOT_MEASURABLE, si
 from .dataset import Dataset
+from .units import binary, finite, si
 
-EXPERIMENTS = ("timing", "transfer", "bandwidth", "matmul", "intensity", "decode", "launch")
-
-# The article's order: (anchor, title, claims, figure shown there, what it is about)
-SECTIONS = [
-    ("host", "The CPU drives the GPU: asynchronous launches, streams, clocks",
-     ["C1", "C5", "C6", "C7"], "timing"),
-    ("tensors", "Where tensors live: host-device copies", ["C2", "C3", "C4"], "transfer"),
-    ("numbers", "Capacity, bandwidth, compute: the three numbers", ["C8", "C9"], "bandwidth"),
-    ("intensity", "Arithmetic intensity: x + 1 against a 4096^3 GEMM", ["C10", "C11"], "matmul"),
-    ("roofline", "The roofline", ["C12", "C13"], "roofline"),
-    ("decode", "Decode: why batching raises utilisation", ["C14", "C15", "C16", "C17", "C18"],
-     "decode"),
-    ("precision", "FP32, FP16, BF16 and Tensor Cores", ["C19"], None),
-    ("launch", "Kernel, thread, warp, block, SM", ["C20"], "launch"),
-]
+EXPERIMENTS = tuple(registry.MODULES)
 
 METHOD = (
     "Ceilings are fitted from the rows, per system (host, device). Bandwidth: the bandwidth "
@@ -110,40 +97,51 @@ def _fmt_fact(key, value):
     return str(value)
 
 
-def binary(nbytes) -> str:
-    """Cache sizes in KiB/MiB, as vendors state them."""
-    for unit, f in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if nbytes >= f:
-            return f"{nbytes / f:.3g} {unit}"
-    return f"{nbytes:.0f} B"
-
-
 def _span(times: pd.Series) -> str:
     t = pd.to_datetime(times.dropna())
     return "" if t.empty else f"{t.min():%Y-%m-%d %H:%M} to {t.max():%Y-%m-%d %H:%M} UTC"
 
 
+def _reference(c, sheet) -> float | None:
+    """The datasheet's number for one fitted ceiling row, if the sheet has it."""
+    if sheet is None:
+        return None
+    dtype = c["dtype"] if isinstance(c["dtype"], str) else None
+    if c["ceiling"] in ("matrix_flops", "vector_flops") and dtype:
+        return sheet.peak("matrix" if c["ceiling"] == "matrix_flops" else "vector", dtype)
+    if c["ceiling"] == "dram_bw":
+        return sheet.bandwidth_Bps
+    if c["ceiling"].startswith("ridge") and dtype:
+        return sheet.ridge("matrix" if c["ceiling"] == "ridge_matrix" else "vector", dtype)
+    return None
+
+
+def _conditions(c) -> str:
+    parts = []
+    if finite(c.get("sm_clock_mhz")):
+        parts.append(f"{c['sm_clock_mhz']:.0f} MHz")
+    if finite(c.get("power_w")):
+        parts.append(f"{c['power_w']:.0f} W")
+    return ", ".join(parts)
+
+
 def _ceiling_table(ceilings: pd.DataFrame, sheets) -> list[dict]:
     rows = []
-    for _, c in ceilings.iterrows():
-        sheet = datasheets.find(sheets, c.device_name)
-        ref = None
-        if sheet is not None and isinstance(c.dtype, str) and c.ceiling.endswith("flops"):
-            ref = sheet.peak("matrix" if c.ceiling == "matrix_flops" else "vector", c.dtype)
-        elif sheet is not None and c.ceiling == "dram_bw":
-            ref = sheet.bandwidth_Bps
-        elif sheet is not None and c.ceiling.startswith("ridge") and isinstance(c.dtype, str):
-            ref = sheet.ridge("matrix" if c.ceiling == "ridge_matrix" else "vector", c.dtype)
-        fitted = not math.isnan(c.value)
+    for c in ceilings.to_dict("records"):
+        ref = _reference(c, datasheets.find(sheets, c["device_name"]))
+        fitted = finite(c["value"])
         rows.append({
-            "system": c.system, "ceiling": c.ceiling,
-            "dtype": c.dtype if isinstance(c.dtype, str) else "",
-            "value": si(c.value, c.unit) if fitted else "not fitted",
-            "ci": f"{si(c.ci_low, c.unit)} to {si(c.ci_high, c.unit)}" if fitted and not
-            math.isnan(c.ci_low) else "",
-            "n": int(c.n_points), "method": c.method, "note": c.note if isinstance(c.note, str)
-            else "", "datasheet": si(ref, c.unit) if ref else "",
-            "efficiency": f"{c.value / ref:.0%}" if ref and fitted else ""})
+            "system": c["system"], "ceiling": roofline.label(c["ceiling"]),
+            "dtype": c["dtype"] if isinstance(c["dtype"], str) else "",
+            "value": si(c["value"], c["unit"]) if fitted else "not fitted",
+            "ci": f"{si(c['ci_low'], c['unit'])} to {si(c['ci_high'], c['unit'])}"
+            if fitted and finite(c["ci_low"]) else "",
+            "n": int(c["n_points"]) if finite(c["n_points"]) else 0,
+            "method": c["method"] if isinstance(c["method"], str) else "",
+            "note": c["note"] if isinstance(c["note"], str) else "",
+            "datasheet": si(ref, c["unit"]) if ref else "",
+            "efficiency": f"{c['value'] / ref:.0%}" if ref and fitted else "",
+            "conditions": _conditions(c)})
     return rows
 
 
@@ -162,9 +160,11 @@ def _comparison(ceilings: pd.DataFrame, ds: Dataset, sheets) -> dict | None:
         for s in systems:
             c = fitted[(fitted.system == s) & (fitted.ceiling == ceiling)
                        & ((fitted.dtype == dtype) if isinstance(dtype, str) else True)]
-            cells.append(si(c.value.iloc[0], c.unit.iloc[0]) if len(c) else "-")
-        table.append({"quantity": ceiling + (f" {dtype}" if isinstance(dtype, str) else ""),
-                      "cells": cells})
+            cond = _conditions(c.iloc[0].to_dict()) if len(c) else ""
+            cells.append(si(c.value.iloc[0], c.unit.iloc[0]) + (f" at {cond}" if cond else "")
+                         if len(c) else "-")
+        table.append({"quantity": roofline.label(ceiling)
+                      + (f" {dtype}" if isinstance(dtype, str) else ""), "cells": cells})
     names = []
     for s in systems:
         name = ds.systems().set_index("system").loc[s].device_name
@@ -191,56 +191,83 @@ def _statuses(ds: Dataset) -> list[dict]:
     return out
 
 
-def _article_numbers(sheets) -> list[dict]:
-    """The article's worked numbers, recomputed from the datasheet file."""
-    ref = datasheets.by_name(sheets, datasheets.ARTICLE_DEVICE)
-    if ref is None or not ref.bandwidth_Bps:
-        return []
-    fp32 = ref.vector.get("float32")
-    out = [{"claim": "C8", "what": "RTX 3090 capacity, bandwidth, FP32",
-            "value": f"{si(ref.memory_bytes, 'B')}, {si(ref.bandwidth_Bps, 'B/s')}, "
-                     f"{si(fp32, 'FLOP/s')}", "article": "24 GB, 936 GB/s, 35.6 TFLOPS"},
-           {"claim": "C13", "what": "936 GB/s x 0.125 FLOP/B (x + 1 in FP32)",
-            "value": si(ref.bandwidth_Bps * 0.125, "FLOP/s"), "article": "≈ 117 GFLOPS"}]
-    if fp32:
-        out.append({"claim": "C17", "what": "ridge = 35.6 TFLOP/s / 936 GB/s",
-                    "value": f"{fp32 / ref.bandwidth_Bps:.1f} FLOP/B", "article": "≈ 38 FLOP/byte"})
-    out.append({"claim": "C11", "what": "2 x 4096^3 FLOPs; FP32 intensity 2n^3 / (3 n^2 x 4 B)",
-                "value": f"{2 * 4096**3:.4g} FLOPs; {2 * 4096**3 / (12 * 4096**2):.0f} FLOP/B",
-                "article": "≈ 1374 亿 (1.374e11); intensity in the hundreds"})
+def _claim_sections(table: pd.DataFrame) -> list[dict]:
+    """The article's sections in order, each with its claims and their verdict rows."""
+    out = []
+    for sec in claims_mod.SECTIONS:
+        items = []
+        for c in (c for c in claims_mod.CLAIMS.values() if c.section is sec):
+            rows = table[table.claim == c.id]
+            items.append({"id": c.id, "en": c.en, "zh": c.zh, "prediction": c.prediction,
+                          "fails_if": c.fails_if, "experiments": ", ".join(c.experiments),
+                          "worked": _records(rows[rows.kind == claims_mod.WORKED]),
+                          "measured": _records(rows[rows.kind == claims_mod.MEASURED])})
+        out.append({"anchor": sec.anchor, "title": sec.title, "figure": sec.figure,
+                    "claims": items})
     return out
 
 
-def render(ds: Dataset, ceilings: pd.DataFrame, sheets: list, figures_dir, out=None) -> str:
-    """Render the report; writes it to `out` when given."""
-    per_row, knees = decode.predict(ds, ceilings)
-    table = claims_mod.evaluate(ds, ceilings, sheets, knees)
+def _records(rows: pd.DataFrame) -> list[dict]:
+    """Rows for the template, with numbers as text (never 'nan')."""
+    out = []
+    for r in rows.to_dict("records"):
+        v = r["value"]
+        r["value_text"] = (f"{v:.3g}" if finite(v) else "") if r["kind"] == claims_mod.MEASURED \
+            else (si(v) if finite(v) else "")
+        r["verdict_class"] = r["verdict"].replace(" ", "-")
+        out.append(r)
+    return out
+
+
+def _summary(table: pd.DataFrame, systems: list[str]) -> dict:
+    """Measured verdicts per system, and the worked examples counted apart."""
+    measured = table[table.kind == claims_mod.MEASURED]
+    verdicts = (claims_mod.HOLDS, claims_mod.FAILS, claims_mod.NOT_MEASURABLE)
+    counts = [{"system": s, **{v: int(((measured.system == s) & (measured.verdict == v)).sum())
+                               for v in verdicts},
+               "failed": sorted(measured[(measured.system == s)
+                                         & (measured.verdict == claims_mod.FAILS)].claim)}
+              for s in systems]
+    worked = table[table.kind == claims_mod.WORKED]
+    same = worked.measurement.str.endswith("the article's number")
+    return {"verdicts": verdicts, "counts": counts, "worked": len(worked),
+            "worked_same": int(same.sum())}
+
+
+QUANTITIES = {"memory_bytes": "memory capacity", "bandwidth_Bps": "memory bandwidth",
+              "host_link_Bps": "host link (PCIe)", "vector_flops": "vector compute",
+              "matrix_flops": "matrix (Tensor Core) compute"}
+
+
+def _datasheet_rows(sheets) -> list[dict]:
+    return [{"device": r["device"], "quantity": QUANTITIES.get(r["quantity"], r["quantity"]),
+             "dtype": r["dtype"] if isinstance(r["dtype"], str) else "",
+             "value": si(r["value"], r["unit"]), "source": r["source"]}
+            for r in datasheets.table(sheets).to_dict("records")]
+
+
+def render(ds: Dataset, ceilings: pd.DataFrame, sheets: list, figures_dir,
+           table: pd.DataFrame, knees: pd.DataFrame, out=None) -> str:
+    """Render the report from the claims table and knees the workflow wrote; writes `out`."""
     figures_dir = Path(figures_dir)
     index = figures_dir / "index.json"
     placeholders = json.loads(index.read_text()) if index.exists() else {}
     figures = {name: {"src": _png(figures_dir / f"{name}.png"), "title": info[1],
                       "category": info[0], "missing": placeholders.get(name)}
                for name, info in FIGURES.items()}
-    by_claim = {cid: g.to_dict("records") for cid, g in table.groupby("claim", sort=False)}
-    counts = table.groupby(["system", "verdict"]).size().unstack(fill_value=0)
+    systems = list(ds.systems().system)
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent),
                              autoescape=True, undefined=jinja2.StrictUndefined)
     html = env.get_template("report.html.j2").render(
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        n_rows=len(ds.rows), systems=list(ds.systems().system),
-        sources=sorted(ds.rows.source.unique()),
-        counts=[{"system": s, **{v: int(counts.loc[s].get(v, 0)) for v in
-                                 (claims_mod.HOLDS, claims_mod.FAILS, NOT_MEASURABLE)}}
-                for s in counts.index],
-        verdicts=(claims_mod.HOLDS, claims_mod.FAILS, NOT_MEASURABLE),
-        sections=SECTIONS, claims=by_claim, claim_ids=list(claims_mod.CLAIMS),
-        all_claims=table.to_dict("records"), figures=figures,
+        n_rows=len(ds.rows), systems=systems,
+        sources=sorted(ds.rows.source.unique()), summary=_summary(table, systems),
+        sections=_claim_sections(table), all_claims=_records(table), figures=figures,
         provenance=_provenance(ds), comparison=_comparison(ceilings, ds, sheets),
         ceilings=_ceiling_table(ceilings, sheets), knees=knees.to_dict("records"),
-        statuses=_statuses(ds), article=_article_numbers(sheets),
-        datasheet=datasheets.table(sheets).assign(
-            value=lambda d: [si(v, u) for v, u in zip(d.value, d.unit)]).to_dict("records"),
-        method=METHOD, si=si, isfinite=lambda v: isinstance(v, (int, float)) and math.isfinite(v))
+        statuses=_statuses(ds),
+        datasheet=_datasheet_rows(sheets),
+        method=METHOD, si=si, isfinite=finite)
     if out is not None:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         Path(out).write_text(html, encoding="utf-8")

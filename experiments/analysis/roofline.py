@@ -39,7 +39,23 @@ _RNG = "rng" if "rng" in inspect.signature(stats.bootstrap).parameters else "ran
 
 COLUMNS = ["source", "host", "device", "device_kind", "device_name", "system", "ceiling",
            "dtype", "value", "unit", "ci_low", "ci_high", "method", "n_points", "ws_min",
-           "ws_max", "capacity_bytes", "note"]
+           "ws_max", "capacity_bytes", "sm_clock_mhz", "power_w", "note"]
+# Conditions a plateau's points ran at (medians), where the rows recorded them.
+CONDITIONS = ("sm_clock_mhz", "power_w")
+# Rows a fit may use: ok, and not flagged as measured badly (columns absent in old files).
+FLAGS = ("noisy", "contended", "throttled")
+MIN_POINTS = 2  # no ceiling from a single point
+
+LABELS = {"dram_bw": "DRAM bandwidth", "matrix_flops": "GEMM ceiling",
+          "vector_flops": "FMA (vector) ceiling", "intensity_bw": "bandwidth seen by the FMA sweep",
+          "ridge_matrix": "ridge (GEMM / DRAM)", "ridge_vector": "ridge (FMA / DRAM)"}
+
+
+def label(ceiling: str) -> str:
+    """A ceiling's name for readers: 'dram_bw' -> 'DRAM bandwidth', 'l2_bw' -> 'L2 bandwidth'."""
+    if ceiling in LABELS:
+        return LABELS[ceiling]
+    return ceiling[:-3].upper() + " bandwidth" if ceiling.endswith("_bw") else ceiling
 
 
 def bootstrap_median(values) -> tuple[float, float]:
@@ -63,9 +79,28 @@ def top_plateau(values) -> np.ndarray:
     return v >= TOP * np.quantile(v, 0.9)
 
 
-def _row(ceiling, value, unit, method, n, dtype=None, ci=(math.nan, math.nan), **extra):
+def _row(ceiling, value, unit, method, n, dtype=None, ci=(math.nan, math.nan), points=None,
+         **extra):
+    """A fitted ceiling; `points` (the rows on its plateau) give the clock and power it ran at."""
+    cond = {c: float(points[c].median()) if points is not None and c in points
+            and points[c].notna().any() else math.nan for c in CONDITIONS}
     return {"ceiling": ceiling, "dtype": dtype, "value": value, "unit": unit,
-            "ci_low": ci[0], "ci_high": ci[1], "method": method, "n_points": n} | extra
+            "ci_low": ci[0], "ci_high": ci[1], "method": method, "n_points": n} | cond | extra
+
+
+def fit_rows(rows: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
+    """The rows a fit may use (ok and unflagged), and a note on what was left out."""
+    good = ok(rows)
+    bad = pd.Series(False, index=good.index)
+    left = []
+    for flag in FLAGS:
+        if flag in good:
+            hit = good[flag].fillna(False).astype(bool)
+            if hit.any():
+                left.append(f"{int(hit.sum())} {flag}")
+            bad |= hit
+    note = f"left out {', '.join(left)} point(s) of {len(good)}" if left else None
+    return good[~bad], note
 
 
 def _missing(ceiling, unit, note, dtype=None):
@@ -107,11 +142,14 @@ def fit_bandwidth(rows: pd.DataFrame, facts: dict) -> list[dict]:
         if np.unique(on).size < 2 and name != "dram_bw":
             fitted.append(_missing(name, "B/s", "plateau spans a single size") | extra)
             continue
+        if plateau.size < MIN_POINTS:
+            fitted.append(_missing(name, "B/s", "a single point on the plateau") | extra)
+            continue
         # ws_min/ws_max: the sizes the plateau spans (inside the level's window)
         fitted.append(_row(name, float(np.median(plateau)), "B/s",
                            f"median of the top plateau ({how})", int(plateau.size),
-                           ci=bootstrap_median(plateau), ws_min=float(on.min()),
-                           ws_max=float(on.max()), capacity_bytes=cap))
+                           ci=bootstrap_median(plateau), points=pts[inside][top],
+                           ws_min=float(on.min()), ws_max=float(on.max()), capacity_bytes=cap))
     # Keep a cache level only where the curve steps up above the next (larger) kept level.
     kept, below = [], None
     for r in reversed(fitted):
@@ -131,11 +169,15 @@ def fit_top(rows: pd.DataFrame, ceiling: str, what: str) -> list[dict]:
     out = []
     for dtype, g in rows[rows.flop_per_s > 0].groupby("dtype"):
         v = g.flop_per_s.to_numpy(float)
-        plateau = v[top_plateau(v)]
-        note = "one point on the plateau: no interval" if plateau.size < 2 else None
+        top = top_plateau(v)
+        plateau = v[top]
+        if plateau.size < MIN_POINTS:
+            out.append(_missing(ceiling, "FLOP/s", f"a single point on the top plateau of {what}"
+                                " (a ceiling needs at least two)", dtype))
+            continue
         out.append(_row(ceiling, float(np.median(plateau)), "FLOP/s",
                         f"median of the top plateau of {what}", int(plateau.size), dtype,
-                        bootstrap_median(plateau), note=note))
+                        bootstrap_median(plateau), points=g[top]))
     return out
 
 
@@ -179,9 +221,9 @@ def fit_roof(rows: pd.DataFrame) -> list[dict]:
                                     f"roof (ridge {ridge:.3g} FLOP/B): not identified", dtype))
                 continue
             v = rate[side]
-            plateau = v[top_plateau(v)]
-            out.append(_row(name, float(np.median(plateau)), unit, method, int(side.sum()),
-                            dtype, bootstrap_median(plateau)))
+            top = top_plateau(v)
+            out.append(_row(name, float(np.median(v[top])), unit, method, int(side.sum()),
+                            dtype, bootstrap_median(v[top]), points=g[side][top]))
     return out
 
 
@@ -196,23 +238,54 @@ def ridges(ceilings: list[dict]) -> list[dict]:
         if dram is None:
             out.append(_missing(kind, "FLOP/B", "no DRAM bandwidth fitted", c["dtype"]))
             continue
-        out.append(_row(kind, c["value"] / dram["value"], "FLOP/B",
+        ridge, floor = c["value"] / dram["value"], elementwise_intensity(c["dtype"])
+        if floor and ridge < floor:
+            # compute slower than streaming memory even for x + 1: no intensity is memory-bound
+            out.append(_missing(kind, "FLOP/B", f"degenerate: {ridge:.2g} FLOP/B is below "
+                                f"{floor:.3g}, the intensity of x + 1 in {c['dtype']}: this "
+                                f"compute ceiling is slower than memory at every intensity",
+                                c["dtype"]))
+            continue
+        out.append(_row(kind, ridge, "FLOP/B",
                         f"{c['ceiling']} / dram_bw (interval from both intervals' bounds)",
                         c["n_points"] + dram["n_points"], c["dtype"],
                         (c["ci_low"] / dram["ci_high"], c["ci_high"] / dram["ci_low"])))
     return out
 
 
+def elementwise_intensity(dtype) -> float | None:
+    """FLOP/B of x + 1 in `dtype` (1 FLOP, one element read and one written)."""
+    size = {"float64": 8, "float32": 4, "tf32": 4, "float16": 2, "bfloat16": 2,
+            "float8_e4m3": 1}.get(dtype)
+    return 1 / (2 * size) if size else None
+
+
 def fit_system(rows: pd.DataFrame, facts: dict) -> list[dict]:
-    good = ok(rows)
-    by = {name: good[good.experiment == name] for name in ("bandwidth", "matmul", "intensity")}
-    ceilings = fit_bandwidth(by["bandwidth"], facts) if not by["bandwidth"].empty else [
-        _missing("dram_bw", "B/s", "no bandwidth rows")]
-    ceilings += fit_top(by["matmul"], "matrix_flops", "GEMM FLOP/s") if not by[
-        "matmul"].empty else [_missing("matrix_flops", "FLOP/s", "no matmul rows")]
-    ceilings += fit_roof(by["intensity"]) if not by["intensity"].empty else [
-        _missing("vector_flops", "FLOP/s", "no intensity rows")]
-    return ceilings + ridges(ceilings)
+    out = []
+    for name, fit, first in (("bandwidth", lambda r: fit_bandwidth(r, facts), ("dram_bw", "B/s")),
+                             ("matmul", lambda r: fit_top(r, "matrix_flops", "GEMM FLOP/s"),
+                              ("matrix_flops", "FLOP/s")),
+                             ("intensity", fit_roof, ("vector_flops", "FLOP/s"))):
+        exp = rows[rows.experiment == name]
+        good, left = fit_rows(exp)
+        if exp.empty or good.empty:
+            why = f"no {name} rows" if exp.empty else f"no usable {name} rows" + (
+                f" ({left})" if left else " (none ok)")
+            out.append(_missing(*first, why))
+            continue
+        fitted = fit(good)
+        for c in fitted:  # say what the fit left out, beside any note of its own
+            if left:
+                c["note"] = "; ".join(n for n in (c.get("note"), left) if n)
+        out += fitted
+    return out + ridges(out)
+
+
+def dram_ceiling(rows: pd.DataFrame, facts: dict) -> dict | None:
+    """The DRAM plateau of these (ok) bandwidth rows alone: a ceiling from a subset of ops."""
+    good, _ = fit_rows(rows)
+    return next((c for c in fit_bandwidth(good, facts) if c["ceiling"] == "dram_bw"), None) \
+        if not good.empty else None
 
 
 def fit(ds: Dataset) -> pd.DataFrame:

@@ -1,5 +1,6 @@
 # Collect every measurement file (this run's and the published sets) into one dataset, fit the
-# roofline, draw the figures, render the report. Each rule is one `python -m experiments.analysis`
+# roofline, predict and measure the decode knees, judge the claims, draw the figures, render the
+# report. Each rule is one `python -m experiments.analysis`
 # command; the logic lives in experiments/analysis.
 import os
 import sys
@@ -17,6 +18,8 @@ for _path in sorted(set(config.get("published", [])) - set(PUBLISHED)):
 localrules:
     collect,
     roofline,
+    decode_knees,
+    claims,
     figures,
     report,
 
@@ -49,10 +52,46 @@ rule roofline:
         "python -m experiments.analysis roofline {input:q} --out {output:q} > {log:q} 2>&1"
 
 
+rule decode_knees:
+    input:
+        data=f"{RESULTS}/measurements.parquet",
+        ceilings=f"{RESULTS}/roofline/ceilings.parquet",
+    output:
+        knees=f"{RESULTS}/roofline/knees.parquet",
+        model=f"{RESULTS}/roofline/decode_model.parquet",
+    conda:
+        "../../environment.yml"
+    log:
+        f"{RESULTS}/logs/aggregate/decode_knees.log",
+    shell:
+        "python -m experiments.analysis decode {input.data:q} --ceilings {input.ceilings:q}"
+        " --out {output.knees:q} --points {output.model:q} > {log:q} 2>&1"
+
+
+rule claims:
+    input:
+        data=f"{RESULTS}/measurements.parquet",
+        ceilings=f"{RESULTS}/roofline/ceilings.parquet",
+        knees=f"{RESULTS}/roofline/knees.parquet",
+        datasheets="config/datasheets.yaml",
+    output:
+        f"{RESULTS}/claims.parquet",
+    conda:
+        "../../environment.yml"
+    log:
+        f"{RESULTS}/logs/aggregate/claims.log",
+    shell:
+        "python -m experiments.analysis claims {input.data:q} --ceilings {input.ceilings:q}"
+        " --knees {input.knees:q} --datasheets {input.datasheets:q} --out {output:q}"
+        " > {log:q} 2>&1"
+
+
 rule figures:
     input:
         data=f"{RESULTS}/measurements.parquet",
         ceilings=f"{RESULTS}/roofline/ceilings.parquet",
+        knees=f"{RESULTS}/roofline/knees.parquet",
+        model=f"{RESULTS}/roofline/decode_model.parquet",
         datasheets="config/datasheets.yaml",
     output:
         [
@@ -73,6 +112,7 @@ rule figures:
         outdir=lambda wildcards, output: os.path.dirname(output.index),
     shell:
         "python -m experiments.analysis figures {input.data:q} --ceilings {input.ceilings:q}"
+        " --knees {input.knees:q} --decode-model {input.model:q}"
         " --datasheets {input.datasheets:q} --outdir {params.outdir:q} > {log:q} 2>&1"
 
 
@@ -80,6 +120,8 @@ rule report:
     input:
         data=f"{RESULTS}/measurements.parquet",
         ceilings=f"{RESULTS}/roofline/ceilings.parquet",
+        knees=f"{RESULTS}/roofline/knees.parquet",
+        claims=f"{RESULTS}/claims.parquet",
         datasheets="config/datasheets.yaml",
         figures=expand(f"{RESULTS}/figures/{{name}}.png", name=FIGURES),
         index=f"{RESULTS}/figures/index.json",
@@ -97,5 +139,5 @@ rule report:
         figures=lambda wildcards, input: os.path.dirname(input.index),
     shell:
         "python -m experiments.analysis report {input.data:q} --ceilings {input.ceilings:q}"
-        " --datasheets {input.datasheets:q} --figures {params.figures:q} --out {output:q}"
+        " --knees {input.knees:q} --claims {input.claims:q} --datasheets {input.datasheets:q} --figures {params.figures:q} --out {output:q}"
         " > {log:q} 2>&1"

@@ -1,0 +1,98 @@
+"""The article's claims C1-C20, one module per article section, judged on every system.
+
+`evaluate` gives the claims table (one row per claim and system, plus the article's worked
+examples); the workflow's `claims` rule writes it to results/claims.parquet, and the report and
+figures read that file: nothing is judged while rendering.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import pandas as pd
+
+from .. import datasheets
+from ..dataset import Dataset
+from . import (host_async, tensors, three_numbers, intensity_roofline,  # noqa: F401  (register,
+               decode_batching, precision, launch_geometry)  # in the article's order)
+from .base import (ANALYSIS_ERROR, ARTICLE, CLAIMS, FAILS, HOLDS, MEASURED, NOT_MEASURABLE,
+                   SECTIONS, VERDICTS, WORKED, WORKED_EXAMPLES, NotMeasurable, System)
+from .launch_geometry import launch_waves
+
+CLAIM_IDS = tuple(CLAIMS)
+COLUMNS = ["claim", "section", "system", "kind", "verdict", "metric", "value", "threshold",
+           "measurement", "reason", "fails_if", "used", "rows_used", "prediction", "text_en",
+           "text_zh", "figure"]
+
+
+def systems(ds: Dataset, ceilings: pd.DataFrame, sheets: list,
+            knees: pd.DataFrame | None = None) -> list[System]:
+    out = []
+    for _, row in ds.systems().iterrows():
+        k = knees[knees.system == row.system] if knees is not None and not knees.empty else \
+            pd.DataFrame()
+        out.append(System(row.system, row.device_kind, row.device_name or row.device,
+                          ds.rows[ds.rows.system == row.system], ceilings, ds.facts(row.system),
+                          datasheets.find(sheets, row.device_name), sheets, k))
+    return out
+
+
+def _base(c) -> dict:
+    return {"claim": c.id, "section": c.section.anchor, "prediction": c.prediction,
+            "text_en": c.en, "text_zh": c.zh, "figure": c.figure or "", "fails_if": c.fails_if}
+
+
+def judge(c, s: System) -> dict:
+    """One measured verdict of claim `c` on system `s`."""
+    row = _base(c) | {"system": s.name, "kind": MEASURED, "metric": "", "value": math.nan,
+                      "threshold": "", "used": "", "rows_used": 0, "reason": "",
+                      "measurement": ""}
+    try:
+        r = c.check(s)
+        row |= {"verdict": HOLDS if r.holds else FAILS, "measurement": r.measurement,
+                "metric": r.metric, "value": float(r.value), "threshold": r.threshold,
+                "used": r.used, "rows_used": int(r.rows_used)}
+    except NotMeasurable as exc:
+        row |= {"verdict": NOT_MEASURABLE, "measurement": exc.measurement, "reason": str(exc)}
+    except Exception as exc:  # rows in a shape this check does not know: say so, go on
+        row |= {"verdict": NOT_MEASURABLE,
+                "reason": f"{ANALYSIS_ERROR}: {type(exc).__name__}: {exc}"}
+        print(f"rooflab: {c.id} on {s.name}: {row['reason']}", file=sys.stderr)
+    return row
+
+
+def worked(c, sheets) -> list[dict]:
+    """The article's arithmetic for claim `c`, recomputed from the datasheets."""
+    out = []
+    for w in WORKED_EXAMPLES.get(c.id, []):
+        row = _base(c) | {"system": ARTICLE, "kind": WORKED, "verdict": WORKED,
+                          "metric": w.what, "threshold": f"the article: {w.article}",
+                          "used": "config/datasheets.yaml" if "RTX" in w.what else
+                          "the definition", "rows_used": 0, "reason": "", "fails_if": ""}
+        try:
+            value, shown = w.compute(sheets)
+            same = math.isclose(value, w.expected, rel_tol=w.rel_tol)
+            row |= {"value": float(value), "measurement": f"{w.what} = {shown}" + (
+                "; the article's number" if same else f"; the article says {w.article}")}
+        except NotMeasurable as exc:
+            row |= {"value": math.nan, "measurement": "", "reason": str(exc)}
+        out.append(row)
+    return out
+
+
+def evaluate(ds: Dataset, ceilings: pd.DataFrame, sheets: list,
+             knees: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The claims table: worked examples once, then one row per measured claim and system."""
+    sys_list = systems(ds, ceilings, sheets, knees)
+    out = []
+    for c in CLAIMS.values():
+        out += worked(c, sheets)
+        if c.check is not None:
+            out += [judge(c, s) for s in sys_list]
+    return pd.DataFrame(out, columns=COLUMNS)
+
+
+__all__ = ["evaluate", "systems", "judge", "worked", "CLAIMS", "CLAIM_IDS", "SECTIONS",
+           "WORKED_EXAMPLES", "HOLDS", "FAILS", "NOT_MEASURABLE", "WORKED", "MEASURED", "ARTICLE",
+           "VERDICTS", "COLUMNS", "ANALYSIS_ERROR", "NotMeasurable", "System", "launch_waves"]

@@ -1,0 +1,207 @@
+"""What a claim is, how it is registered, and the four verdicts it can get.
+
+A claim is registered once, in the module of its article section, with its sentence in the
+article's Chinese and in English, the prediction, what would make it fail, its figure and the
+experiments whose rows it reads. Its check gets one `System` (one host/device's rows, the fitted
+ceilings, the decode knees, its datasheet) and returns a `Result`, or raises `NotMeasurable` with
+the reason. A check judges its rows against something measured apart from them (other ops, other
+experiments, the datasheet), never against a ceiling fitted from the same points, with tolerances
+that are constants of its module, fixed before any data is seen.
+
+The article's own arithmetic (0.125 FLOP/B, 2 x 4096^3, 936 GB/s x 0.125, 35.6 / 0.936) is a
+`worked example`: recomputed from config/datasheets.yaml, shown apart, never counted as a
+measured "holds".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import pandas as pd
+
+from .. import datasheets, roofline
+from ..dataset import ok
+from ..units import si
+
+HOLDS, FAILS, NOT_MEASURABLE, WORKED = ("holds", "does not hold", "not measurable here",
+                                        "worked example")
+VERDICTS = (HOLDS, FAILS, NOT_MEASURABLE, WORKED)
+MEASURED = "measured"  # the `kind` of a verdict on a system's rows
+ARTICLE = "the article's arithmetic (datasheets)"  # the `system` of worked examples
+ANALYSIS_ERROR = "the check could not read these rows"
+
+
+class NotMeasurable(Exception):
+    """The claim cannot be checked on this system; `measurement` may still show numbers."""
+
+    def __init__(self, reason: str, measurement: str = ""):
+        super().__init__(reason)
+        self.measurement = measurement
+
+
+@dataclass
+class Result:
+    """A measured verdict: the metric judged, its value, the threshold, and the rows behind it."""
+
+    holds: bool
+    measurement: str  # the numbers, in words
+    metric: str  # what `value` is
+    value: float
+    threshold: str  # the condition `value` had to meet, as stated before the data
+    used: str  # which rows and ceilings the check read
+    rows_used: int
+
+
+@dataclass(frozen=True)
+class Section:
+    anchor: str
+    title: str
+    figure: str | None
+
+
+@dataclass
+class Claim:
+    id: str
+    section: Section
+    en: str
+    zh: str  # the article's sentence
+    prediction: str
+    fails_if: str  # in words: what would have made it fail
+    figure: str | None
+    experiments: tuple[str, ...]
+    check: Callable[[System], Result] | None = None
+
+
+@dataclass
+class WorkedExample:
+    id: str
+    what: str
+    article: str  # what the article says
+    compute: Callable[[list], tuple[float, str]]  # sheets -> (value, shown)
+    expected: float  # the article's number: the recomputed value must round to it
+    rel_tol: float
+
+
+CLAIMS: dict[str, Claim] = {}
+WORKED_EXAMPLES: dict[str, list[WorkedExample]] = {}
+SECTIONS: list[Section] = []
+
+
+def section(anchor: str, title: str, figure: str | None) -> Section:
+    s = Section(anchor, title, figure)
+    SECTIONS.append(s)
+    return s
+
+
+def claim(cid: str, sec: Section, *, en: str, zh: str, prediction: str, fails_if: str,
+          experiments: tuple[str, ...], figure: str | None = None):
+    """Register a measured claim; the decorated function is its check."""
+    def register(fn):
+        if cid in CLAIMS:
+            raise ValueError(f"claim {cid} registered twice")
+        CLAIMS[cid] = Claim(cid, sec, en, zh, prediction, fails_if,
+                            figure if figure is not None else sec.figure, experiments, fn)
+        return fn
+    return register
+
+
+def text_only(cid: str, sec: Section, *, en: str, zh: str, prediction: str,
+              experiments: tuple[str, ...] = (), figure: str | None = None):
+    """Register a claim that only the article's arithmetic supports (its worked examples)."""
+    CLAIMS[cid] = Claim(cid, sec, en, zh, prediction, "", figure if figure is not None else
+                        sec.figure, experiments, None)
+
+
+def worked_example(cid: str, what: str, article: str, expected: float, rel_tol: float = 0.02):
+    """Register the article's arithmetic for a claim: fn(sheets) -> (value, shown)."""
+    def register(fn):
+        WORKED_EXAMPLES.setdefault(cid, []).append(
+            WorkedExample(cid, what, article, fn, expected, rel_tol))
+        return fn
+    return register
+
+
+def article_sheet(sheets) -> datasheets.Datasheet:
+    ref = datasheets.by_name(sheets, datasheets.ARTICLE_DEVICE)
+    if ref is None:
+        raise NotMeasurable(f"no {datasheets.ARTICLE_DEVICE} entry in the datasheets")
+    return ref
+
+
+@dataclass
+class System:
+    name: str
+    kind: str  # cpu | cuda
+    device_name: str
+    rows: pd.DataFrame  # every row of this system (all statuses)
+    ceilings: pd.DataFrame
+    facts: dict
+    sheet: datasheets.Datasheet | None
+    sheets: list = field(default_factory=list)
+    knees: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    def exp(self, name: str, op: str | None = None) -> pd.DataFrame:
+        """ok rows of an experiment (and op); NotMeasurable says why there are none."""
+        rows = self.rows[self.rows.experiment == name]
+        if op is not None:
+            rows = rows[rows.op.str.contains(op)]
+        what = f"{name} rows" + (f" with op {op}" if op else "")
+        if rows.empty:
+            raise NotMeasurable(f"no {what}")
+        good = ok(rows)
+        if good.empty:
+            counts = ", ".join(f"{n} {st}" for st, n in rows.status.value_counts().items())
+            msg = next((m for m in rows.message.dropna() if m), "")
+            raise NotMeasurable(f"no ok {what} ({counts})" + (f": {msg}" if msg else ""))
+        return good
+
+    def ceiling_row(self, name: str, dtype=None) -> pd.Series | None:
+        return roofline.lookup(self.ceilings, self.name, name, dtype)
+
+    def ceiling(self, name: str, dtype=None) -> float | None:
+        return roofline.value(self.ceilings, self.name, name, dtype)
+
+    def need_ceiling(self, name: str, dtype=None) -> pd.Series:
+        """The fitted ceiling's row (value, ci_low, ci_high ...), or NotMeasurable with its note."""
+        row = self.ceiling_row(name, dtype)
+        if row is None:
+            c = self.ceilings[(self.ceilings.system == self.name)
+                              & (self.ceilings.ceiling == name)]
+            if dtype is not None:
+                c = c[c.dtype == dtype]
+            note = c.note.dropna().iloc[0] if not c.empty and c.note.notna().any() else ""
+            raise NotMeasurable(f"no {roofline.label(name)}{' ' + dtype if dtype else ''} fitted"
+                                + (f" ({note})" if note else ""))
+        return row
+
+    def need_gpu(self, what: str):
+        if self.kind != "cuda":
+            raise NotMeasurable(f"{what}; this system is a CPU ({self.device_name})")
+
+
+def interval(row: pd.Series) -> tuple[float, float]:
+    """(low, high) of a ceiling's 95 % interval; the value itself when it has none."""
+    lo, hi = row.get("ci_low"), row.get("ci_high")
+    v = float(row.value)
+    return (float(lo) if pd.notna(lo) else v, float(hi) if pd.notna(hi) else v)
+
+
+def counts(rows: pd.DataFrame, key: str = "op") -> str:
+    """'bandwidth: copy, scale (24 rows)'."""
+    if rows.empty:
+        return "no rows"
+    exps = ", ".join(sorted(rows.experiment.unique()))
+    keys = ", ".join(sorted(map(str, rows[key].dropna().unique())))
+    return f"{exps}: {keys} ({len(rows)} rows)"
+
+
+def fmt_ratio(x: float) -> str:
+    return "n/a" if x is None or not math.isfinite(x) else f"{x:.2f}"
+
+
+__all__ = ["HOLDS", "FAILS", "NOT_MEASURABLE", "WORKED", "MEASURED", "ARTICLE", "VERDICTS",
+           "NotMeasurable", "Result", "Section", "Claim", "WorkedExample", "System", "si",
+           "claim", "text_only", "worked_example", "section", "article_sheet", "interval",
+           "counts", "fmt_ratio", "CLAIMS", "WORKED_EXAMPLES", "SECTIONS", "ANALYSIS_ERROR"]

@@ -1,0 +1,254 @@
+"""Decode: why batching sequences turns a GEMV into a GEMM and raises utilisation.
+
+The knee of the time-per-step curve is predicted from the ceilings (DRAM bandwidth from the
+bandwidth experiment, the dtype's GEMM ceiling from the matmul experiment) and judged against the
+decode rows, which take no part in fitting them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from ..dataset import param
+from ..decode import gemv_rows
+from .base import (NotMeasurable, Result, article_sheet, claim, section, si, text_only,
+                   worked_example)
+
+SECTION = section("decode", "Decode: why batching raises utilisation", "decode")
+BATCHED = 0.5  # C14: b sequences in one GEMM cost less than this share of b GEMVs
+FLAT = 1.5  # C16: below half the predicted knee, time per step stays within this of batch 1
+KNEE_MARGIN = 0.25  # C17: model error allowed beyond both knees' 95 % intervals
+LATENCY = 2.0  # C17: a step slower than this x its weights' streaming time is latency-bound
+MEMORY_SHARE = 0.5  # C18: decode is memory-bound when it moves this share of DRAM bandwidth
+KV_GROWTH = 0.5  # C18: extra time for extra KV bytes, at least this share of bytes / B
+COMPUTE_SHARE = 0.5  # C18: prefill is compute-bound at this share of the GEMM ceiling
+
+
+def _gemv(s) -> pd.DataFrame:
+    s.exp("decode")
+    rows = gemv_rows(s.rows)
+    if rows.empty:
+        raise NotMeasurable("no ok decode x @ W (gemv_gemm) rows with a batch")
+    return rows
+
+
+@worked_example("C14", "FLOPs of x @ W, x [8, C], W [C, C], C = 4096: 2 b C^2",
+                "2 batch_size C^2", 2 * 8 * 4096**2, 1e-9)
+def w14(sheets):
+    return 2 * 8 * 4096**2, f"{2 * 8 * 4096**2:.4g} FLOPs (8 GEMVs of {2 * 4096**2:.4g} each)"
+
+
+@claim("C14", SECTION,
+       en="In decode, x @ W with x of shape [B, 1, C] is a GEMV; batching b sequences makes it a "
+          "GEMM.",
+       zh="虽然看着是矩阵乘法，但左边其实是一条向量，本质接近“向量乘矩阵”，称作GEMV……x的shape变成[B, 8, C]，变成更正规的矩阵乘矩阵，称作GEMM",
+       prediction=f"b sequences in one GEMM (b = 8, or the nearest batch measured) take less than "
+                  f"{BATCHED:.0%} of the time of b separate GEMVs (b x the batch-1 time).",
+       fails_if=f"a batched step costs {BATCHED:.0%} or more of b single-sequence steps (batching "
+                "would not share the weights).",
+       experiments=("decode",))
+def c14(s):
+    rows = _gemv(s)
+    parts, ratios = [], []
+    for (dtype, c), g in rows.groupby(["dtype", "n"]):
+        t = g.groupby("batch").time_s.median()
+        more = t.index[t.index > 1]
+        if 1 not in t.index or more.empty:
+            continue
+        b = max(more[more <= 8]) if (more <= 8).any() else min(more)
+        r = t[b] / (b * t[1])
+        ratios.append(r)
+        parts.append(f"{dtype} C={int(c)}: t({b:.0f}) / ({b:.0f} t(1)) = {r:.2f}")
+    if not parts:
+        raise NotMeasurable("no decode curve with batch 1 and a larger batch")
+    worst = max(ratios)
+    return Result(worst < BATCHED, "; ".join(parts), "t(b) / (b t(1)), worst curve", worst,
+                  f"< {BATCHED}", "decode: gemv_gemm, batch 1 and b", len(rows))
+
+
+@worked_example("C15", "FP32 decode intensity 2 b C^2 / (4 C^2) at b = 8 (W dominant)",
+                "batch_size / 2 FLOP/byte", 4.0, 1e-9)
+def w15(sheets):
+    return 2 * 8 / 4, "b / 2 = 4 FLOP/B at b = 8 (bf16: b FLOP/B)"
+
+
+text_only("C15", SECTION,
+          en="With W the dominant data, FP32 decode intensity is about batch / 2 FLOP/byte "
+             "(2bC^2 FLOPs over 4C^2 bytes).",
+          zh="那么近似的算术强度是 2batch_size·C^2 / 4C^2 = batch_size/2 FLOP/byte",
+          prediction="arithmetic from the definition (each decode row counts its intensity this "
+                     "way): nothing to measure, so no system gets a verdict.",
+          experiments=("decode",))
+
+
+def _flat(k, g):
+    limit = k.predicted / 2 if math.isfinite(k.predicted) else g.index.max()
+    return g[g.index <= limit]
+
+
+@claim("C16", SECTION,
+       en="Larger batch reuses the same weights, so utilisation rises with batch: time stays "
+          "nearly flat while memory-bound.",
+       zh="这意味着同一份权重搬进来后，batch越大，计算利用率就越高。",
+       prediction=f"below half the knee predicted from the ceilings, time per step stays within "
+                  f"{FLAT}x of batch 1, so tokens/s grows about linearly there.",
+       fails_if=f"a curve's time per step grows more than {FLAT}x from batch 1 before half its "
+                "predicted knee.",
+       experiments=("decode", "bandwidth", "matmul"))
+def c16(s):
+    rows = _gemv(s)
+    if s.knees.empty or not s.knees.predicted.notna().any():
+        raise NotMeasurable("no decode knee predicted (no ceilings for the decode dtypes)")
+    parts, rises, skipped = [], [], []
+    for _, k in s.knees.iterrows():
+        g = rows[(rows.dtype == k["dtype"]) & (rows.n == k.C)].groupby("batch").time_s.median()
+        flat = _flat(k, g) if pd.notna(k.predicted) else g.iloc[:0]
+        if 1 not in g.index or len(flat) < 2:
+            skipped.append(f"{k['dtype']} C={k.C}")
+            continue
+        rise = flat.iloc[-1] / g[1]
+        rises.append(rise)
+        parts.append(f"{k['dtype']} C={k.C}: t(b={flat.index[-1]:.0f}) / t(1) = {rise:.2f}, "
+                     f"tokens/s x{flat.index[-1] * g[1] / flat.iloc[-1]:.1f}")
+    if not parts:
+        raise NotMeasurable("no curve has two batches below half its predicted knee: "
+                            + ", ".join(skipped))
+    worst = max(rises)
+    return Result(worst <= FLAT, "; ".join(parts), "t(b) / t(1) at the last batch below b*/2, "
+                  "worst curve", worst, f"<= {FLAT}", "decode: gemv_gemm; knees predicted from "
+                  "DRAM bandwidth and GEMM ceilings", len(rows))
+
+
+@worked_example("C17", "RTX 3090 ridge: 35.6 TFLOP/s / 936 GB/s", "≈ 38 FLOP/byte", 38.0, 0.02)
+def w17(sheets):
+    ridge = article_sheet(sheets).ridge("vector", "float32")
+    if ridge is None:
+        raise NotMeasurable("the RTX 3090 datasheet lacks FP32 compute or bandwidth")
+    return ridge, f"{ridge:.1f} FLOP/B"
+
+
+def _judge_knee(k, g, B) -> tuple[bool | None, str]:
+    """(holds, text) for one curve; holds None when the curve cannot be judged."""
+    name = f"{k['dtype']} C={k.C}"
+    if not (pd.notna(k.predicted) and math.isfinite(k.predicted)):
+        return None, f"{name}: {k.predicted_note or 'no knee predicted'}"
+    if not g.index.min() <= k.predicted <= g.index.max():
+        return None, (f"{name}: predicted knee b* = {k.predicted:.3g} outside the swept "
+                      f"batches {g.index.min():.0f}-{g.index.max():.0f}")
+    if 1 in g.index and g[1] > LATENCY * k.weights_bytes / B:
+        return None, (f"{name}: latency-bound (batch 1 takes {si(g[1], 's')}, streaming W "
+                      f"takes {si(k.weights_bytes / B, 's')})")
+    pred = f"predicted {k.predicted:.3g} [{k.predicted_low:.3g}, {k.predicted_high:.3g}]"
+    if not (pd.notna(k.measured) and math.isfinite(k.measured)):
+        if str(k.measured_note).startswith("fewer"):
+            return None, f"{name}: {k.measured_note}"
+        return False, f"{name}: {pred}, measured: {k.measured_note}"
+    overlap = k.measured_low / (1 + KNEE_MARGIN) <= k.predicted_high and \
+        k.measured_high * (1 + KNEE_MARGIN) >= k.predicted_low
+    return bool(overlap), (f"{name}: {pred}, measured {k.measured:.3g} "
+                           f"[{k.measured_low:.3g}, {k.measured_high:.3g}]")
+
+
+@claim("C17", SECTION,
+       en="The RTX 3090 ridge point is 35.6 TFLOP/s / 936 GB/s ≈ 38 FLOP/byte; below it "
+          "memory-bound, above it compute-bound.",
+       zh="这是RTX3090的Roofline模型的ridge point：35.6 TFLOPS / 936 GB/s ≈ 38 FLOP/byte。低于这个值，就是Memory-bound，反之就是Compute-bound。",
+       prediction=f"for every decode curve whose predicted knee lies inside the swept batches and "
+                  f"whose step is not latency-bound, the measured knee's 95 % interval meets the "
+                  f"predicted knee's (from the ceilings' intervals), within {KNEE_MARGIN:.0%}.",
+       fails_if=f"a judged curve's measured knee interval misses the predicted one by more than "
+                f"{KNEE_MARGIN:.0%}, or the curve shows no knee where one is predicted.",
+       experiments=("decode", "bandwidth", "matmul"))
+def c17(s):
+    rows = _gemv(s)
+    if s.knees.empty:
+        raise NotMeasurable("no decode knee predicted (no ceilings for the decode dtypes)")
+    parts, verdicts = [], []
+    for _, k in s.knees.iterrows():
+        g = rows[(rows.dtype == k["dtype"]) & (rows.n == k.C)].groupby("batch").time_s.median()
+        B = k.bandwidth_Bps
+        if not (pd.notna(B) and B > 0):
+            parts.append(f"{k['dtype']} C={k.C}: {k.predicted_note}")
+            continue
+        holds, text = _judge_knee(k, g, B)
+        parts.append(text + ("" if holds is not None else " (not judged)"))
+        if holds is not None:
+            verdicts.append(holds)
+    if not verdicts:
+        raise NotMeasurable("no curve's knee can be judged here", "; ".join(parts))
+    return Result(all(verdicts), "; ".join(parts), "share of judged curves whose knees agree",
+                  float(np.mean(verdicts)), "= 1 (every judged curve)",
+                  "decode: gemv_gemm; knees predicted from DRAM bandwidth and GEMM ceilings",
+                  len(rows))
+
+
+def _decode_part(s, dtype, dec, B) -> tuple[bool | None, str]:
+    graph = dec[dec.timer == "cuda_event_graph"] if s.kind == "cuda" else dec
+    if graph.empty:
+        return None, (f"{dtype}: decode timed from eager launches ({', '.join(sorted(set(dec.timer)))}"
+                      "), which measures the host launching its small kernels: not judged")
+    big = graph.loc[graph.bytes.idxmax()]
+    share = big.byte_per_s / B
+    kv = param(graph, "kv_bytes")
+    grow, text = None, ""
+    for batch, g in graph.assign(kv=kv).dropna(subset=["kv"]).groupby("batch"):
+        if g.kv.nunique() >= 2:  # the largest batch with two cache lengths or more
+            lo, hi = g.loc[g.kv.idxmin()], g.loc[g.kv.idxmax()]
+            need = KV_GROWTH * (hi.bytes - lo.bytes) / B
+            grow = hi.time_s - lo.time_s >= need
+            text = (f"; batch {batch:.0f}: {si(hi.kv - lo.kv, 'B')} more KV cache adds "
+                    f"{si(hi.time_s - lo.time_s, 's')} (at least {si(need, 's')} expected)")
+    if grow is None:
+        return None, f"{dtype}: no batch with two KV-cache lengths: growth with KV not judged"
+    good = bool(share >= MEMORY_SHARE and grow)
+    return good, (f"{dtype} decode: {si(big.byte_per_s, 'B/s')} = {share:.0%} of DRAM bandwidth"
+                  f" at {si(big.bytes, 'B')} per step" + text)
+
+
+def _prefill_part(s, dtype, pre) -> tuple[bool | None, str]:
+    P, ridge = s.ceiling("matrix_flops", dtype), s.ceiling("ridge_matrix", dtype)
+    if P is None or ridge is None:
+        return None, f"{dtype}: no {dtype} GEMM ceiling or ridge fitted: prefill not judged"
+    top = pre.loc[pre.flop_per_s.idxmax()]
+    share = top.flop_per_s / P
+    good = bool(share >= COMPUTE_SHARE and top.intensity > ridge)
+    return good, (f"{dtype} prefill: {si(top.flop_per_s, 'FLOP/s')} = {share:.0%} of the GEMM "
+                  f"ceiling at {top.intensity:.0f} FLOP/B (ridge {ridge:.0f})")
+
+
+@claim("C18", SECTION,
+       en="Prefill is like a decode with a large batch and is compute-bound; decode at batch 1 is "
+          "memory-bound.",
+       zh="Prefill阶段其实就像是一次batch_size比较大的Decode，这就解释了为什么它是Compute-bound的。对应Decode阶段，batch_size是1，它是Memory-bound的。",
+       prediction=f"a transformer block's decode step, timed as decode runs (CUDA graph replay), "
+                  f"moves at least {MEMORY_SHARE:.0%} of the DRAM bandwidth and takes longer as "
+                  f"the KV cache grows (at least {KV_GROWTH:.0%} of the extra bytes / bandwidth); "
+                  f"its prefill lies above the ridge at {COMPUTE_SHARE:.0%} of the GEMM ceiling "
+                  "or more.",
+       fails_if=f"decode moves under {MEMORY_SHARE:.0%} of DRAM bandwidth or does not slow down "
+                f"with a longer KV cache, or prefill reaches under {COMPUTE_SHARE:.0%} of the "
+                "GEMM ceiling.",
+       experiments=("decode", "bandwidth", "matmul"), figure="roofline")
+def c18(s):
+    rows = s.exp("decode", "block")
+    B = float(s.need_ceiling("dram_bw").value)
+    parts, verdicts = [], []
+    for dtype, g in rows.groupby("dtype"):
+        for part, sel in ((_decode_part, "decode"), (_prefill_part, "prefill")):
+            sub = g[g.op.str.contains(sel)]
+            if sub.empty:
+                parts.append(f"{dtype}: no block_{sel} rows")
+                continue
+            holds, text = part(s, dtype, sub, B) if sel == "decode" else part(s, dtype, sub)
+            parts.append(text)
+            if holds is not None:
+                verdicts.append(holds)
+    if not verdicts:
+        raise NotMeasurable("no block phase can be judged here", "; ".join(parts))
+    return Result(all(verdicts), "; ".join(parts), "share of judged phases that behave as "
+                  "claimed", float(np.mean(verdicts)), "= 1 (every judged phase and dtype)",
+                  "decode: block_prefill, block_decode; DRAM bandwidth; GEMM ceilings",
+                  len(rows))

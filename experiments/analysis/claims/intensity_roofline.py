@@ -1,0 +1,224 @@
+"""Arithmetic intensity and the roofline: x + 1, a 4096^3 GEMM, and min(P, B x I).
+
+Every check predicts its points from ceilings measured apart from them: x + 1 from the DRAM
+bandwidth of the ops with its traffic pattern (copy and scale: one read and one write per
+element); the GEMM from the FMA peak of the intensity experiment and the datasheet; the
+intensity sweep from the bandwidth experiment's DRAM ceiling and the sweep's two most
+compute-heavy points, judged on every other point.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import roofline
+from .base import (NotMeasurable, Result, article_sheet, claim, counts, interval, section, si,
+                   worked_example)
+
+SECTION = section("intensity", "Arithmetic intensity: x + 1 against a 4096^3 GEMM", "matmul")
+ROOF = section("roofline", "The roofline", "roofline")
+
+MARGIN = 0.10  # model error allowed beyond a ceiling's 95 % interval
+FAR_BELOW = 0.10  # C10: a memory-bound op uses less than this share of the compute ceiling
+SAME_TRAFFIC = ("copy", "scale")  # one read and one write per element, as x + 1
+COMPUTE_SHARE, MEMORY_SHARE = 0.5, 0.2  # C11: compute-bound GEMM
+TOUCH = 0.8  # C12: a roof is reached when a held-out point comes within 20 % of it
+UNDER = 0.9  # C12: share of held-out points that must lie under the roof (+ MARGIN)
+PEAK_POINTS = 2  # C12: the most compute-heavy points of the sweep, which fix the FMA peak
+
+
+def _dram_same_traffic(s):
+    """(B, (low, high), ops used, rows) for x + 1: the DRAM plateau of copy and scale."""
+    rows = s.exp("bandwidth")
+    ops = [op for op in SAME_TRAFFIC if (rows.op == op).any()]
+    if not ops:
+        ops = sorted(set(rows.op) - {"add_one"})
+    if not ops:
+        raise NotMeasurable("no bandwidth op besides x + 1 to predict it from")
+    ref = rows[rows.op.isin(ops)]
+    c = roofline.dram_ceiling(ref, s.facts)
+    if c is None or not math.isfinite(c["value"]):
+        raise NotMeasurable(f"no DRAM plateau of {', '.join(ops)}"
+                            + (f" ({c['note']})" if c and c.get("note") else ""))
+    return c, ops, ref
+
+
+def _add_one_past_caches(s, c):
+    rows = s.exp("bandwidth", "add_one")
+    rows = rows[(rows.dtype == "float32") & (rows.working_set_bytes >= c["ws_min"])]
+    if rows.empty:
+        raise NotMeasurable(f"no float32 x + 1 rows with a working set >= "
+                            f"{si(c['ws_min'], 'B')} (past the caches)")
+    return rows
+
+
+@worked_example("C10", "1 FLOP / (4 B read + 4 B written): intensity of x + 1 in FP32",
+                "0.125 FLOP/byte", 0.125, 1e-9)
+def w10(sheets):
+    return 1 / (4 + 4), "0.125 FLOP/B"
+
+
+@claim("C10", SECTION,
+       en="y = x + 1 in FP32 moves 8 bytes per FLOP: intensity 0.125 FLOP/byte, so it is "
+          "memory-bound.",
+       zh="合计：1FLOP，8字节 …… 0.125很低，说明大规模的逐元素加法会是一个Memory-bound的场景。",
+       prediction=f"past the caches, x + 1 attains DRAM bandwidth x 0.125 FLOP/s, the bandwidth "
+                  f"measured on copy and scale (the same one-read, one-write traffic), within its "
+                  f"95 % interval and {MARGIN:.0%}; and under {FAR_BELOW:.0%} of the float32 "
+                  f"compute ceiling.",
+       fails_if=f"x + 1's FLOP/s falls outside copy/scale's bandwidth x 0.125 (interval "
+                f"+/- {MARGIN:.0%}), or reaches {FAR_BELOW:.0%} of the float32 compute ceiling.",
+       experiments=("bandwidth",), figure="bandwidth")
+def c10(s):
+    c, ops, ref = _dram_same_traffic(s)
+    rows = _add_one_past_caches(s, c)
+    B = c["value"]
+    lo, hi = c["ci_low"] / B * (1 - MARGIN), c["ci_high"] / B * (1 + MARGIN)
+    ratio = float((rows.flop_per_s / (B * rows.intensity)).median())
+    flops = rows.flop_per_s.median()
+    peak = s.ceiling("vector_flops", "float32") or s.ceiling("matrix_flops", "float32")
+    frac = flops / peak if peak else None
+    good = lo <= ratio <= hi and (frac is None or frac < FAR_BELOW)
+    return Result(bool(good),
+                  f"x + 1: {si(flops, 'FLOP/s')} at a counted {rows.intensity.median():.3f} "
+                  f"FLOP/B; {', '.join(ops)} move {si(B, 'B/s')} past the caches, predicting "
+                  f"{si(B * rows.intensity.median(), 'FLOP/s')} (measured / predicted "
+                  f"{ratio:.2f}, allowed {lo:.2f} to {hi:.2f})"
+                  + (f"; {frac:.2%} of the float32 compute ceiling" if frac is not None else
+                     "; no float32 compute ceiling fitted: 'far below compute' not judged"),
+                  "x + 1 FLOP/s / (copy-and-scale DRAM bandwidth x 0.125)", ratio,
+                  f"in [{lo:.2f}, {hi:.2f}] and < {FAR_BELOW:.0%} of float32 compute",
+                  f"{counts(rows)}; predicted from {counts(ref)}", len(rows) + len(ref))
+
+
+@worked_example("C11", "2 x 4096^3 FLOPs of a 4096 x 4096 GEMM", "≈ 1374 亿 (1.374e11) FLOPs",
+                1.374e11, 1e-3)
+def w11(sheets):
+    return 2 * 4096**3, f"{2 * 4096**3:.4g} FLOPs; FP32 intensity 2n^3 / (3n^2 x 4 B) = " \
+                        f"{2 * 4096**3 / (12 * 4096**2):.0f} FLOP/B at n = 4096"
+
+
+@claim("C11", SECTION,
+       en="A 4096x4096 matrix product costs 2 x 4096^3 ≈ 1.374e11 FLOPs and is compute-bound "
+          "(intensity in the hundreds).",
+       zh="那就是2×4096^3这么多的FLOPS，约1374亿。所以矩阵乘法会是Compute-bound的场景，算术强度约大几百。",
+       prediction=f"the float32 GEMM at n = 4096 attains at least {COMPUTE_SHARE:.0%} of the "
+                  f"float32 compute peak measured apart from it (the FMA peak of the intensity "
+                  f"experiment, else the datasheet) while using under {MEMORY_SHARE:.0%} of the "
+                  f"DRAM bandwidth.",
+       fails_if=f"the GEMM reaches under {COMPUTE_SHARE:.0%} of the compute peak, or moves "
+                f"{MEMORY_SHARE:.0%} or more of the DRAM bandwidth (memory, not arithmetic, "
+                "would be what bounds it).",
+       experiments=("matmul", "intensity", "bandwidth"))
+def c11(s):
+    rows = s.exp("matmul")
+    if not (rows.dtype == "float32").any():
+        raise NotMeasurable("no ok float32 matmul rows (the article's claim is about FP32)")
+    rows = rows[rows.dtype == "float32"]
+    row = rows[rows.n == 4096].iloc[0] if (rows.n == 4096).any() else rows.loc[rows.n.idxmax()]
+    peak, source = s.ceiling("vector_flops", "float32"), "the float32 FMA peak"
+    if peak is None and s.sheet is not None and s.sheet.peak("vector", "float32"):
+        peak, source = s.sheet.peak("vector", "float32"), f"the {s.sheet.name} datasheet"
+    if peak is None:
+        raise NotMeasurable("no float32 compute peak apart from the GEMM itself: no float32 "
+                            "intensity sweep fitted and no datasheet entry")
+    bw = float(s.need_ceiling("dram_bw").value)
+    share, mem = row.flop_per_s / peak, row.byte_per_s / bw
+    return Result(bool(share >= COMPUTE_SHARE and mem < MEMORY_SHARE),
+                  f"float32 n = {int(row.n)}: {si(row.flop_per_s, 'FLOP/s')} = {share:.0%} of "
+                  f"{source} ({si(peak, 'FLOP/s')}); it moves {si(row.byte_per_s, 'B/s')} = "
+                  f"{mem:.1%} of DRAM bandwidth at a counted {row.intensity:.0f} FLOP/B",
+                  "GEMM FLOP/s / float32 compute peak", float(share),
+                  f">= {COMPUTE_SHARE}, with DRAM use < {MEMORY_SHARE}",
+                  f"matmul: gemm float32 n = {int(row.n)}; {source}; DRAM bandwidth", 1)
+
+
+def _held_out(g, B, B_hi):
+    """Fix the FMA peak on the most compute-heavy points; return it and the other points."""
+    g = g.sort_values("intensity")
+    peak_rows, rest = g.iloc[-PEAK_POINTS:], g.iloc[:-PEAK_POINTS]
+    P = float(peak_rows.flop_per_s.median())
+    return P, float(peak_rows.flop_per_s.max()), rest
+
+
+@claim("C12", ROOF,
+       en="Roofline: attainable performance <= min(peak compute, bandwidth x intensity).",
+       zh="Roofline模型：实际性能 ≤ min(GPU峰值算力，显存带宽×算术强度)",
+       prediction=f"with B the bandwidth experiment's DRAM ceiling and P the FMA peak of the "
+                  f"sweep's {PEAK_POINTS} most compute-heavy points, the other points of the "
+                  f"intensity sweep lie under min(P, B x I) (at least {UNDER:.0%} of them, within "
+                  f"{MARGIN:.0%} above the interval), and some reach within "
+                  f"{1 - TOUCH:.0%} of each roof.",
+       fails_if=f"more than {1 - UNDER:.0%} of the held-out points rise above min(P, B x I) by "
+                f"over {MARGIN:.0%}, or no held-out point comes within {1 - TOUCH:.0%} of the "
+                "memory roof (intensity under half the ridge) or of the compute roof (over twice "
+                "the ridge).",
+       experiments=("intensity", "bandwidth"))
+def c12(s):
+    rows = s.exp("intensity")
+    dram = s.need_ceiling("dram_bw")
+    B = float(dram.value)
+    B_lo, B_hi = interval(dram)
+    parts, good, judged, used = [], True, 0, 0
+    for dtype, g in rows[(rows.flop_per_s > 0) & (rows.intensity > 0)].groupby("dtype"):
+        g, _ = roofline.fastest_variant(g)
+        if len(g) < PEAK_POINTS + 3:
+            parts.append(f"{dtype}: {len(g)} points, too few to hold out (not judged)")
+            continue
+        P, P_hi, rest = _held_out(g, B, B_hi)
+        ridge = P / B
+        roof_hi = np.minimum(P_hi, B_hi * rest.intensity) * (1 + MARGIN)
+        under = float((rest.flop_per_s <= roof_hi).mean())
+        mem, cmp_ = rest[rest.intensity < ridge / 2], rest[rest.intensity > 2 * ridge]
+        if mem.empty or cmp_.empty:
+            side = "memory" if mem.empty else "compute"
+            parts.append(f"{dtype}: no held-out point on the {side} side of the ridge "
+                         f"({ridge:.3g} FLOP/B): not judged")
+            continue
+        touch_mem = bool((mem.flop_per_s >= TOUCH * B_lo * mem.intensity).any())
+        touch_cmp = bool((cmp_.flop_per_s >= TOUCH * P).any())
+        judged += 1
+        used += len(g)
+        good &= under >= UNDER and touch_mem and touch_cmp
+        parts.append(f"{dtype}: P = {si(P, 'FLOP/s')} (from the {PEAK_POINTS} top points), "
+                     f"B = {si(B, 'B/s')}, ridge {ridge:.3g} FLOP/B; {under:.0%} of {len(rest)} "
+                     f"held-out points under the roof; memory roof reached "
+                     f"{'yes' if touch_mem else 'no'}, compute roof {'yes' if touch_cmp else 'no'}")
+    if not judged:
+        raise NotMeasurable("no dtype of the intensity sweep has held-out points on both sides "
+                            "of its ridge", "; ".join(parts))
+    return Result(bool(good), "; ".join(parts), "held-out points under the roof and touching "
+                  "both roofs (every dtype judged)", float(good), f"under >= {UNDER:.0%}, "
+                  f"each roof within {1 - TOUCH:.0%}", "intensity sweep (held-out points); "
+                  "DRAM bandwidth from the bandwidth experiment", used)
+
+
+@worked_example("C13", "RTX 3090: 936 GB/s x 0.125 FLOP/B", "≈ 117 GFLOPS", 117e9)
+def w13(sheets):
+    ref = article_sheet(sheets)
+    if not ref.bandwidth_Bps:
+        raise NotMeasurable(f"the {ref.name} datasheet has no bandwidth")
+    return ref.bandwidth_Bps * 0.125, si(ref.bandwidth_Bps * 0.125, "FLOP/s")
+
+
+@claim("C13", ROOF,
+       en="On an RTX 3090 an elementwise add attains at most 936 GB/s x 0.125 ≈ 117 GFLOP/s.",
+       zh="能解释逐元素加法为什么喂不饱计算单元：936 GB/s×0.125 FLOP/byte≈117 GFLOPS",
+       prediction=f"here: x + 1 attains at most this device's DRAM bandwidth (copy and scale) x "
+                  f"0.125, within the bandwidth's interval and {MARGIN:.0%}.",
+       fails_if=f"x + 1 exceeds copy-and-scale bandwidth x 0.125 by more than the interval and "
+                f"{MARGIN:.0%} (the bound would not hold).",
+       experiments=("bandwidth",))
+def c13(s):
+    c, ops, ref = _dram_same_traffic(s)
+    rows = _add_one_past_caches(s, c)
+    bound = c["ci_high"] * rows.intensity * (1 + MARGIN)
+    worst = float((rows.flop_per_s / bound).max())
+    return Result(worst <= 1,
+                  f"this device: {si(c['value'], 'B/s')} x {rows.intensity.median():.3f} = "
+                  f"{si(c['value'] * rows.intensity.median(), 'FLOP/s')}; x + 1 attains at "
+                  f"most {si(rows.flop_per_s.max(), 'FLOP/s')}",
+                  "fastest x + 1 / (upper bandwidth bound x 0.125)", worst, "<= 1",
+                  f"{counts(rows)}; bound from {counts(ref)}", len(rows) + len(ref))
