@@ -13,7 +13,10 @@ projections 8 T d^2, MLP 16 T d^2 (T tokens), attention QK^T and PV 4 d per (que
 (prefill: L (L+1) / 2 causal pairs per sequence; decode: L); norms, softmax, GELU and residual
 adds are O(T d) and not counted. Bytes are the fewest moved: weights once, the KV cache once
 (written by prefill, read by decode: 2 b L d elements either way), x in and the output out.
-Whole layers (weights + cache) rotate like W. float32 runs with TF32 off.
+Whole layers (weights + cache) rotate like W. float32 runs with TF32 off. On a GPU both phases are
+timed as CUDA-graph replays whatever the call length, as serving stacks run a decode step: timed
+as eager launches, a block's dozen-plus small kernels measure the host's launch rate, not the memory
+(the `timer` column says `cuda_event` where capture failed and it fell back to eager launches).
 """
 
 from __future__ import annotations
@@ -224,6 +227,8 @@ def _block(ctx: Context, cfg: DecodeConfig, phase: str, b: int, L: int, counts: 
     d, t = cfg.d_model, 1 if decode else L
     # intermediates of one call: ~qkv 3, attention 1, residual 1, MLP 2 x 4 hidden (x tokens x d)
     scratch = 13 * counts["tokens"] * d * itemsize(ctx.dtype)
+    if ctx.device.type == "cuda":  # the graph's private pool holds a second set beside eager's
+        scratch *= 2
     count = _copies(ctx, cfg, counts["weight_bytes"] + counts["kv_bytes"], scratch)
     first = make_layer(ctx, d, cfg.heads, b, L, cfg.norm, dt, random_cache=decode)
     layers = [first] + [first.map(torch.clone) for _ in range(count - 1)]
@@ -243,10 +248,15 @@ def _block(ctx: Context, cfg: DecodeConfig, phase: str, b: int, L: int, counts: 
         # the block's update, out - x: the residual x alone would hide a wrong attention or MLP
         err = _rel_error(out[:r, :q].double() - x64, ref - x64, BLOCK_TOLERANCE[ctx.dtype], phase)
         del ref_layer, ref, out
-        stats = ctx.time(lambda i: block(x, layers[i % len(layers)], cfg.heads, cfg.norm, decode))
+        # graph replay even past GRAPH_BELOW_S: production runs a decode step as one graph, and
+        # eager launches of its dozen-plus small kernels would time the host. The block has no
+        # host sync and writes its cache in place, so a graph of the inner calls replays it.
+        stats = ctx.time(lambda i: block(x, layers[i % len(layers)], cfg.heads, cfg.norm, decode),
+                         force_graph=True)
     params = {key: val for key, val in counts.items() if key not in ("flops", "bytes")}
     params |= {"phase": phase, "d_model": d, "heads": cfg.heads, "mlp_hidden": MLP_RATIO * d,
-               "norm": cfg.norm, "layer_copies": count, "check_sequences": r, "check_tokens": q}
+               "norm": cfg.norm, "layer_copies": count, "check_sequences": r, "check_tokens": q,
+               "force_graph": True}
     return stats | {"rel_error": err, "check_passed": True, "params": params | _precision(ctx)}
 
 

@@ -4,6 +4,14 @@ FLOPs = 2 n^3 (one multiply and one add per term). Bytes are the fewest a GEMM m
 read once, C written once. Several operand sets rotate so that small sizes are not timed hot in
 cache. float32 runs with TF32 off; `tf32` is float32 storage with TF32 tensor cores on; fp8 is
 e4m3 through torch._scaled_mm (unit scales, bf16 output) where the device has it.
+
+Error of the checked operand set (sizes up to check_max), all relative Frobenius norms:
+`rel_error` = ||C - A B|| / ||A B|| with A, B the float32 data before it was cast to the dtype, in
+float64: the total a user sees. params `input_rounding_error`: the float64 product of the cast
+inputs against that same reference (casting alone; 0 for float32 and tf32, whose storage is
+float32: TF32 rounds inside the kernel, so it counts as arithmetic). params `arithmetic_error`:
+C against the float64 product of the cast inputs (accumulation, TF32, output rounding); TOLERANCE
+applies to this part, so a correct kernel passes whatever its inputs' precision.
 """
 
 from __future__ import annotations
@@ -21,8 +29,8 @@ NAME = "matmul"
 DESCRIPTION = "square C = A @ B from 256 to 16384 per dtype, with its error against float64"
 CLAIMS = ("C11", "C19")
 
-# Relative error ||C - C64|| / ||C64|| a correct GEMM stays under, C64 computed in float64 from the
-# very inputs the kernel saw: the error of the arithmetic (TF32 rounding, accumulation, output
+# arithmetic_error ||C - C64|| / ||C64|| a correct GEMM stays under, C64 computed in float64 from
+# the very inputs the kernel saw: the error of the arithmetic (TF32 rounding, accumulation, output
 # rounding), not of casting the data. Garbage lands near 1.
 TOLERANCE = {"float64": 1e-12, "float32": 1e-5, "tf32": 5e-3, "float16": 5e-3,
              "bfloat16": 2e-2, "float8_e4m3": 2e-2}
@@ -49,11 +57,12 @@ class MatmulConfig(ExperimentConfig):
 Config = MatmulConfig
 
 
-def _operands(ctx: Context, n: int, sets: int):
-    """`sets` (A, B, C) triples in the job's dtype, from float32 random data."""
+def _operands(ctx: Context, n: int, sets: int, keep_full: bool = False):
+    """`sets` (A, B, C) triples in the job's dtype, from float32 random data; with keep_full, also
+    the first set's float32 (A, B) before the cast (else None), the reference of the total error."""
     dt = torch_dtype(ctx.dtype)
-    triples = []
-    for _ in range(sets):
+    triples, full = [], None
+    for s in range(sets):
         a32, b32 = ctx.randn(n, n), ctx.randn(n, n)
         if ctx.dtype == "float8_e4m3":
             # _scaled_mm wants B column-major: transpose of a row-major [n, n]
@@ -63,7 +72,9 @@ def _operands(ctx: Context, n: int, sets: int):
             a, b = a32.to(dt), b32.to(dt)
             c = torch.empty(n, n, device=ctx.device, dtype=dt)
         triples.append((a, b, c))
-    return triples
+        if keep_full and s == 0:
+            full = (a32, b32)
+    return triples, full
 
 
 def _kernel(ctx: Context, cfg: MatmulConfig):
@@ -77,9 +88,17 @@ def _kernel(ctx: Context, cfg: MatmulConfig):
     return lambda a, b, c: torch.mm(a, b, out=c)
 
 
-def _rel_error(ctx, a, b, c) -> float:
-    ref = a.double() @ b.double()
-    return ((c.double() - ref).norm() / ref.norm()).item()
+def error_parts(a, b, c, a_full, b_full) -> dict:
+    """C = a @ b, with a, b the cast copies of a_full, b_full: its total error and the two parts
+    (module docstring). fp8's a, b are e4m3: .double() upcasts them exactly."""
+    c64 = c.double()
+    rounded = a.double() @ b.double()  # what the kernel would give with exact arithmetic
+    arithmetic = ((c64 - rounded).norm() / rounded.norm()).item()
+    ref = a_full.double() @ b_full.double()
+    ref_norm = ref.norm()
+    return {"rel_error": ((c64 - ref).norm() / ref_norm).item(),
+            "input_rounding_error": ((rounded - ref).norm() / ref_norm).item(),
+            "arithmetic_error": arithmetic}
 
 
 def _measure(ctx: Context, cfg: MatmulConfig, n: int) -> dict:
@@ -88,7 +107,8 @@ def _measure(ctx: Context, cfg: MatmulConfig, n: int) -> dict:
     kernel = _kernel(ctx, cfg)
     set_bytes = 3 * n * n * itemsize(ctx.dtype)
     sets = int(min(16, max(1, math.ceil(cfg.rotate_bytes_factor * ctx.facts.llc_bytes / set_bytes))))
-    triples = _operands(ctx, n, sets)
+    checked = n <= cfg.check_max
+    triples, full = _operands(ctx, n, sets, keep_full=checked)
     with tf32_matmul(ctx.dtype == "tf32"):
         a, b, c = triples[0]
         c.fill_(float("nan"))
@@ -96,16 +116,20 @@ def _measure(ctx: Context, cfg: MatmulConfig, n: int) -> dict:
         ctx.sync()
         if torch.isnan(c).any():
             raise WrongResult("output has unwritten (NaN-poisoned) elements")
-        err = None
-        if n <= cfg.check_max:
-            err = _rel_error(ctx, a, b, c)
-            if not err <= TOLERANCE[ctx.dtype]:
-                raise WrongResult(f"relative error {err:.3g} above {TOLERANCE[ctx.dtype]:g}")
+        errors = {"rel_error": None, "input_rounding_error": None, "arithmetic_error": None}
+        if checked:
+            errors = error_parts(a, b, c, *full)
+            del full  # the float32 originals are not timed: free them first
+            if not errors["arithmetic_error"] <= TOLERANCE[ctx.dtype]:
+                raise WrongResult(f"arithmetic error {errors['arithmetic_error']:.3g} "
+                                  f"above {TOLERANCE[ctx.dtype]:g}")
         stats = ctx.time(lambda i: kernel(*triples[i % sets]))
-    params = {"operand_sets": sets, "tf32": ctx.dtype == "tf32"}
+    params = {"operand_sets": sets, "tf32": ctx.dtype == "tf32",
+              "input_rounding_error": errors["input_rounding_error"],
+              "arithmetic_error": errors["arithmetic_error"]}
     if ctx.dtype == "float8_e4m3":
         params["fp8_fast_accum"] = cfg.fp8_fast_accum and ctx.device.type == "cuda"
-    return stats | {"rel_error": err, "check_passed": err is not None, "params": params}
+    return stats | {"rel_error": errors["rel_error"], "check_passed": checked, "params": params}
 
 
 def run(cfg: MatmulConfig, ctx: Context):

@@ -6,14 +6,19 @@ CUDA events on eager calls: a blocking copy synchronizes and a pageable one cann
 so no variant uses a graph and all four pay what a program pays per call. Each row's params give
 its ratio to the device memory bandwidth (`d2d_copy`, measured once per job) and to the PCIe
 link's peak. `transfer_model` rows fit t = latency + size / bandwidth per variant.
-`create_on_device` vs `create_then_move`: torch.randn(..., device=dev) vs torch.randn(...).to(dev).
-`cross_device`: a CUDA tensor plus a CPU tensor raises; plus a 0-dim CPU tensor, it does not.
+`create_on_device` vs `create_then_move`: torch.randn(..., device=dev) vs torch.randn(...).to(dev);
+and its two halves timed apart, so the transfer's share shows: `create_on_host` (torch.randn on
+the CPU's generator, host clock) and `move_to_device` (.to(dev) of an existing pageable tensor,
+CUDA events, checked equal to its source). create_then_move's params carry both medians.
+`cross_device`: one row per case (params `case`, `raised`, `error_type`, `expected_raise`): a CUDA
+tensor plus a CPU tensor raises; plus a 0-dim CPU tensor, it does not.
 A CPU job has no separate device memory, so every op is not_applicable there.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import torch
@@ -21,6 +26,7 @@ import torch
 from .config import ConfigError, ExperimentConfig, check_sizes
 from .core.dtypes import itemsize, torch_dtype
 from .core.runner import Context, NotApplicable, WrongResult
+from .core.timer import CpuTimer
 
 NAME = "transfer"
 DESCRIPTION = "host<->device copies by size, pageable/pinned, blocking or not, vs device bandwidth"
@@ -36,9 +42,22 @@ CHECK_ELEMENTS = 1 << 20  # copies are checked exactly on this many strided elem
 # PCIe peak per direction: GT/s per lane and line-code efficiency by generation (before packets)
 PCIE = {1: (2.5, 8 / 10), 2: (5.0, 8 / 10), 3: (8.0, 128 / 130), 4: (16.0, 128 / 130),
         5: (32.0, 128 / 130), 6: (64.0, 242 / 256)}
-# op on (CUDA tensor, this CPU tensor): (the CPU tensor, whether torch raises)
-MIXED = {"cpu_tensor": (lambda: torch.ones(4), True),
-         "cpu_scalar_tensor": (lambda: torch.tensor(1.0), False)}  # 0-dim: allowed as a scalar
+CREATE_OPS = ("create_on_device", "create_on_host", "move_to_device", "create_then_move")
+
+
+@dataclass(frozen=True)
+class MixedCase:
+    """A CUDA tensor plus `make()`, a CPU tensor: the case in words, and whether torch raises."""
+
+    case: str
+    make: Callable[[], torch.Tensor]
+    expect_raise: bool
+
+
+MIXED = {"cpu_tensor": MixedCase("a CUDA tensor plus a 4-element CPU tensor",
+                                 lambda: torch.ones(4), True),
+         "cpu_scalar_tensor": MixedCase("a CUDA tensor plus a 0-dim CPU tensor (a scalar)",
+                                        lambda: torch.tensor(1.0), False)}  # allowed as a scalar
 
 
 @dataclass
@@ -113,6 +132,29 @@ def mixed_device_error(a: torch.Tensor, b: torch.Tensor) -> tuple[str | None, st
     return None, ""
 
 
+def cross_device_result(case: MixedCase, on_device: torch.Tensor) -> dict:
+    """The cross_device row's outcome: `on_device` plus the case's CPU tensor, against expectation."""
+    kind, text = mixed_device_error(on_device, case.make())
+    raised = kind is not None
+    passed = raised == case.expect_raise
+    expected = "expected" if passed else "NOT expected"
+    message = (f"raised {kind} ({expected}): {text[:300]}" if raised
+               else f"no error ({expected}): a 0-dim CPU tensor acts as a scalar")
+    return {"status": "ok" if passed else "wrong_result", "check_passed": passed,
+            "message": message, "params": {"case": case.case, "raised": raised,
+                                           "error_type": kind, "expected_raise": case.expect_raise}}
+
+
+def create_params(times: dict) -> dict:
+    """create_then_move's params from the median times of the create rows of one size
+    (op -> seconds, None where the row failed): how much of it is randn and how much the move."""
+    whole, device = times.get("create_then_move"), times.get("create_on_device")
+    move = times.get("move_to_device")
+    return {"ratio_to_create_on_device": _ratio(whole, device),
+            "host_randn_s": times.get("create_on_host"), "move_s": move,
+            "move_fraction": _ratio(move, whole)}
+
+
 def _need_gpu(ctx: Context, reason: str = NO_DEVICE):
     if ctx.device.type != "cuda":
         raise NotApplicable(reason)
@@ -159,29 +201,41 @@ def _transfer(ctx: Context, variant: str, n: int) -> dict:
 
 def _create(ctx: Context, op: str, n: int) -> dict:
     _need_gpu(ctx, NO_DEVICE + "; randn(...).to('cpu') is the same tensor, .to does nothing")
+    return time_create(ctx, op, n)
+
+
+def time_create(ctx: Context, op: str, n: int) -> dict:
+    """One create row's timing and check (any device: the CPU tests run it on the CPU)."""
     dt = torch_dtype(ctx.dtype)
+    host_gen = torch.Generator().manual_seed(ctx.seed)
+    where, src, timer = ctx.device, None, {}
     if op == "create_on_device":
         make = lambda i: torch.randn(n, dtype=dt, device=ctx.device, generator=ctx.generator)  # noqa: E731
-    else:
-        host_gen = torch.Generator().manual_seed(ctx.seed)
+    elif op == "create_then_move":
         make = lambda i: torch.randn(n, dtype=dt, generator=host_gen).to(ctx.device)  # noqa: E731
+    elif op == "create_on_host":
+        make = lambda i: torch.randn(n, dtype=dt, generator=host_gen)  # noqa: E731
+        # host work only: the host clock is its time (events would time an idle stream)
+        where, timer = torch.device("cpu"), {"timer": CpuTimer()}
+    elif op == "move_to_device":
+        src = torch.randn(n, dtype=dt, generator=host_gen)  # pageable, as randn returns it
+        make = lambda i: src.to(ctx.device)  # noqa: E731
+    else:
+        raise ValueError(f"op={op!r}; allowed: {CREATE_OPS}")
     t = make(0)
     ctx.sync()
-    if t.device != ctx.device or t.numel() != n or not bool(torch.isfinite(t).all()):
+    if t.device != where or t.numel() != n or not bool(torch.isfinite(t).all()):
         raise WrongResult(f"{op}: got {t.numel()} elements on {t.device}")
+    if src is not None and not _same(t, src):
+        raise WrongResult(f"{op}: moved data differ from the source")
     # eager: randn on a private generator and a pageable .to() are not graph-capturable
-    return ctx.time(make, use_graph=False) | {"rel_error": 0.0, "check_passed": True}
+    return ctx.time(make, use_graph=False, **timer) | {"rel_error": 0.0, "check_passed": True}
 
 
 def _cross(ctx: Context, variant: str) -> dict:
     if ctx.device.type != "cuda":
         raise NotApplicable("needs two devices; a CPU job has only the CPU")
-    make, expect = MIXED[variant]
-    kind, text = mixed_device_error(torch.ones(4, device=ctx.device), make())
-    passed = (kind is not None) == expect
-    message = f"{kind}: {text[:300]}" if kind else "no error: a 0-dim CPU tensor acts as a scalar"
-    return {"status": "ok" if passed else "wrong_result", "check_passed": passed,
-            "message": message, "params": {"error_type": kind, "expected_raise": expect}}
+    return cross_device_result(MIXED[variant], torch.ones(4, device=ctx.device))
 
 
 def run(cfg: TransferConfig, ctx: Context):
@@ -219,12 +273,16 @@ def run(cfg: TransferConfig, ctx: Context):
     for nbytes in cfg.create_sizes:
         n = max(1, nbytes // size)
         base = {"n": n, "bytes": float(n * size), "claims": ["C3"]}
-        pair = [ctx.point(base | {"op": op}, lambda op=op: _create(ctx, op, n))
-                for op in ("create_on_device", "create_then_move")]
-        if all(r["status"] == "ok" for r in pair):
-            pair[1]["params"] = {"ratio_to_create_on_device": pair[1]["time_s"] / pair[0]["time_s"]}
-        yield from pair
+        made = {op: ctx.point(base | {"op": op}, lambda op=op: _create(ctx, op, n))
+                for op in CREATE_OPS}
+        if made["create_then_move"]["status"] == "ok":
+            made["create_then_move"]["params"] = create_params(
+                {op: r["time_s"] for op, r in made.items() if r["status"] == "ok"})
+        yield from made.values()
 
-    for variant in MIXED:
-        yield ctx.point({"op": "cross_device", "variant": variant, "claims": ["C4"]},
-                        lambda v=variant: _cross(ctx, v))
+    for variant, case in MIXED.items():
+        # the case is named even where it cannot run (a CPU job), so every row says what it is
+        base = {"op": "cross_device", "variant": variant, "claims": ["C4"],
+                "params": {"case": case.case, "raised": None, "error_type": None,
+                           "expected_raise": case.expect_raise}}
+        yield ctx.point(base, lambda v=variant: _cross(ctx, v))

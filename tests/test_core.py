@@ -2,6 +2,7 @@
 
 import itertools
 import math
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -16,7 +17,7 @@ from experiments.analysis import dataset
 from experiments.core import store
 from experiments.core.device import DeviceError, device_facts, resolve_pool
 from experiments.core.schema import SCHEMA, finish_row, to_table
-from experiments.core.timer import CpuTimer, plan_counts, summarize
+from experiments.core.timer import GRAPH_BELOW_S, CpuTimer, CudaTimer, measure, plan_counts, summarize
 from experiments.core.runner import Context, Unsupported
 
 from conftest import compose_job
@@ -45,6 +46,47 @@ def test_plan_counts_reaches_past_timer_overhead_within_budget():
     inner, samples = plan_counts(per_call_s=1.0, budget_s=0.1, sample_target_s=1e-3)
     assert inner == 1 and samples == 5  # never fewer than min_samples
     assert plan_counts(1e-9, 1e9, 1e-3, max_samples=50)[1] == 50
+
+
+class _RecordingCudaTimer(CudaTimer):
+    """A CudaTimer that runs no CUDA: it records whether measure() asked it for a graph."""
+
+    def __init__(self):
+        super().__init__(torch.device("cpu"))
+        self.asked = []
+
+    def sync(self):
+        pass
+
+    def run(self, fn, inner, samples):
+        self.asked.append(self.use_graph)
+        return np.full(samples, 1e-3)
+
+
+def _slow_call(i):  # longer than GRAPH_BELOW_S, so only a forced graph replays it
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < 2 * GRAPH_BELOW_S:
+        pass
+
+
+@pytest.mark.parametrize("use_graph, force_graph, expect", [
+    (True, False, False),  # a long call is timed eagerly by default
+    (True, True, True),  # ... unless the caller forces graph replay
+    (False, True, False),  # the job's use_graph=False still wins
+])
+def test_force_graph_replays_long_calls(use_graph, force_graph, expect):
+    timer = _RecordingCudaTimer()
+    measure(_slow_call, torch.device("cpu"), budget_s=0.01, timer=timer, use_graph=use_graph,
+            force_graph=force_graph, min_samples=2)
+    assert timer.asked == [expect]
+
+
+def test_force_graph_is_ignored_on_a_cpu():
+    ctx = Context(device=torch.device("cpu"), dtype="float32", facts=device_facts(torch.device("cpu")),
+                  point_budget_s=0.01)
+    x = ctx.randn(64)
+    stats = ctx.time(lambda i: x * 2, force_graph=True)
+    assert stats["timer"] == "perf_counter" and stats["time_s"] > 0
 
 
 def test_finish_row_derives_rates_and_rejects_unknown_columns():

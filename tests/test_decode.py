@@ -1,12 +1,15 @@
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+import yaml
 
 from experiments.core.device import device_facts
 from experiments.core.runner import Context
+from experiments import decode
 from experiments.decode import block, block_counts, gemv_counts, make_layer
 
 # max_call_s high: a loaded 2-core runner must not turn a point into a skip
@@ -74,6 +77,35 @@ def test_block_rows(run_experiment, dtype):
     assert list(rows.m) == [6, 2] and (rows.k == 3).all() and (rows.batch == 2).all()
     # C18: prefill does more work per byte than decode
     assert rows.intensity.iloc[0] > rows.intensity.iloc[1]
+    # bytes = weights + KV cache + activations, each part in params
+    parts = params.map(lambda p: p["weight_bytes"] + p["kv_bytes"] + p["activation_bytes"])
+    np.testing.assert_array_equal(rows.bytes, parts)
+    assert [p["kv_bytes"] for p in params] == [2 * 2 * 3 * 8 * s] * 2
+    # graph replay is asked for, but a CPU has no graphs: the host clock timed it
+    assert all(p["force_graph"] for p in params) and set(rows.timer) == {"perf_counter"}
+    assert ((rows.rel_error > 0) & (rows.rel_error < decode.BLOCK_TOLERANCE[dtype])).all()
+
+
+def test_a_wrong_block_fails_its_float64_check(run_experiment, monkeypatch):
+    def off(x, p, heads, norm, decode_):  # right in float64 (the reference), wrong in the dtype
+        out = block(x, p, heads, norm, decode_)
+        return out if x.dtype == torch.float64 else out + 0.1 * out.abs().mean()
+
+    monkeypatch.setattr(decode, "block", off)
+    rows = run_experiment("decode", "float32", BLOCK)
+    assert list(rows.status) == ["wrong_result"] * 2
+    assert rows.message.str.contains("relative error").all()
+
+
+def test_cuda_sweep_spans_weight_bound_to_kv_bound_decode():
+    # C18 on a GPU: decode time can follow the KV cache only if the sweep makes KV dominate somewhere
+    root = Path(__file__).resolve().parent.parent
+    cuda = yaml.safe_load((root / "config" / "config.yaml").read_text())["experiments"]["decode"]["cuda"]
+    shares = [block_counts("decode", b, L, cuda["d_model"], 2, "rmsnorm")
+              for b in cuda["block_batches"] for L in cuda["block_contexts"]]
+    shares = [c["kv_bytes"] / c["bytes"] for c in shares]
+    assert min(shares) < 0.1 and max(shares) > 0.8
+    assert len(cuda["block_contexts"]) >= 3  # a middle context, so growth is more than two points
 
 
 @pytest.mark.parametrize("norm", ["rmsnorm", "layernorm"])

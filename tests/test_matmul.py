@@ -1,5 +1,11 @@
+import json
+
 import numpy as np
 import pytest
+import torch
+
+from experiments import matmul
+from experiments.core.dtypes import torch_dtype
 
 
 def test_matmul_counts_work_and_checks_against_float64(run_experiment):
@@ -12,13 +18,52 @@ def test_matmul_counts_work_and_checks_against_float64(run_experiment):
     np.testing.assert_allclose(rows.intensity, 2 * n**3 / (12 * n * n))
     assert rows.check_passed.all() and (rows.rel_error < 1e-5).all() and (rows.rel_error > 0).all()
     np.testing.assert_allclose(rows.flop_per_s, rows.flops / rows.time_s)
+    # float32 storage: nothing is cast, so the whole error is the arithmetic's
+    params = rows.params.map(json.loads)
+    assert all(p["input_rounding_error"] == 0 for p in params)
+    assert [p["arithmetic_error"] for p in params] == list(rows.rel_error)
 
 
-@pytest.mark.parametrize("dtype, tolerance", [("bfloat16", 2e-2), ("float16", 5e-3)])
-def test_half_precision_error_is_larger_but_bounded(run_experiment, dtype, tolerance):
+# Rounding randn to a dtype of unit roundoff u (2^-8 bf16, 2^-11 fp16, 2^-4 e4m3) leaves an RMS
+# relative error of ~0.4 u per element (uniform within a half ulp, over the binade); two inputs
+# add in quadrature: ~0.57 u, i.e. 2.2e-3 bf16, 2.8e-4 fp16, 3.6e-2 e4m3 for a GEMM's product
+ROUNDING = {"float32": (0.0, 0.0), "bfloat16": (1e-3, 5e-3), "float16": (1e-4, 6e-4)}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_error_parts_of_a_256_gemm(dtype):
+    g = torch.Generator().manual_seed(1)
+    a_full, b_full = torch.randn(256, 256, generator=g), torch.randn(256, 256, generator=g)
+    a, b = a_full.to(torch_dtype(dtype)), b_full.to(torch_dtype(dtype))
+    parts = matmul.error_parts(a, b, a @ b, a_full, b_full)
+    low, high = ROUNDING[dtype]
+    assert low <= parts["input_rounding_error"] <= high
+    assert 0 < parts["arithmetic_error"] < matmul.TOLERANCE[dtype]
+    # the total holds both parts: at least the larger, at most their sum (triangle inequality)
+    bigger = max(parts["input_rounding_error"], parts["arithmetic_error"])
+    assert 0.9 * bigger <= parts["rel_error"] <= 1.01 * (parts["input_rounding_error"]
+                                                         + parts["arithmetic_error"])
+
+
+def test_error_parts_see_a_wrong_product():
+    g = torch.Generator().manual_seed(2)
+    a, b = torch.randn(64, 64, generator=g), torch.randn(64, 64, generator=g)
+    wrong = a @ b
+    wrong[0] += 1.0  # one wrong row: the arithmetic part shows it, the rounding part does not
+    parts = matmul.error_parts(a.bfloat16(), b.bfloat16(), wrong.bfloat16(), a, b)
+    assert parts["arithmetic_error"] > 0.01 and parts["input_rounding_error"] < 5e-3
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_precision_error_is_larger_but_bounded(run_experiment, dtype):
     rows = run_experiment("matmul", dtype, ["experiment.sizes=[64]"])
     assert list(rows.status) == ["ok"]
-    assert 1e-6 < rows.rel_error.iloc[0] < tolerance  # rounding shows, garbage would be ~1
+    p = json.loads(rows.params.iloc[0])
+    # rounding shows, garbage would be ~1; the tolerance bounds the arithmetic part
+    assert 1e-6 < p["arithmetic_error"] < matmul.TOLERANCE[dtype]
+    low, high = ROUNDING[dtype]
+    assert 0.5 * low < p["input_rounding_error"] < 2 * high  # n=64: fewer terms, wider spread
+    assert rows.rel_error.iloc[0] >= 0.9 * max(p["arithmetic_error"], p["input_rounding_error"])
 
 
 def test_tf32_is_unsupported_on_a_cpu(run_experiment):
@@ -31,7 +76,18 @@ def test_fp8_runs_or_says_why(run_experiment):
     row = rows.iloc[0]
     assert row.status in ("ok", "unsupported")
     if row.status == "ok":  # bf16 output: 2 bytes per element of C
-        assert row.bytes == 2 * 32 * 32 * 1 + 32 * 32 * 2 and row.rel_error < 2e-2
+        assert row.bytes == 2 * 32 * 32 * 1 + 32 * 32 * 2
+        p = json.loads(row.params)
+        # e4m3 keeps 3 mantissa bits: casting alone costs a few percent, which rel_error includes
+        assert 1e-2 < p["input_rounding_error"] < 1e-1 and p["arithmetic_error"] < 2e-2
+        assert row.rel_error >= 0.9 * p["input_rounding_error"]
+
+
+def test_sizes_past_check_max_are_timed_unchecked(run_experiment):
+    rows = run_experiment("matmul", "bfloat16", ["experiment.sizes=[32,64]", "experiment.check_max=32"])
+    assert list(rows.status) == ["ok", "ok"] and list(rows.check_passed) == [True, False]
+    assert np.isnan(rows.rel_error.iloc[1])
+    assert json.loads(rows.params.iloc[1])["input_rounding_error"] is None
 
 
 def test_a_size_predicted_past_the_time_limit_is_skipped(run_experiment):

@@ -6,6 +6,8 @@ import pytest
 import torch
 
 from experiments import transfer
+from experiments.core.device import device_facts
+from experiments.core.runner import Context
 
 
 def test_transfer_cpu_rows_are_not_applicable_with_bytes_counted(run_experiment):
@@ -15,7 +17,10 @@ def test_transfer_cpu_rows_are_not_applicable_with_bytes_counted(run_experiment)
     assert rows.message.str.len().gt(10).all()
     counts = rows.op.value_counts().to_dict()
     assert counts == {"transfer": 16, "transfer_model": 8, "d2d_copy": 1, "create_on_device": 1,
-                      "create_then_move": 1, "cross_device": 2}
+                      "create_on_host": 1, "move_to_device": 1, "create_then_move": 1,
+                      "cross_device": 2}
+    create = rows[rows.op.isin(transfer.CREATE_OPS)]
+    assert (create.bytes == 4096).all() and (create.n == 1024).all()
     copies = rows[rows.op == "transfer"]
     assert set(copies.variant) == set(transfer.VARIANTS) and "h2d_pinned_nonblocking" in transfer.VARIANTS
     for variant in transfer.VARIANTS:
@@ -23,7 +28,14 @@ def test_transfer_cpu_rows_are_not_applicable_with_bytes_counted(run_experiment)
     np.testing.assert_array_equal(copies.n * 4, copies.bytes)
     d2d = rows[rows.op == "d2d_copy"].iloc[0]
     assert d2d.bytes == 2 * 8192 and d2d.n == 2048  # read + write
-    assert set(rows[rows.op == "cross_device"].variant) == {"cpu_tensor", "cpu_scalar_tensor"}
+    cross = rows[rows.op == "cross_device"].set_index("variant")
+    assert set(cross.index) == {"cpu_tensor", "cpu_scalar_tensor"}
+    # each row names its own case and expectation, though a CPU job cannot run it
+    params = cross.params.map(json.loads)
+    assert params["cpu_tensor"]["expected_raise"] is True
+    assert params["cpu_scalar_tensor"]["expected_raise"] is False
+    assert "0-dim" in params["cpu_scalar_tensor"]["case"] and "0-dim" not in params["cpu_tensor"]["case"]
+    assert all(p["raised"] is None and p["error_type"] is None for p in params)
 
 
 def test_transfer_rejects_bad_config(run_experiment):
@@ -86,8 +98,44 @@ def test_pcie_peak_per_direction():
 @pytest.mark.parametrize("variant", list(transfer.MIXED))
 def test_mixed_device_check_on_meta_device(variant):
     # the meta device stands in for a GPU: torch applies the same same-device rule to it
-    make, expect_raise = transfer.MIXED[variant]
-    kind, text = transfer.mixed_device_error(torch.ones(4, device="meta"), make())
-    assert (kind is not None) == expect_raise
-    if expect_raise:
+    case = transfer.MIXED[variant]
+    kind, text = transfer.mixed_device_error(torch.ones(4, device="meta"), case.make())
+    assert (kind is not None) == case.expect_raise
+    if case.expect_raise:
         assert kind == "RuntimeError" and "device" in text
+    row = transfer.cross_device_result(case, torch.ones(4, device="meta"))
+    assert row["status"] == "ok" and row["check_passed"]
+    assert row["params"] == {"case": case.case, "raised": case.expect_raise, "error_type": kind,
+                             "expected_raise": case.expect_raise}
+
+
+def test_cross_device_result_flags_a_surprise():
+    # a case that expects no error but raises: wrong_result, and the row says what was raised
+    case = transfer.MixedCase("a meta tensor plus a 4-element CPU tensor", lambda: torch.ones(4), False)
+    row = transfer.cross_device_result(case, torch.ones(4, device="meta"))
+    assert row["status"] == "wrong_result" and not row["check_passed"]
+    assert row["params"]["raised"] is True and row["params"]["error_type"] == "RuntimeError"
+    assert "NOT expected" in row["message"]
+
+
+def test_create_params_split_create_then_move():
+    times = {"create_on_device": 1e-5, "create_on_host": 3e-3, "move_to_device": 1e-3,
+             "create_then_move": 4e-3}
+    p = transfer.create_params(times)
+    assert p == pytest.approx({"ratio_to_create_on_device": 400.0, "host_randn_s": 3e-3,
+                               "move_s": 1e-3, "move_fraction": 0.25})
+    # a failed half leaves its keys empty, not a made-up number
+    p = transfer.create_params({"create_on_device": 1e-5, "create_then_move": 4e-3})
+    assert p["move_s"] is None and p["move_fraction"] is None and p["host_randn_s"] is None
+    assert p["ratio_to_create_on_device"] == pytest.approx(400.0)
+
+
+@pytest.mark.parametrize("op", transfer.CREATE_OPS)
+def test_create_ops_time_and_check_on_the_cpu(op):
+    # the GPU rows' code run on the CPU (there .to() moves nothing): it times and checks each op
+    cpu = torch.device("cpu")
+    ctx = Context(device=cpu, dtype="float32", facts=device_facts(cpu), point_budget_s=0.01)
+    row = transfer.time_create(ctx, op, 4096)
+    assert row["check_passed"] and row["time_s"] > 0 and row["timer"] == "perf_counter"
+    with pytest.raises(ValueError, match="create_on_host"):
+        transfer.time_create(ctx, "create_somewhere", 16)

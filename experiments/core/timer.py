@@ -159,16 +159,19 @@ def estimate_call(fn, timer, warmup: int = 2) -> float:
 
 def measure(fn: Callable[[int], object], device: torch.device, budget_s: float, *,
             timer=None, use_graph: bool = True, cv_threshold: float = 0.1,
-            retries: int = 1, min_samples: int = 5, max_samples: int = 200) -> Timing:
+            retries: int = 1, min_samples: int = 5, max_samples: int = 200,
+            force_graph: bool = False) -> Timing:
     """Time fn(i) (i picks a rotating buffer). Retries a noisy point; returns per-call times.
 
     A point whose CV stays above `cv_threshold` after `retries` is returned all the same;
-    the row builder flags it as noisy.
+    the row builder flags it as noisy. `force_graph` replays calls longer than GRAPH_BELOW_S from
+    a graph too, for ops that production runs as graph replays (a decode step); `use_graph=False`
+    still wins, and a CPU has no graphs, so there it does nothing.
     """
     timer = timer or make_timer(device, use_graph)
     per_call = estimate_call(fn, timer)
     if isinstance(timer, CudaTimer):
-        timer.use_graph = use_graph and per_call < GRAPH_BELOW_S
+        timer.use_graph = use_graph and (force_graph or per_call < GRAPH_BELOW_S)
     inner, samples = plan_counts(per_call, budget_s, SAMPLE_TARGET_S[device.type],
                                  min_samples, max_samples)
     best = None
