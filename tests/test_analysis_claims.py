@@ -62,7 +62,7 @@ def test_worked_examples_are_apart_and_reproduce_the_article(gpu):
     worked = gpu[gpu.kind == WORKED]
     assert set(worked.claim) == {"C8", "C10", "C11", "C13", "C14", "C15", "C17"}
     assert (worked.verdict == WORKED).all() and (worked.system == ARTICLE).all()
-    assert worked.measurement.str.endswith("the article's number").all(), worked.measurement
+    assert worked.measurement.str.endswith("as the article says").all(), worked.measurement
     assert "117 GFLOP/s" in worked.set_index("claim").loc["C13"].measurement
     assert not (gpu[gpu.kind == MEASURED].verdict == WORKED).any()
 
@@ -229,9 +229,7 @@ def test_eagerly_timed_decode_block_is_not_judged_memory_bound():
         if r["op"] == "block_decode":
             r["timer"] = "cuda_event"
     c18 = measured(verdicts(rows)).loc["C18"]
-    assert c18.verdict == HOLDS and "eager launches" in c18.measurement  # prefill still judged
-    rows["decode"] = [r for r in rows["decode"] if r["op"] != "block_prefill"]
-    c18 = measured(verdicts(rows)).loc["C18"]
+    # the claim is about both phases: a judged prefill alone does not make it hold
     assert c18.verdict == NOT_MEASURABLE and "eager launches" in c18.measurement
 
 

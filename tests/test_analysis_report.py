@@ -96,4 +96,4 @@ def test_report_reads_like_a_report(rendered):
     assert "/tmp" not in text and ".parquet::" not in text
     assert "如果数据不在同一个设备，计算会报错" in html  # C4 in the article's Chinese
     assert "worked example" in text and "It would fail if" in text
-    assert re.search(r"Worked examples: \d+, of which \d+ reproduce", text)
+    assert re.search(r"Worked examples: \d+, of which \d+ give what the article says", text)

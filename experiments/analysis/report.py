@@ -229,7 +229,7 @@ def _summary(table: pd.DataFrame, systems: list[str]) -> dict:
                                          & (measured.verdict == claims_mod.FAILS)].claim)}
               for s in systems]
     worked = table[table.kind == claims_mod.WORKED]
-    same = worked.measurement.str.endswith("the article's number")
+    same = worked.measurement.str.endswith("as the article says")
     return {"verdicts": verdicts, "counts": counts, "worked": len(worked),
             "worked_same": int(same.sum())}
 

@@ -74,7 +74,7 @@ def worked(c, sheets) -> list[dict]:
             value, shown = w.compute(sheets)
             same = math.isclose(value, w.expected, rel_tol=w.rel_tol)
             row |= {"value": float(value), "measurement": f"{w.what} = {shown}" + (
-                "; the article's number" if same else f"; the article says {w.article}")}
+                "; as the article says" if same else f"; the article says {w.article}")}
         except NotMeasurable as exc:
             row |= {"value": math.nan, "measurement": "", "reason": str(exc)}
         out.append(row)

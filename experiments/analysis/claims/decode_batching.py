@@ -237,17 +237,19 @@ def c18(s):
     B = float(s.need_ceiling("dram_bw").value)
     parts, verdicts = [], []
     for dtype, g in rows.groupby("dtype"):
-        for part, sel in ((_decode_part, "decode"), (_prefill_part, "prefill")):
-            sub = g[g.op.str.contains(sel)]
-            if sub.empty:
-                parts.append(f"{dtype}: no block_{sel} rows")
-                continue
-            holds, text = part(s, dtype, sub, B) if sel == "decode" else part(s, dtype, sub)
-            parts.append(text)
-            if holds is not None:
-                verdicts.append(holds)
+        pre, dec = g[g.op.str.contains("prefill")], g[g.op.str.contains("decode")]
+        if pre.empty or dec.empty:
+            parts.append(f"{dtype}: no block_{'prefill' if pre.empty else 'decode'} rows")
+            continue
+        (d_ok, d_text), (p_ok, p_text) = _decode_part(s, dtype, dec, B), _prefill_part(s, dtype,
+                                                                                       pre)
+        parts += [d_text, p_text]
+        if d_ok is None or p_ok is None:  # the claim is about both phases: judge both or none
+            parts[-1] += f" ({dtype} not judged: one phase cannot be)"
+            continue
+        verdicts.append(d_ok and p_ok)
     if not verdicts:
-        raise NotMeasurable("no block phase can be judged here", "; ".join(parts))
+        raise NotMeasurable("no dtype has both block phases judged here", "; ".join(parts))
     return Result(all(verdicts), "; ".join(parts), "share of judged phases that behave as "
                   "claimed", float(np.mean(verdicts)), "= 1 (every judged phase and dtype)",
                   "decode: block_prefill, block_decode; DRAM bandwidth; GEMM ceilings",
