@@ -97,3 +97,16 @@ def test_report_reads_like_a_report(rendered):
     assert "如果数据不在同一个设备，计算会报错" in html  # C4 in the article's Chinese
     assert "worked example" in text and "It would fail if" in text
     assert re.search(r"Worked examples: \d+, of which \d+ give what the article says", text)
+
+
+def test_a_failing_step_states_its_error(tmp_path, capsys):
+    from experiments.analysis.__main__ import run
+    data = tmp_path / "measurements.parquet"
+    run_files = fx.write_files(tmp_path / "run", {"bandwidth": fx.bandwidth_rows(
+        fx.CPU, np.random.default_rng(0), ("float32",))}, fx.CPU)
+    assert main(["collect", str(data), *map(str, run_files)]) == 0
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the ceilings' folder should be")
+    assert run(["roofline", str(data), "--out", str(blocker / "ceilings.parquet")]) == 1
+    err = capsys.readouterr().err
+    assert "rooflab: roofline failed:" in err and "not-a-dir" in err

@@ -121,5 +121,19 @@ def main(argv=None) -> int:
     return 0
 
 
+def run(argv=None) -> int:
+    """main, with any failure stated in one line on stderr (the rule's log), traceback after it,
+    so a failed aggregation step always leaves its reason in its log."""
+    try:
+        return main(argv)
+    except Exception as exc:
+        import traceback
+        step = (argv or sys.argv[1:] or ["?"])[0]
+        print(f"rooflab: {step} failed: {type(exc).__name__}: {exc}", file=sys.stderr,
+              flush=True)
+        traceback.print_exc()
+        return 1
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())
