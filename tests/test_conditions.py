@@ -260,7 +260,7 @@ def test_other_processes_busy_on_every_core_flag_the_point_contended():
 def test_quiet_machine_gives_a_small_other_share():
     stats, runs = _tiny_point()
     assert stats["other_cpu_share"] is not None and stats["cpu_freq_mhz"] != 0
-    if stats["contended"] and _busy_share() > 0.05:
+    if stats["other_cpu_share"] >= 0.1 and _busy_share() > 0.05:
         pytest.skip("another process is using this machine's CPUs now")
     assert stats["other_cpu_share"] < 0.1 and stats["contended"] is False
     assert 0 <= stats["steal_share"] <= 1
