@@ -49,6 +49,9 @@ class JobConfig:
     retries: int = 1
     use_graph: bool = True  # replay a sample's calls from a CUDA graph
     seed: int = 0
+    # a CPU point measured while other processes used more than this share of the machine's
+    # cores is measured again, then flagged `contended`
+    contention_threshold: float = 0.1
     config_source: dict = field(default_factory=dict)  # the sweep entry this job came from
 
     def __post_init__(self):
@@ -58,6 +61,9 @@ class JobConfig:
             raise ConfigError(str(exc)) from None
         if self.point_budget_s <= 0:
             raise ConfigError(f"point_budget_s={self.point_budget_s} must be > 0")
+        if not 0 < self.contention_threshold <= 1:
+            raise ConfigError(f"contention_threshold={self.contention_threshold} must be in (0, 1]: "
+                              "a share of the machine's CPU time")
         if self.retries < 0:
             raise ConfigError(f"retries={self.retries} must be >= 0")
         if not self.out:

@@ -14,6 +14,7 @@ from typing import Callable
 
 import torch
 
+from .conditions import DEFAULT_CONTENTION_THRESHOLD, job_conditions, loadavg
 from .device import DeviceFacts, claim_device, device_facts, device_state
 from .devicenames import gpu_indices
 from .provenance import config_hash, git_state, package_versions
@@ -65,6 +66,7 @@ class Context:
     retries: int = 1
     use_graph: bool = True
     seed: int = 0
+    contention_threshold: float = DEFAULT_CONTENTION_THRESHOLD
     generator: torch.Generator = field(init=False)
 
     def __post_init__(self):
@@ -77,7 +79,8 @@ class Context:
     def time(self, fn: Callable[[int], object], **overrides) -> dict:
         """Time fn(i) within the point budget; returns the row's time columns."""
         kwargs = dict(budget_s=self.point_budget_s, use_graph=self.use_graph,
-                      cv_threshold=self.cv_threshold, retries=self.retries) | overrides
+                      cv_threshold=self.cv_threshold, retries=self.retries,
+                      contention_threshold=self.contention_threshold) | overrides
         timing = measure(fn, self.device, **kwargs)
         stats = timing.stats
         stats["noisy"] = bool(stats["cv"] > kwargs["cv_threshold"])
@@ -138,7 +141,8 @@ def _measure(job, module, device: str, dev: torch.device) -> Path:
     host = job.host or socket.gethostname()
     ctx = Context(device=dev, dtype=job.dtype.value, facts=facts,
                   point_budget_s=job.point_budget_s, cv_threshold=job.cv_threshold,
-                  retries=job.retries, use_graph=job.use_graph, seed=job.seed)
+                  retries=job.retries, use_graph=job.use_graph, seed=job.seed,
+                  contention_threshold=job.contention_threshold)
     git = git_state()
     run_id = uuid.uuid4().hex[:12]
     identity = {
@@ -149,7 +153,7 @@ def _measure(job, module, device: str, dev: torch.device) -> Path:
     }
     config = {"job": {k: _plain(v) for k, v in asdict(job).items()}}
     started = datetime.now(timezone.utc)
-    state_start = device_state(dev)
+    state_start, load_start = device_state(dev), loadavg()
     t0 = time.perf_counter()
     rows = []
     for row in module.run(job.experiment, ctx):
@@ -163,5 +167,6 @@ def _measure(job, module, device: str, dev: torch.device) -> Path:
         "packages": package_versions(), "config": config, "config_hash": config_hash(config),
         "started": started.isoformat(), "wall_s": time.perf_counter() - t0,
         "device_state_start": state_start, "device_state_end": device_state(dev),
+        "conditions": job_conditions(rows, ctx.contention_threshold, load_start, loadavg()),
     }
     return write_atomic(to_table(rows, metadata), job.out)

@@ -47,9 +47,23 @@ SCHEMA = pa.schema(
         pa.field("inner_reps", pa.int64()),
         pa.field("timer", pa.string()),
         pa.field("noisy", pa.bool_()),  # CV stayed above the threshold after a retry
+        # what the timed run ran under (core/conditions.py); null where not readable
+        pa.field("sm_clock_mhz", pa.float64()),  # GPU: median over the run (NVML)
+        pa.field("mem_clock_mhz", pa.float64()),  # GPU: median
+        pa.field("power_w", pa.float64()),  # GPU: median of NVML's power reading
+        pa.field("temperature_c", pa.float64()),  # GPU: max
+        pa.field("throttle_reasons", pa.string()),  # GPU: clock-event reasons seen, "" = none
+        pa.field("energy_j", pa.float64()),  # GPU: joules per call
+        pa.field("cpu_freq_mhz", pa.float64()),  # median CPU frequency
+        pa.field("other_cpu_share", pa.float64()),  # other processes' share of all CPU time
+        pa.field("steal_share", pa.float64()),  # hypervisor steal share of all CPU time
+        pa.field("contended", pa.bool_()),  # CPU: others above contention_threshold after a retry
+        pa.field("throttled", pa.bool_()),  # GPU: thermal or unexplained low clock after a retry
         # rates from the median time
         pa.field("flop_per_s", pa.float64()),
         pa.field("byte_per_s", pa.float64()),
+        pa.field("j_per_flop", pa.float64()),  # energy_j / flops
+        pa.field("j_per_byte", pa.float64()),  # energy_j / bytes
         # the check of what was timed
         pa.field("rel_error", pa.float64()),
         pa.field("check_passed", pa.bool_()),
@@ -65,6 +79,11 @@ SCHEMA = pa.schema(
 )
 
 COLUMNS = SCHEMA.names
+# Columns added after files were published: a file without them still reads, with nulls
+# (`measured_on` is filled from `device` instead, store.read_measurements).
+LATER_COLUMNS = ("sm_clock_mhz", "mem_clock_mhz", "power_w", "temperature_c", "throttle_reasons",
+                 "energy_j", "cpu_freq_mhz", "other_cpu_share", "steal_share", "contended",
+                 "throttled", "j_per_flop", "j_per_byte")
 METADATA_KEY = b"rooflab"
 
 
@@ -83,6 +102,12 @@ def finish_row(row: dict) -> dict:
             row.setdefault("flop_per_s", flops / t)
         if nbytes is not None:
             row.setdefault("byte_per_s", nbytes / t)
+    energy = row.get("energy_j")
+    if energy is not None and not math.isnan(energy):
+        if flops:
+            row.setdefault("j_per_flop", energy / flops)
+        if nbytes:
+            row.setdefault("j_per_byte", energy / nbytes)
     if isinstance(row.get("params"), dict):
         row["params"] = json.dumps(row["params"], sort_keys=True)
     return {name: row.get(name) for name in COLUMNS}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .schema import METADATA_KEY, SCHEMA
+from .schema import LATER_COLUMNS, METADATA_KEY, SCHEMA
 
 
 class DatasetError(ValueError):
@@ -51,6 +51,10 @@ def read_measurements(path: str | os.PathLike) -> pa.Table:
     if "measured_on" not in table.column_names and "device" in table.column_names:
         # written before GPU pools existed: every job ran on its `device`
         table = table.append_column("measured_on", table.column("device"))
+    for name in LATER_COLUMNS:
+        if name not in table.column_names:  # written before conditions were recorded: unknown
+            table = table.append_column(SCHEMA.field(name), pa.nulls(table.num_rows,
+                                                                     SCHEMA.field(name).type))
     missing = [f.name for f in SCHEMA if f.name not in table.column_names]
     if missing:
         raise DatasetError(f"{path}: not a rooflab measurement file; missing columns {missing}")

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 import torch
+
+from .conditions import DEFAULT_CONTENTION_THRESHOLD, Conditions
 
 # One sample should last at least this long, so timer resolution and launch gaps are noise.
 SAMPLE_TARGET_S = {"cuda": 1e-3, "cpu": 2e-3}
@@ -33,10 +35,17 @@ class Timing:
     samples_s: np.ndarray  # one entry per sample: that sample's time / inner calls
     inner: int
     timer: str
+    conditions: dict = field(default_factory=dict)  # clocks, power, load... (core/conditions.py)
 
     @property
     def stats(self) -> dict:
-        return summarize(self.samples_s) | {"inner_reps": self.inner, "timer": self.timer}
+        return summarize(self.samples_s) | {"inner_reps": self.inner, "timer": self.timer} | \
+            self.conditions
+
+    def rank(self) -> tuple:
+        """Lower is better: never a contended or throttled run over a clean one, then lowest CV."""
+        return (self.conditions.get("contended") is True, self.conditions.get("throttled") is True,
+                self.stats["cv"])
 
 
 def summarize(samples_s) -> dict:
@@ -160,13 +169,16 @@ def estimate_call(fn, timer, warmup: int = 2) -> float:
 def measure(fn: Callable[[int], object], device: torch.device, budget_s: float, *,
             timer=None, use_graph: bool = True, cv_threshold: float = 0.1,
             retries: int = 1, min_samples: int = 5, max_samples: int = 200,
+            contention_threshold: float = DEFAULT_CONTENTION_THRESHOLD,
             force_graph: bool = False) -> Timing:
-    """Time fn(i) (i picks a rotating buffer). Retries a noisy point; returns per-call times.
+    """Time fn(i) (i picks a rotating buffer). Retries a noisy, contended (CPU: other processes
+    used more than `contention_threshold` of the machine) or throttled (GPU) point; returns
+    per-call times and the conditions they were taken under.
 
-    A point whose CV stays above `cv_threshold` after `retries` is returned all the same;
-    the row builder flags it as noisy. `force_graph` replays calls longer than GRAPH_BELOW_S from
-    a graph too, for ops that production runs as graph replays (a decode step); `use_graph=False`
-    still wins, and a CPU has no graphs, so there it does nothing.
+    A point still noisy, contended or throttled after `retries` is returned all the same, with
+    its flags; the row builder flags noise. `force_graph` replays calls longer than GRAPH_BELOW_S
+    from a graph too, for ops that production runs as graph replays (a decode step);
+    `use_graph=False` still wins, and a CPU has no graphs, so there it does nothing.
     """
     timer = timer or make_timer(device, use_graph)
     per_call = estimate_call(fn, timer)
@@ -176,10 +188,13 @@ def measure(fn: Callable[[int], object], device: torch.device, budget_s: float, 
                                  min_samples, max_samples)
     best = None
     for _ in range(retries + 1):
-        times = timer.run(fn, inner, samples)
+        with Conditions(device) as conditions:
+            times = timer.run(fn, inner, samples)
         timing = Timing(times, inner, timer.name)
-        if best is None or timing.stats["cv"] < best.stats["cv"]:
+        timing.conditions = conditions.summary(timing.stats["time_s"], contention_threshold)
+        if best is None or timing.rank() < best.rank():
             best = timing
-        if best.stats["cv"] <= cv_threshold:
+        contended, throttled, cv = best.rank()
+        if not contended and not throttled and cv <= cv_threshold:
             break
     return best

@@ -1,0 +1,353 @@
+"""The conditions one timed run ran under: clocks, power, temperature, throttling and energy of a
+GPU (NVML), the CPU's frequency and how much of the machine other processes used.
+
+One interface for both device kinds; timer.measure wraps every timed run in it:
+
+    with Conditions(device) as c:
+        times = timer.run(fn, inner, samples)
+    columns = c.summary(time_s, contention_threshold)
+
+A GPU is polled from a background thread every few ms while the run goes on (NVML calls are
+ctypes calls, which release the GIL, so the timed thread keeps running). CPU time shares come from
+cumulative jiffy counters read at the window's two ends, so they cost nothing in between.
+Anything that cannot be read (no NVML, NVMLError_NotSupported, no /proc) is null, never an error:
+a measurement must not fail for want of its conditions.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import threading
+import time
+from pathlib import Path
+
+import torch
+
+GPU_POLL_S = 0.005  # NVML's clock and power readings change on a ms scale
+CPU_POLL_S = 0.1  # the CPU frequency only: keep wake-ups off the cores being measured
+# Jiffies are 1/USER_HZ s of one CPU, and the kernel charges busy time by scheduler ticks: a
+# window's jiffy counts are off by up to about one tick per CPU, plus one for the rounding of our own
+# time. A window shorter than that error says nothing (share null); a longer one is `contended`
+# only when its share exceeds the threshold by more than that error.
+MARGIN_TICKS_PER_CPU, MARGIN_TICKS = 1, 2
+# An SM clock under this share of the device's max clock is a slowdown, unless the power cap (normal
+# for GEMM: an H200 runs 1250-1650 MHz of its 1980 at 700 W) or an idle GPU explains it.
+LOW_CLOCK_FRACTION = 0.7
+DEFAULT_CONTENTION_THRESHOLD = 0.1
+
+# NVML clock-event (throttle) reason bits, from nvml.h (stable ABI, unlike pynvml's constant names).
+REASONS = {
+    0x1: "gpu_idle", 0x2: "applications_clocks", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
+    0x10: "sync_boost", 0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "hw_power_brake",
+    0x100: "display_clock", 0x200: "board_limit", 0x400: "reliability",
+}
+THERMAL = {"sw_thermal", "hw_thermal"}
+EXPLAINS_LOW_CLOCK = {"sw_power_cap", "gpu_idle"}
+
+GPU_COLUMNS = ("sm_clock_mhz", "mem_clock_mhz", "power_w", "temperature_c", "throttle_reasons",
+               "energy_j")
+CPU_COLUMNS = ("cpu_freq_mhz", "other_cpu_share", "steal_share")
+FLAGS = ("contended", "throttled")
+COLUMNS = GPU_COLUMNS + CPU_COLUMNS + FLAGS
+
+
+# -- NVML -------------------------------------------------------------------------------------
+
+_HANDLES: dict[int, tuple] = {}
+
+
+def nvml_handle(index: int):
+    """(pynvml, handle) of torch's GPU `index`, or (None, None). Cached: nvmlInit and the UUID
+    lookup cost more than a poll."""
+    if index not in _HANDLES:
+        from .device import _nvml_handle  # matched by UUID, so CUDA_VISIBLE_DEVICES is safe
+
+        _HANDLES[index] = _nvml_handle(index)
+    return _HANDLES[index]
+
+
+def reason_names(mask: int) -> list[str]:
+    return [REASONS.get(bit, f"bit_{bit:#x}") for bit in (1 << i for i in range(32)) if mask & bit]
+
+
+class _Nvml:
+    """NVML reads that return None when the call fails, and stop asking once it has failed."""
+
+    def __init__(self, nvml, handle):
+        self.nvml, self.handle, self.dead = nvml, handle, set()
+
+    def call(self, name: str, *args):
+        if self.nvml is None or name in self.dead:
+            return None
+        fn = getattr(self.nvml, name, None)
+        if fn is None:
+            self.dead.add(name)
+            return None
+        try:
+            return fn(self.handle, *args)
+        except Exception:  # NVMLError_NotSupported, NoPermission, GpuIsLost...: null, never a crash
+            self.dead.add(name)
+            return None
+
+    def reasons(self):
+        # renamed from "throttle" to "clocks event" reasons in driver 535; older pynvml lacks it
+        value = self.call("nvmlDeviceGetCurrentClocksEventReasons")
+        return value if value is not None else self.call(
+            "nvmlDeviceGetCurrentClocksThrottleReasons")
+
+    def const(self, name: str, default: int) -> int:
+        return getattr(self.nvml, name, default)
+
+    def sample(self) -> dict:
+        sm = self.call("nvmlDeviceGetClockInfo", self.const("NVML_CLOCK_SM", 1))
+        mem = self.call("nvmlDeviceGetClockInfo", self.const("NVML_CLOCK_MEM", 2))
+        power = self.call("nvmlDeviceGetPowerUsage")  # mW
+        temp = self.call("nvmlDeviceGetTemperature", self.const("NVML_TEMPERATURE_GPU", 0))
+        return {"sm": sm, "mem": mem, "power": None if power is None else power / 1000,
+                "temp": temp, "reasons": self.reasons()}
+
+    def energy_mj(self):
+        return self.call("nvmlDeviceGetTotalEnergyConsumption")  # mJ since the driver loaded
+
+
+# -- /proc ------------------------------------------------------------------------------------
+
+def _hz() -> int:
+    try:
+        return os.sysconf("SC_CLK_TCK")
+    except (ValueError, OSError, AttributeError):
+        return 100
+
+
+def proc_stat(path: str = "/proc/stat") -> dict | None:
+    """Machine-wide jiffies: busy (user, nice, system, irq, softirq), steal, total, and the CPU
+    count. None off Linux."""
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError:
+        return None
+    head = lines[0].split()
+    if head[0] != "cpu":
+        return None
+    # user nice system idle iowait irq softirq steal (guest time is already inside user and nice)
+    v = [int(x) for x in head[1:9]] + [0] * max(0, 9 - len(head))
+    ncpu = sum(1 for line in lines if line.startswith("cpu") and line[3:4].isdigit())
+    return {"busy": v[0] + v[1] + v[2] + v[5] + v[6], "steal": v[7], "total": sum(v[:8]),
+            "ncpu": ncpu or os.cpu_count() or 1}
+
+
+def self_ticks(path: str = "/proc/self/stat") -> int | None:
+    """utime + stime of this process, all its threads, in jiffies."""
+    try:
+        text = Path(path).read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()  # the command name may hold spaces
+    return int(fields[11]) + int(fields[12])  # fields 14 and 15 of proc(5)
+
+
+def cpu_freq_mhz() -> float | None:
+    """Mean current frequency of the CPUs this process may run on (cpufreq, else /proc/cpuinfo)."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = list(range(os.cpu_count() or 1))
+    khz = []
+    for cpu in cpus:
+        try:
+            khz.append(int(Path(f"/sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_cur_freq")
+                           .read_text()))
+        except (OSError, ValueError):
+            break
+    if len(khz) == len(cpus) and khz:
+        return sum(khz) / len(khz) / 1000
+    try:  # VMs often lack cpufreq; cpuinfo's "cpu MHz" is the kernel's estimate
+        mhz = [float(line.split(":")[1]) for line in Path("/proc/cpuinfo").read_text().splitlines()
+               if line.startswith("cpu MHz")]
+    except (OSError, ValueError, IndexError):
+        return None
+    return sum(mhz) / len(mhz) if mhz else None
+
+
+def loadavg() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
+
+
+# -- the window ---------------------------------------------------------------------------------
+
+def _median(values):
+    values = [v for v in values if v is not None]
+    return float(statistics.median(values)) if values else None
+
+
+class Conditions:
+    """Samples what a device runs under between __enter__ and __exit__; summary() gives the columns."""
+
+    def __init__(self, device, *, poll_s: float | None = None, clock=time.perf_counter):
+        self.device = torch.device(device)
+        self.gpu = self.device.type == "cuda"
+        self.poll_s = poll_s or (GPU_POLL_S if self.gpu else CPU_POLL_S)
+        self.clock = clock
+        self.nvml = _Nvml(*nvml_handle(self.device.index or 0)) if self.gpu else _Nvml(None, None)
+        self.max_sm_mhz = self.nvml.call("nvmlDeviceGetMaxClockInfo",
+                                         self.nvml.const("NVML_CLOCK_SM", 1)) if self.gpu else None
+        self.samples: list[dict] = []
+        self.freqs: list[float] = []
+        self._stop = threading.Event()
+        self._thread = None
+
+    # sampling
+    def _sample(self, with_freq: bool):
+        if self.gpu:
+            self.samples.append(self.nvml.sample() | {"t": self.clock()})
+        if with_freq:
+            freq = cpu_freq_mhz()
+            if freq is not None:
+                self.freqs.append(freq)
+
+    def _poll(self):
+        every = max(1, round(CPU_POLL_S / self.poll_s))  # the CPU frequency at most every 0.1 s
+        i = 0
+        while not self._stop.wait(self.poll_s):
+            i += 1
+            self._sample(with_freq=i % every == 0)
+
+    def __enter__(self):
+        self._sample(with_freq=True)
+        self._thread = threading.Thread(target=self._poll, name="rooflab-conditions", daemon=True)
+        self._thread.start()
+        # the counters last, so the window is as close to the timed run as can be, and the
+        # energy counter next to the clock that divides it
+        self.stat0, self.self0 = proc_stat(), self_ticks()
+        self.energy0 = self.nvml.energy_mj()
+        self.t0 = self.clock()
+        return self
+
+    def __exit__(self, *exc):
+        self.t1 = self.clock()
+        self.energy1 = self.nvml.energy_mj()
+        self.self1, self.stat1 = self_ticks(), proc_stat()
+        self._stop.set()
+        self._thread.join()
+        self._sample(with_freq=True)
+        return False
+
+    # what it saw
+    @property
+    def window_s(self) -> float:
+        return self.t1 - self.t0
+
+    def window_samples(self) -> list[dict]:
+        """The GPU polls inside the window; a run shorter than one poll has only the two ends."""
+        return [s for s in self.samples if self.t0 <= s["t"] <= self.t1] or self.samples
+
+    def cpu_shares(self) -> tuple[float | None, float | None, float | None]:
+        """(other processes' share of the machine's CPU time, its jiffy error, steal share) over
+        the window; Nones where /proc is missing or the window is shorter than its error."""
+        s0, s1, p0, p1 = self.stat0, self.stat1, self.self0, self.self1
+        if s0 is None or s1 is None or p0 is None or p1 is None:
+            return None, None, None
+        ticks = self.window_s * _hz() * s1["ncpu"]
+        error = (MARGIN_TICKS_PER_CPU * s1["ncpu"] + MARGIN_TICKS) / ticks if ticks > 0 else math.inf
+        if error >= 1:
+            return None, None, None
+        other = (s1["busy"] - s0["busy"]) - (p1 - p0)
+        share = min(1.0, max(0.0, other / ticks))  # clipped: tick sampling can over/undershoot
+        total = s1["total"] - s0["total"]
+        steal = (s1["steal"] - s0["steal"]) / total if total > 0 else None
+        return share, error, steal
+
+    def energy_j(self, time_s: float | None) -> float | None:
+        """Joules per call: the window's energy times the share of the window that one call took
+        (time_s / window), i.e. the window's mean power times the call's median time. The window
+        also holds the timer's set-up (a graph capture, one warm replay): a few % of a 0.5 s
+        budget, at a power at most the calls'. Without the counter (or if it did not advance),
+        the median sampled power times time_s."""
+        if time_s is None or not time_s > 0 or not self.window_s > 0:
+            return None
+        if self.energy0 is not None and self.energy1 is not None and self.energy1 > self.energy0:
+            return (self.energy1 - self.energy0) / 1000 * time_s / self.window_s
+        # NVML documents its power reading as a 1 s average on Ampere and newer (except GA100)
+        power = _median(s["power"] for s in self.window_samples())
+        return power * time_s if power is not None else None
+
+    def summary(self, time_s: float | None = None,
+                contention_threshold: float = DEFAULT_CONTENTION_THRESHOLD) -> dict:
+        """The row's condition columns; `time_s` (one call's median) apportions the energy."""
+        share, error, steal = self.cpu_shares()
+        out = dict.fromkeys(COLUMNS)
+        out |= {"cpu_freq_mhz": _median(self.freqs), "other_cpu_share": share,
+                "steal_share": steal}
+        if self.gpu:
+            samples = self.window_samples()
+            masks = [s["reasons"] for s in samples if s["reasons"] is not None]
+            seen = reason_names(_or(masks)) if masks else None
+            temps = [s["temp"] for s in samples if s["temp"] is not None]
+            out |= {
+                "sm_clock_mhz": _median(s["sm"] for s in samples),
+                "mem_clock_mhz": _median(s["mem"] for s in samples),
+                "power_w": _median(s["power"] for s in samples),
+                "temperature_c": float(max(temps)) if temps else None,
+                "throttle_reasons": ",".join(seen) if seen is not None else None,
+                "energy_j": self.energy_j(time_s),
+            }
+            out["throttled"] = throttled(out["sm_clock_mhz"], self.max_sm_mhz, seen)
+        else:
+            # the contention policy is for CPU points: their own cores are what others take
+            # flagged only when the share is above the threshold by more than its jiffy error
+            out["contended"] = None if share is None else bool(
+                share - error > contention_threshold)
+        return out
+
+
+def _or(masks):
+    acc = 0
+    for m in masks:
+        acc |= int(m)
+    return acc
+
+
+def throttled(sm_mhz, max_sm_mhz, reasons: list[str] | None) -> bool | None:
+    """A thermal slowdown, or an SM clock far below max that the power cap or idling does not
+    explain. None when neither the reasons nor the clocks could be read."""
+    if reasons is None and (sm_mhz is None or not max_sm_mhz):
+        return None
+    seen = set(reasons or ())
+    if seen & THERMAL:
+        return True
+    if sm_mhz is not None and max_sm_mhz and sm_mhz < LOW_CLOCK_FRACTION * max_sm_mhz:
+        return not (seen & EXPLAINS_LOW_CLOCK)
+    return False
+
+
+def job_conditions(rows: list[dict], contention_threshold: float, loadavg_start,
+                   loadavg_end) -> dict:
+    """The file's summary of its points' conditions (metadata key `conditions`)."""
+    def values(key):
+        return [r[key] for r in rows if r.get(key) is not None
+                and not (isinstance(r[key], float) and math.isnan(r[key]))]
+
+    reasons = sorted({name for text in values("throttle_reasons") for name in text.split(",")
+                      if name})
+    contended, throttled_ = values("contended"), values("throttled")
+    sm, power, temp = values("sm_clock_mhz"), values("power_w"), values("temperature_c")
+    share, steal = values("other_cpu_share"), values("steal_share")
+    return {
+        "contention_threshold": contention_threshold,
+        "loadavg_start": loadavg_start, "loadavg_end": loadavg_end,
+        "max_other_cpu_share": max(share) if share else None,
+        "max_steal_share": max(steal) if steal else None,
+        "points_judged_contended": len(contended), "points_contended": sum(contended),
+        "points_judged_throttled": len(throttled_), "points_throttled": sum(throttled_),
+        "any_contended": any(contended), "any_throttled": any(throttled_),
+        "throttle_reasons_seen": reasons,
+        "sm_clock_mhz_min": min(sm) if sm else None,
+        "sm_clock_mhz_median": _median(sm),
+        "power_w_max": max(power) if power else None,
+        "temperature_c_max": max(temp) if temp else None,
+    }
