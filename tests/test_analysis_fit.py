@@ -112,3 +112,34 @@ def test_decode_knee_predicted_and_measured(gpu):
         assert math.isclose(k.predicted, truth_ridge * s / 2, rel_tol=0.15), k
         assert 0.5 <= k.measured / k.predicted <= 2, k
     assert set(per_row.bound) == {"memory", "compute"}
+
+
+def test_noisy_points_never_enter_a_fit():
+    rows = fx.matmul_rows(fx.GPU, np.random.default_rng(0))
+    for r in rows:
+        if r["dtype"] == "bfloat16" and r["n"] >= 2048:  # the whole plateau, noisy
+            r["noisy"] = True
+    _, table = _fit({"matmul": rows})
+    c = _ceiling(table, "matrix_flops", "bfloat16")
+    # what is left is the rising part of the curve: one top point, so no ceiling at all
+    assert math.isnan(c.value) and "left out 6 noisy" in c.note, c.note
+
+
+def test_no_ceiling_from_a_single_point():
+    rows = [r for r in fx.matmul_rows(fx.GPU, np.random.default_rng(0), sizes=(256, 4096))
+            if r["status"] == "ok"]
+    _, table = _fit({"matmul": rows})
+    c = _ceiling(table, "matrix_flops", "float32")
+    assert math.isnan(c.value) and "single point" in c.note
+
+
+def test_degenerate_ridge_and_knee_are_not_numbers():
+    slow = fx.GPU | {"matrix": {"bfloat16": 1e9, "float32": 50e12}}  # bf16 GEMM at 1 GFLOP/s
+    rows = {"bandwidth": fx.bandwidth_rows(slow, np.random.default_rng(0)),
+            "matmul": fx.matmul_rows(slow, np.random.default_rng(0)),
+            "decode": fx.decode_rows(slow, np.random.default_rng(0), dtypes=("bfloat16",))}
+    ds, table = _fit(rows)
+    ridge = _ceiling(table, "ridge_matrix", "bfloat16")
+    assert math.isnan(ridge.value) and "degenerate" in ridge.note
+    _, knees = decode.predict(ds, table)
+    assert knees.predicted.isna().all() and knees.predicted_note.str.contains("below batch 1").all()

@@ -110,3 +110,31 @@ def test_a_failing_step_states_its_error(tmp_path, capsys):
     assert run(["roofline", str(data), "--out", str(blocker / "ceilings.parquet")]) == 1
     err = capsys.readouterr().err
     assert "rooflab: roofline failed:" in err and "not-a-dir" in err
+
+
+def test_a_contended_run_is_on_the_first_screen_and_in_its_verdicts(tmp_path):
+    rows = fx.cpu_rows()
+    # every point loaded; the first few still so after their retry (flagged: they leave the fit)
+    rows["bandwidth"] = [r | {"other_cpu_share": 0.45, "contended": i < 3}
+                         for i, r in enumerate(rows["bandwidth"])]
+    run = fx.write_files(tmp_path / "run", rows, fx.CPU)
+    html, _, _ = _pipeline(tmp_path, run)
+    summary = html[html.index('id="summary"'):html.index('id="systems"')]
+    assert "was measured under load" in summary and "45 %" in summary
+    table = pd.read_parquet(tmp_path / "claims.parquet")
+    c10 = table[(table.claim == "C10") & (table.kind == "measured")].iloc[0]
+    assert c10.under_load and "measured under load" in c10.measurement
+
+
+def test_ceilings_carry_the_clock_and_power_of_their_plateau(tmp_path):
+    rows = fx.gpu_rows(seed=0)
+    for r in rows["matmul"]:
+        r |= {"sm_clock_mhz": 1500.0 if r["n"] >= 4096 else 1900.0, "power_w": 690.0,
+              "energy_j": 690.0 * r["time_s"]}
+    run = fx.write_files(tmp_path / "run", rows, fx.GPU)
+    html, _, ceilings = _pipeline(tmp_path, run)
+    table = pd.read_parquet(ceilings)
+    bf16 = table[(table.ceiling == "matrix_flops") & (table.dtype == "bfloat16")].iloc[0]
+    assert bf16.sm_clock_mhz == 1500.0 and bf16.power_w == 690.0
+    assert "1500 MHz, 690 W" in html
+    assert "pJ/FLOP" in html[html.index('id="energy"'):]

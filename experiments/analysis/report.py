@@ -18,7 +18,7 @@ import pandas as pd
 
 from .. import registry
 from . import claims as claims_mod
-from . import datasheets, roofline
+from . import conditions, datasheets, roofline
 from .catalog import FIGURES
 from .dataset import Dataset
 from .units import binary, finite, si
@@ -219,14 +219,28 @@ def _records(rows: pd.DataFrame) -> list[dict]:
     return out
 
 
-def _summary(table: pd.DataFrame, systems: list[str]) -> dict:
-    """Measured verdicts per system, and the worked examples counted apart."""
+def _energy(ds: Dataset) -> list[dict]:
+    """pJ per FLOP (GEMM, FMA) and per DRAM byte, with the clock and power they ran at."""
+    facts = {s: ds.facts(s) for s in ds.systems().system}
+    table = conditions.energy_table(ds.rows, facts)
+    table = table[table.value.notna()]
+    return [{"system": r["system"], "dtype": r["dtype"], "what": r["note"],
+             "value": f"{r['value']:.3g} {r['unit']}", "points": int(r["points"]),
+             "conditions": _conditions(r)} for r in table.to_dict("records")]
+
+
+def _summary(table: pd.DataFrame, systems: list[str], ds: Dataset) -> dict:
+    """Measured verdicts per system, the conditions they ran under, and the worked examples
+    counted apart."""
+    conds = conditions.system_conditions(ds.rows)
     measured = table[table.kind == claims_mod.MEASURED]
     verdicts = (claims_mod.HOLDS, claims_mod.FAILS, claims_mod.NOT_MEASURABLE)
     counts = [{"system": s, **{v: int(((measured.system == s) & (measured.verdict == v)).sum())
                                for v in verdicts},
                "failed": sorted(measured[(measured.system == s)
-                                         & (measured.verdict == claims_mod.FAILS)].claim)}
+                                         & (measured.verdict == claims_mod.FAILS)].claim),
+               "conditions": conds.get(s, {}).get("summary", ""),
+               "under_load": claims_mod.under_load(conds.get(s, {}))}
               for s in systems]
     worked = table[table.kind == claims_mod.WORKED]
     same = worked.measurement.str.endswith("as the article says")
@@ -261,7 +275,8 @@ def render(ds: Dataset, ceilings: pd.DataFrame, sheets: list, figures_dir,
     html = env.get_template("report.html.j2").render(
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         n_rows=len(ds.rows), systems=systems,
-        sources=sorted(ds.rows.source.unique()), summary=_summary(table, systems),
+        sources=sorted(ds.rows.source.unique()), summary=_summary(table, systems, ds),
+        energy=_energy(ds),
         sections=_claim_sections(table), all_claims=_records(table), figures=figures,
         provenance=_provenance(ds), comparison=_comparison(ceilings, ds, sheets),
         ceilings=_ceiling_table(ceilings, sheets), knees=knees.to_dict("records"),

@@ -13,6 +13,7 @@ import sys
 import pandas as pd
 
 from .. import datasheets
+from ..conditions import system_conditions
 from ..dataset import Dataset
 from . import (host_async, tensors, three_numbers, intensity_roofline,  # noqa: F401  (register,
                decode_batching, precision, launch_geometry)  # in the article's order)
@@ -23,7 +24,7 @@ from .launch_geometry import launch_waves
 CLAIM_IDS = tuple(CLAIMS)
 COLUMNS = ["claim", "section", "system", "kind", "verdict", "metric", "value", "threshold",
            "measurement", "reason", "fails_if", "used", "rows_used", "prediction", "text_en",
-           "text_zh", "figure"]
+           "text_zh", "figure", "under_load"]
 
 
 def systems(ds: Dataset, ceilings: pd.DataFrame, sheets: list,
@@ -43,11 +44,17 @@ def _base(c) -> dict:
             "text_en": c.en, "text_zh": c.zh, "figure": c.figure or "", "fails_if": c.fails_if}
 
 
-def judge(c, s: System) -> dict:
-    """One measured verdict of claim `c` on system `s`."""
+def under_load(conditions: dict) -> str:
+    """The system's load line when other processes disturbed its points, else ''."""
+    hit = [conditions.get(k) for k in ("contended_share", "loaded_share")]
+    return conditions.get("summary", "") if any(v and v > 0 for v in hit) else ""
+
+
+def judge(c, s: System, load: str = "") -> dict:
+    """One measured verdict of claim `c` on system `s` (`load`: its under-load line, if any)."""
     row = _base(c) | {"system": s.name, "kind": MEASURED, "metric": "", "value": math.nan,
                       "threshold": "", "used": "", "rows_used": 0, "reason": "",
-                      "measurement": ""}
+                      "measurement": "", "under_load": bool(load)}
     try:
         r = c.check(s)
         row |= {"verdict": HOLDS if r.holds else FAILS, "measurement": r.measurement,
@@ -59,6 +66,8 @@ def judge(c, s: System) -> dict:
         row |= {"verdict": NOT_MEASURABLE,
                 "reason": f"{ANALYSIS_ERROR}: {type(exc).__name__}: {exc}"}
         print(f"rooflab: {c.id} on {s.name}: {row['reason']}", file=sys.stderr)
+    if load and row["verdict"] in (HOLDS, FAILS):
+        row["measurement"] += f" [{load}]"
     return row
 
 
@@ -69,7 +78,8 @@ def worked(c, sheets) -> list[dict]:
         row = _base(c) | {"system": ARTICLE, "kind": WORKED, "verdict": WORKED,
                           "metric": w.what, "threshold": f"the article: {w.article}",
                           "used": "config/datasheets.yaml" if "RTX" in w.what else
-                          "the definition", "rows_used": 0, "reason": "", "fails_if": ""}
+                          "the definition", "rows_used": 0, "reason": "", "fails_if": "",
+                          "under_load": False}
         try:
             value, shown = w.compute(sheets)
             same = math.isclose(value, w.expected, rel_tol=w.rel_tol)
@@ -85,14 +95,15 @@ def evaluate(ds: Dataset, ceilings: pd.DataFrame, sheets: list,
              knees: pd.DataFrame | None = None) -> pd.DataFrame:
     """The claims table: worked examples once, then one row per measured claim and system."""
     sys_list = systems(ds, ceilings, sheets, knees)
+    loads = {name: under_load(v) for name, v in system_conditions(ds.rows).items()}
     out = []
     for c in CLAIMS.values():
         out += worked(c, sheets)
         if c.check is not None:
-            out += [judge(c, s) for s in sys_list]
+            out += [judge(c, s, loads.get(s.name, "")) for s in sys_list]
     return pd.DataFrame(out, columns=COLUMNS)
 
 
-__all__ = ["evaluate", "systems", "judge", "worked", "CLAIMS", "CLAIM_IDS", "SECTIONS",
+__all__ = ["under_load", "evaluate", "systems", "judge", "worked", "CLAIMS", "CLAIM_IDS", "SECTIONS",
            "WORKED_EXAMPLES", "HOLDS", "FAILS", "NOT_MEASURABLE", "WORKED", "MEASURED", "ARTICLE",
            "VERDICTS", "COLUMNS", "ANALYSIS_ERROR", "NotMeasurable", "System", "launch_waves"]
