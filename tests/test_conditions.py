@@ -151,6 +151,8 @@ def test_energy_per_call_from_the_counter(fake_nvml):
     fake = fake_nvml(energy_mj=lambda: 500.0 * time.perf_counter() * 1000)
     stats = measure(lambda i: None, GPU, 0.01, timer=PhasedTimer(fake, [{}], polls=20)).stats
     assert stats["energy_j"] == pytest.approx(500.0 * stats["time_s"], rel=0.03)
+    # power from the counter (500 W), not NVML's lagging reading (the fake's 400 W)
+    assert stats["power_w"] == pytest.approx(500.0, rel=0.03)
     row = finish_row({"experiment": "x", "op": "y", "host": "h", "device": "cuda:0",
                       "device_kind": "cuda", "dtype": "bfloat16", "status": "ok",
                       "flops": 2e9, "bytes": 4e6, **stats})

@@ -262,6 +262,16 @@ class Conditions:
         steal = (s1["steal"] - s0["steal"]) / total if total > 0 else None
         return share, error, steal
 
+    def mean_power_w(self) -> float | None:
+        """The window's mean power from the energy counter; without it, the median of NVML's power
+        readings, which lag: NVML documents them as a 1 s average on Ampere and newer, so a
+        0.2 s point would read mostly the idle time before it (seen on an H200: 230 W from the
+        readings where the counter gave 730 W for a GEMM)."""
+        if self.energy0 is not None and self.energy1 is not None and self.energy1 > self.energy0 \
+                and self.window_s > 0:
+            return (self.energy1 - self.energy0) / 1000 / self.window_s
+        return _median(s["power"] for s in self.window_samples())
+
     def energy_j(self, time_s: float | None) -> float | None:
         """Joules per call: the window's energy times the share of the window that one call took
         (time_s / window), i.e. the window's mean power times the call's median time. The window
@@ -270,10 +280,7 @@ class Conditions:
         the median sampled power times time_s."""
         if time_s is None or not time_s > 0 or not self.window_s > 0:
             return None
-        if self.energy0 is not None and self.energy1 is not None and self.energy1 > self.energy0:
-            return (self.energy1 - self.energy0) / 1000 * time_s / self.window_s
-        # NVML documents its power reading as a 1 s average on Ampere and newer (except GA100)
-        power = _median(s["power"] for s in self.window_samples())
+        power = self.mean_power_w()
         return power * time_s if power is not None else None
 
     def summary(self, time_s: float | None = None,
@@ -291,7 +298,7 @@ class Conditions:
             out |= {
                 "sm_clock_mhz": _median(s["sm"] for s in samples),
                 "mem_clock_mhz": _median(s["mem"] for s in samples),
-                "power_w": _median(s["power"] for s in samples),
+                "power_w": self.mean_power_w(),
                 "temperature_c": float(max(temps)) if temps else None,
                 "throttle_reasons": ",".join(seen) if seen is not None else None,
                 "energy_j": self.energy_j(time_s),
