@@ -2,7 +2,7 @@
 
 rule measure:
     output:
-        f"{RESULTS}/measurements/{{host}}/{{device}}/{{experiment}}/{{dtype}}.parquet",
+        MEASUREMENT,
     log:
         f"{RESULTS}/logs/{{host}}/{{device}}/{{experiment}}/{{dtype}}.log",
     wildcard_constraints:
@@ -10,6 +10,7 @@ rule measure:
         experiment="[a-z_]+",
         dtype="[a-z0-9_]+",
     params:
+        # every override of the job, out= included: a changed sweep value reruns just its jobs
         args=job_args,
     conda:
         "../../environment.yml"
