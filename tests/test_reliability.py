@@ -312,6 +312,17 @@ def test_schema_refuses_bad_values_before_any_job(tmp_path, change, message):
     assert not (repo / "results").exists()
 
 
+def test_sizes_given_with_config_on_the_command_line_are_checked_too(tmp_path):
+    # Snakemake hands nested --config numbers over as strings: "16384" passes, "0" does not
+    repo = copy_repo(tmp_path / "repo")
+    ok = snakemake(repo, "-n", "--cores", "1", "--config",
+                   "experiments={bandwidth: {dtypes: [float32], cpu: {sizes: [16384]}}}")
+    assert ok.returncode == 0, ok.stdout[-3000:]
+    bad = snakemake(repo, "-n", "--cores", "1", "--config",
+                    "experiments={bandwidth: {dtypes: [float32], cpu: {sizes: [0]}}}")
+    assert bad.returncode != 0 and "Error validating config file" in bad.stdout
+
+
 @pytest.mark.parametrize("experiments, message", [
     # names come from experiments/registry.py, keys and their values from the Config dataclasses
     ({"bandwith": {"dtypes": ["float32"]}},
