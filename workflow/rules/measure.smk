@@ -6,6 +6,8 @@ rule measure:
     log:
         f"{RESULTS}/logs/{{host}}/{{device}}/{{experiment}}/{{dtype}}.log",
     wildcard_constraints:
+        # only this machine's files: another host's, copied in, are inputs, never re-measured here
+        host=re.escape(HOST),
         device="cpu|cuda[0-9]+([+][0-9]+)*",
         experiment="[a-z_]+",
         dtype="[a-z0-9_]+",
