@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ValidationError
 
 from . import registry
-from .config import ConfigError, register_configs
+from .config import ConfigError, register_configs, yaml_error
 from .core.device import DeviceError, resolve_pool
 from .core.runner import run_job
 
@@ -43,8 +43,18 @@ def list_experiments() -> None:
         print(f"{name:<12} {', '.join(module.CLAIMS):<24} {module.DESCRIPTION}")
 
 
+def check_config_files() -> None:
+    """Hydra reports a YAML error as a traceback; say which file and line instead, and stop."""
+    root = Path(CONFIG_DIR)
+    for path in [root / "job.yaml", *sorted(root.glob("experiment/*.yaml"))]:
+        if why := yaml_error(path):
+            print(f"rooflab: bad config file: {why}", file=sys.stderr)
+            sys.exit(2)
+
+
 if __name__ == "__main__":
     if "--list" in sys.argv[1:]:
         list_experiments()
     else:
+        check_config_files()
         main()

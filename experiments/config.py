@@ -7,14 +7,22 @@ the config becomes objects, before any device is touched.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+import tempfile
+from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
+import yaml
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from .core.devicenames import DeviceError, check as check_device
 from .core.dtypes import Dtype
+
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"  # job.yaml, experiment/*.yaml
 
 
 class ConfigError(ValueError):
@@ -30,6 +38,47 @@ def check_sizes(key: str, values, *, allow_zero: bool = False) -> None:
     bad = [v for v in values if not isinstance(v, int) or v < low]
     if bad:
         raise ConfigError(f"{key} has {bad}; every entry must be an integer >= {low}")
+
+
+def check_positive(key: str, value) -> None:
+    """A finite number > 0 (NaN fails every comparison, so `value <= 0` alone lets it through)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            math.isfinite(value) and value > 0):
+        raise ConfigError(f"{key}={value!r} must be a finite number > 0")
+
+
+def check_writable(key: str, path) -> None:
+    """`path` can be written as a file: not a directory, and its nearest existing folder takes a
+    new file (tried, not asked: os.access says yes to root even on a read-only mount)."""
+    path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{key}={str(path)!r} is a directory; give the Parquet file to write")
+    folder = path.parent
+    while not folder.exists():  # write_atomic makes the missing folders
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ConfigError(f"{key}={str(path)!r}: {folder} is not a directory")
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"{key}={str(path)!r}: cannot write in {folder} ({exc.strerror})") from None
+
+
+def yaml_error(path) -> str | None:
+    """Why the YAML file at `path` does not parse, naming the file and line; None if it does
+    (or is absent: whoever reads it says so)."""
+    if not Path(path).is_file():
+        return None
+    try:
+        yaml.safe_load(Path(path).read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}, line {mark.line + 1}, column {mark.column + 1}" if mark else str(path)
+        problem = getattr(exc, "problem", None) or str(exc)
+        context = getattr(exc, "context", None)
+        return f"{where}: not valid YAML: {problem}" + (f" ({context})" if context else "")
+    return None
 
 
 @dataclass
@@ -59,8 +108,8 @@ class JobConfig:
             check_device(self.device)
         except DeviceError as exc:
             raise ConfigError(str(exc)) from None
-        if self.point_budget_s <= 0:
-            raise ConfigError(f"point_budget_s={self.point_budget_s} must be > 0")
+        check_positive("point_budget_s", self.point_budget_s)
+        check_positive("cv_threshold", self.cv_threshold)
         if not 0 < self.contention_threshold <= 1:
             raise ConfigError(f"contention_threshold={self.contention_threshold} must be in (0, 1]: "
                               "a share of the machine's CPU time")
@@ -68,6 +117,42 @@ class JobConfig:
             raise ConfigError(f"retries={self.retries} must be >= 0")
         if not self.out:
             raise ConfigError("out is empty; give the Parquet path to write")
+        # before any point is measured, not after the last one
+        check_writable("out", self.out)
+
+
+def check_sweep(experiments: dict, config_dir=CONFIG_DIR, kinds=("cpu", "cuda")) -> None:
+    """Check the sweep's `experiments` (config/config.yaml) against the code, before any job:
+    names against the registry, each device kind's overrides against that experiment's Config
+    dataclass (its fields, their types, its own __post_init__ checks) over its
+    config/experiment/<name>.yaml. Raises ConfigError naming the entry, the key and what is allowed.
+
+    The dataclasses are the one list of keys: the JSON schema cannot know them."""
+    from . import registry  # imports every experiment module (and torch): only when checking
+
+    unknown = sorted(set(experiments) - set(registry.MODULES))
+    if unknown:
+        raise ConfigError(f"experiments: {', '.join(map(repr, unknown))} is not an experiment; "
+                          f"allowed: {sorted(registry.MODULES)}")
+    for name, spec in experiments.items():
+        config = registry.get(name).Config
+        allowed = sorted(f.name for f in fields(config) if f.name != "name")
+        base = OmegaConf.load(Path(config_dir, "experiment", f"{name}.yaml"))
+        base.pop("defaults", None)
+        for kind in kinds:
+            settings = (spec or {}).get(kind) or {}
+            where = f"experiments.{name}.{kind}"
+            bad = sorted(set(settings) - set(allowed))
+            if bad:
+                raise ConfigError(f"{where}: unknown key {', '.join(map(repr, bad))}; "
+                                  f"{name} has {allowed}")
+            try:
+                merged = OmegaConf.merge(OmegaConf.structured(config), base, settings)
+                OmegaConf.to_object(merged)  # runs the dataclass's own checks
+            except (OmegaConfBaseException, ValueError, TypeError) as exc:
+                key = getattr(exc, "full_key", None)  # OmegaConf's type errors name the key apart
+                text = str(exc).splitlines()[0]
+                raise ConfigError(f"{where}: " + (f"{key}: {text}" if key else text)) from None
 
 
 def register_configs(experiment_configs: dict[str, type]) -> None:

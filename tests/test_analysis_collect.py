@@ -93,3 +93,122 @@ def test_files_from_before_pools_read_with_measured_on_their_device(files, tmp_p
     pq.write_table(table.drop_columns(["measured_on"]), old)
     rows = dataset.collect([old])
     assert (rows.measured_on == rows.device).all() and len(rows) == table.num_rows
+
+
+# -- duplicates, files left out, malformed inputs ---------------------------------------------
+
+def _job_file(root, host="lab", experiment="bandwidth", dtype="float32", run_id="r1", **row):
+    """One job's file at root/<host>/cpu/<experiment>/<dtype>.parquet, as a run writes it."""
+    import json
+
+    from experiments.core.schema import to_table
+    from experiments.core.store import write_atomic
+
+    rows = [{"experiment": experiment, "op": "copy", "host": host, "device": "cpu",
+             "device_kind": "cpu", "dtype": dtype, "status": "ok", "time_s": t, "n": n,
+             "run_id": run_id} | row for n, t in ((1024, 1e-6), (4096, 3e-6))]
+    path = root / host / "cpu" / experiment / f"{dtype}.parquet"
+    write_atomic(to_table(rows, {"run_id": run_id, "host": host, "device": "cpu"}), path)
+    return path
+
+
+def _meta(path):
+    from experiments.core.store import read_metadata
+
+    return read_metadata(path)
+
+
+def test_a_host_folder_copied_twice_is_collected_once(tmp_path):
+    import shutil
+
+    root = tmp_path / "measurements"
+    first = _job_file(root, host="lab")
+    shutil.copytree(root / "lab", root / "lab-copy")  # the same machine's folder under two names
+    second = root / "lab-copy" / "cpu" / "bandwidth" / "float32.parquet"
+    other = _job_file(root, host="lab", dtype="float16", run_id="r2")
+    messages, out = [], tmp_path / "m.parquet"
+    rows = dataset.collect([first, other, second], out=out, log=messages.append)
+    assert len(rows) == 4 and sorted(rows.run_id) == ["r1", "r1", "r2", "r2"]
+    assert any(str(first) in m and str(second) in m and "collected once" in m for m in messages)
+    assert _meta(out)["duplicates"] == [{"kept": str(first), "dropped": str(second), "rows": 2}]
+    assert str(second) not in _meta(out)["sources"]  # nothing of it was kept
+    assert len(dataset.load(out).rows) == 4
+
+
+def test_a_published_set_copied_into_measurements_is_counted_once(tmp_path):
+    import shutil
+
+    root = tmp_path / "measurements"
+    job = _job_file(root, host="lab")
+    published = tmp_path / "published" / "lab" / "measurements.parquet"
+    dataset.collect([job], out=published)
+    # and its rows again, as a job file of a host folder copied in as well
+    copy = root / "lab2" / "cpu" / "bandwidth" / "float32.parquet"
+    copy.parent.mkdir(parents=True)
+    shutil.copy(job, copy)
+    out = tmp_path / "m.parquet"
+    rows = dataset.collect([job, copy], [published], out=out, log=lambda m: None)
+    assert len(rows) == 2 and set(rows.source) == {"run"}
+    assert _meta(out)["duplicates"] == [
+        {"kept": str(job), "dropped": str(copy), "rows": 2},
+        {"kept": str(job), "dropped": str(published), "rows": 2}]
+
+
+def test_same_run_id_with_other_content_is_not_a_duplicate(tmp_path):
+    a = _job_file(tmp_path / "a", run_id="r1")
+    b = _job_file(tmp_path / "b", run_id="r1", time_s=5e-6)  # other times: other rows
+    out = tmp_path / "m.parquet"
+    assert len(dataset.collect([a, b], out=out, log=lambda m: None)) == 4
+    assert _meta(out)["duplicates"] == []
+
+
+def test_every_parquet_file_under_measurements_is_collected_or_listed_with_why(tmp_path, capsys):
+    root = tmp_path / "measurements"
+    sweep = _job_file(root, host="lab")
+    stray = _job_file(root, host="lab", experiment="matmul")  # in this host's folder, no job's
+    shallow = root / "lab" / "old.parquet"  # at an unexpected depth
+    shallow.write_bytes(sweep.read_bytes())
+    deep = root / "lab" / "cpu" / "bandwidth" / "v1" / "float32.parquet"
+    deep.parent.mkdir()
+    deep.write_bytes(b"not even Parquet")  # left out, so never read
+    out = tmp_path / "m.parquet"
+    assert main(["collect", str(out), str(sweep), "--scan", str(root)]) == 0
+    ignored = _meta(out)["ignored"]
+    assert set(ignored) == {str(stray), str(shallow), str(deep)}
+    assert "no job of the sweep" in ignored[str(stray)]
+    assert "<host>/<device>/<experiment>/<dtype>.parquet" in ignored[str(shallow)]
+    assert "<host>/<device>/<experiment>/<dtype>.parquet" in ignored[str(deep)]
+    err = capsys.readouterr().err
+    assert all(f"{p} ignored: " in err for p in ignored)
+    assert len(pd.read_parquet(out)) == 2
+
+
+def _rewrite(path, *, metadata=None, column=None, values=None):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    if column:
+        i = table.schema.get_field_index(column)
+        table = table.set_column(i, pa.field(column, pa.string()), pa.array(values, pa.string()))
+    if metadata is not None:
+        table = table.replace_schema_metadata({b"rooflab": metadata})
+    pq.write_table(table, path)
+
+
+@pytest.mark.parametrize("damage, message", [
+    (dict(column="host", values=[None, "lab"]), r"empty \(null\) values in \['host'\]"),
+    (dict(column="status", values=["ok", "fine"]), r"unknown status \['fine'\]; allowed: \['ok'"),
+    (dict(metadata=b"[1, 2]"), "its rooflab metadata is a list, not a JSON mapping"),
+    (dict(metadata=b"{not json"), "its rooflab metadata is not JSON"),
+    (dict(metadata=b'{"sources": {"x": 3}}'), "rooflab metadata of \\['x'\\] is not a JSON mapping"),
+])
+def test_malformed_file_fails_naming_it(tmp_path, damage, message, capsys):
+    good = _job_file(tmp_path / "m", host="a")
+    bad = _job_file(tmp_path / "m", host="b")
+    _rewrite(bad, **damage)
+    with pytest.raises(DatasetError, match=f"{bad}: {message}"):
+        dataset.collect([good, bad], out=tmp_path / "out.parquet")
+    assert not (tmp_path / "out.parquet").exists()
+    assert main(["collect", str(tmp_path / "out.parquet"), str(good), str(bad)]) == 2
+    assert str(bad) in capsys.readouterr().err

@@ -3,6 +3,7 @@
 import itertools
 import math
 import time
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -136,7 +137,7 @@ def test_collect_names_a_corrupt_or_foreign_file(tmp_path):
     pq.write_table(pa.table({"x": [1, 2]}), foreign)
     with pytest.raises(store.DatasetError, match="foreign.parquet.*missing columns"):
         dataset.collect([good, foreign])
-    assert len(dataset.collect([good, good])) == 2
+    assert len(dataset.collect([good, good])) == 1  # one file named twice is read once
 
 
 @pytest.mark.parametrize("override, message", [
@@ -145,11 +146,45 @@ def test_collect_names_a_corrupt_or_foreign_file(tmp_path):
     ("experiment.sizes=[1024,-4]", "experiment.sizes has \\[-4\\]"),
     ("device=gpu", "device='gpu'"),
     ("point_budget_s=0", "point_budget_s"),
+    ("point_budget_s=nan", "point_budget_s=nan must be a finite number > 0"),
+    ("point_budget_s=inf", "point_budget_s=inf must be a finite number > 0"),
+    ("cv_threshold=-1", "cv_threshold=-1.0 must be a finite number > 0"),
+    ("cv_threshold=nan", "cv_threshold=nan must be a finite number > 0"),
 ])
 def test_bad_config_names_the_key(override, message):
     with pytest.raises((ConfigError, ValueError, ValidationError, ConfigCompositionException),
                        match=message):
         compose_job(["experiment=bandwidth", override])
+
+
+def test_out_that_cannot_be_written_fails_before_measuring(tmp_path, monkeypatch):
+    import experiments.core.device as device
+
+    # the device must not be touched: a bad out= fails while the config is built
+    monkeypatch.setattr(device, "resolve_pool", lambda name: pytest.fail("device touched"))
+    with pytest.raises(ConfigError, match=f"out='{tmp_path}' is a directory"):
+        compose_job(["experiment=bandwidth", "device=cpu", f"out={tmp_path}"])
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(ConfigError, match="is not a directory"):
+        compose_job(["experiment=bandwidth", "device=cpu", f"out={blocker}/x/bw.parquet"])
+    # a read-only place (a read-only mount: root may write in a folder chmod'ed read-only)
+    with pytest.raises(ConfigError, match="cannot write in /proc"):
+        compose_job(["experiment=bandwidth", "device=cpu", "out=/proc/rooflab/bw.parquet"])
+    compose_job(["experiment=bandwidth", "device=cpu", f"out={tmp_path}/new/dir/bw.parquet"])
+    assert not (tmp_path / "new").exists()  # checking made nothing
+
+
+def test_bad_out_on_the_command_line_measures_nothing(tmp_path):
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-m", "experiments", "experiment=bandwidth",
+                          "device=cpu", f"out={tmp_path}"], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parent.parent)
+    assert run.returncode == 2, run.stderr[-2000:]
+    assert f"bad config: out='{tmp_path}' is a directory" in run.stderr
+    assert "bandwidth copy" not in run.stdout + run.stderr  # no point was measured
 
 
 def test_unknown_experiment_lists_the_allowed_ones():

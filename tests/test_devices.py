@@ -145,3 +145,23 @@ def test_rows_say_which_device_ran_them(run_experiment):
     rows = run_experiment("bandwidth", "float32",
                           ["experiment.sizes=[4096]", "experiment.ops=[copy]"])
     assert (rows.device == "cpu").all() and (rows.measured_on == "cpu").all()
+
+
+CLAIM_CPU = textwrap.dedent("""
+    import sys, time
+    from experiments.core.device import claim_device
+    with claim_device("cpu", lock_dir=sys.argv[1]):
+        start = time.time(); time.sleep(1.0)
+        print(start, time.time(), flush=True)
+""")
+
+
+def test_two_cpu_jobs_measure_one_after_the_other(tmp_path):
+    # two jobs of any host label or results folder: only the lock folder (per machine) is shared
+    jobs = [subprocess.Popen([sys.executable, "-c", CLAIM_CPU, str(tmp_path)],
+                             stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    (a0, a1), (b0, b1) = sorted(tuple(map(float, job.communicate(timeout=120)[0].split()))
+                                for job in jobs)
+    assert all(job.returncode == 0 for job in jobs)
+    assert a1 <= b0, f"the CPU was measured by both at once: {a0}-{a1} and {b0}-{b1}"
+    assert (tmp_path / "CPU.lock").exists()

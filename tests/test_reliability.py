@@ -277,3 +277,107 @@ def test_file_records_what_reproduces_it(run_experiment, tmp_path, monkeypatch):
     assert meta["device_state_start"] and meta["device_state_start"].keys() == meta["device_state_end"].keys()
     assert (rows.run_id == meta["run_id"]).all() and (rows.git_commit == meta["git"]["commit"]).all()
     json.dumps(meta)  # plain JSON, readable without rooflab
+
+
+# -- values the sweep's schema and the experiments' dataclasses refuse ------------------------
+
+NAN, INF = float("nan"), float("inf")
+
+
+def _bandwidth(**cpu):
+    return {"experiments": {"bandwidth": {"dtypes": ["float32"], "cpu": cpu}}}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"host": ""}, "host"),
+    ({"host": "."}, "'.'"),
+    ({"host": ".."}, "'..'"),  # its job files went to results/cpu/..., outside measurements/
+    ({"host": "a/b"}, "'a/b'"),
+    ({"host": "h" * 256}, "is too long"),
+    ({"job": {"cpu": {"point_budget_s": NAN}}}, "nan"),
+    ({"job": {"cpu": {"point_budget_s": INF}}}, "inf"),
+    ({"job": {"cpu": {"point_budget_s": 0}}}, "point_budget_s"),
+    ({"job": {"cpu": {"cv_threshold": -1}}}, "cv_threshold"),
+    ({"job": {"cpu": {"cv_threshold": NAN}}}, "nan"),
+    (_bandwidth(sizes=[NAN]), "nan"),
+    (_bandwidth(sizes=[0]), "sizes"),
+    (_bandwidth(sizes=[-4096]), "-4096"),
+    ({"experiments": {"matmul": {"dtypes": ["float32"], "cpu": {"max_call_s": NAN}}}}, "nan"),
+])
+def test_schema_refuses_bad_values_before_any_job(tmp_path, change, message):
+    repo = copy_repo(tmp_path / "repo", **change)
+    run = snakemake(repo, "--cores", "1")
+    assert run.returncode != 0
+    assert "Error validating config file" in run.stdout and message in run.stdout, run.stdout[-3000:]
+    assert not (repo / "results").exists()
+
+
+def test_sizes_given_with_config_on_the_command_line_are_checked_too(tmp_path):
+    # Snakemake hands nested --config numbers over as strings: "16384" passes, "0" does not
+    repo = copy_repo(tmp_path / "repo")
+    ok = snakemake(repo, "-n", "--cores", "1", "--config",
+                   "experiments={bandwidth: {dtypes: [float32], cpu: {sizes: [16384]}}}")
+    assert ok.returncode == 0, ok.stdout[-3000:]
+    bad = snakemake(repo, "-n", "--cores", "1", "--config",
+                    "experiments={bandwidth: {dtypes: [float32], cpu: {sizes: [0]}}}")
+    assert bad.returncode != 0 and "Error validating config file" in bad.stdout
+
+
+@pytest.mark.parametrize("experiments, message", [
+    # names come from experiments/registry.py, keys and their values from the Config dataclasses
+    ({"bandwith": {"dtypes": ["float32"]}},
+     "'bandwith' is not an experiment; allowed: ['bandwidth', 'decode'"),
+    ({"bandwidth": {"dtypes": ["float32"], "cpu": {"sizez": [4096]}}},
+     "experiments.bandwidth.cpu: unknown key 'sizez'; bandwidth has ['ops', 'sizes']"),
+    ({"intensity": {"dtypes": ["float32"], "cuda": {"n": 1.5}}},
+     "experiments.intensity.cuda: n: Value '1.5' of type 'float' could not be converted"),
+    ({"decode": {"dtypes": ["float32"], "cpu": {"batches": [0]}}},
+     "experiments.decode.cpu: experiment.batches has [0]"),
+])
+def test_sweep_is_checked_against_the_experiments_code(tmp_path, experiments, message):
+    repo = copy_repo(tmp_path / "repo", experiments=experiments)
+    run = snakemake(repo, "--cores", "1")
+    assert run.returncode != 0 and message in run.stdout, run.stdout[-3000:]
+    assert not (repo / "results").exists()
+
+
+# -- a YAML error names the file and the line -------------------------------------------------
+
+def test_yaml_error_in_the_sweep_config_names_file_and_line(tmp_path):
+    repo = copy_repo(tmp_path / "repo")
+    config = repo / "config" / "config.yaml"
+    config.write_text(config.read_text() + "broken: [cpu\n")
+    lines = len(config.read_text().splitlines())
+    run = snakemake(repo, "-n", "--cores", "1")
+    assert run.returncode != 0
+    assert re.search(rf"config/config.yaml, line {lines + 1}, column \d+: not valid YAML",
+                     run.stdout), run.stdout[-3000:]
+
+
+@pytest.mark.xfail(strict=True, reason="Snakemake 9 reads a --configfile before the workflow "
+                   "runs and drops the parser's message: 'Config file is not valid JSON or YAML'")
+def test_yaml_error_in_a_configfile_names_file_and_line(tmp_path):
+    repo = copy_repo(tmp_path / "repo")
+    extra = tmp_path / "extra.yaml"
+    extra.write_text("job:\n  cpu: {point_budget_s: 0.1\n")
+    run = snakemake(repo, "-n", "--cores", "1", "--configfile", str(extra))
+    assert run.returncode != 0
+    assert "extra.yaml" in run.stdout and "line 3" in run.stdout, run.stdout[-3000:]
+
+
+def test_yaml_error_in_a_hydra_config_names_file_and_line(tmp_path):
+    import shutil
+
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT / "experiments", repo / "experiments",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "config", repo / "config")
+    bad = repo / "config" / "experiment" / "bandwidth.yaml"
+    bad.write_text(bad.read_text() + "ops: [copy\n")
+    lines = len(bad.read_text().splitlines())
+    run = subprocess.run([sys.executable, "-m", "experiments", "experiment=matmul", "device=cpu",
+                          f"out={tmp_path}/x.parquet"], cwd=repo, env=ENV, capture_output=True,
+                         text=True)
+    assert run.returncode == 2
+    assert f"bad config file: {bad}, line {lines + 1}, column 1: not valid YAML" in run.stderr, run.stderr[-3000:]
+    assert "Traceback" not in run.stderr and not (tmp_path / "x.parquet").exists()

@@ -113,3 +113,57 @@ def test_bad_sweep_config_fails_before_any_job(tmp_path):
     run = snakemake(repo, "--cores", "2")
     assert run.returncode != 0
     assert "float13" in run.stdout and not (repo / "results" / "measurements").exists()
+
+
+def _planned(run) -> dict[str, int]:
+    """The job counts of a dry run's plan, by rule."""
+    assert run.returncode == 0, run.stdout[-3000:]
+    return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", run.stdout, re.M)
+            if m[1] != "total"}
+
+
+def test_changed_or_deleted_results_rerun_exactly_what_they_touch(tmp_path):
+    import yaml
+
+    sweep = {"bandwidth": {"dtypes": ["float32", "float16"], "cpu": {"sizes": [16384], "ops": ["copy"]}},
+             "transfer": {"dtypes": ["float32"], "cpu": {"sizes": [4096], "create_sizes": [4096]}}}
+    repo = copy_repo(tmp_path / "repo", experiments=sweep)
+    run = snakemake(repo, "--cores", "2", timeout=600)
+    assert run.returncode == 0, run.stdout[-4000:]
+    assert _planned(snakemake(repo, "-n", "--cores", "2")) == {}  # nothing left to do
+    measurements = repo / "results/measurements/ci/cpu"
+    config = repo / "config/config.yaml"
+    original = config.read_text()
+
+    def plan_after(**change):
+        config.write_text(yaml.safe_dump(yaml.safe_load(original) | change, sort_keys=False))
+        return _planned(snakemake(repo, "-n", "--cores", "2"))
+
+    # an experiment's sizes: that experiment's two jobs, then everything downstream of them
+    plan = plan_after(experiments=sweep | {"bandwidth": sweep["bandwidth"] | {
+        "cpu": {"sizes": [32768], "ops": ["copy"]}}})
+    assert plan["measure"] == 2 and plan["collect"] == 1 and plan["report"] == 1, plan
+    # (not `--list-changes params`: Snakemake 9.27 lists there every file with recorded params)
+    summary = snakemake(repo, "--summary")
+    assert summary.returncode == 0, summary.stdout[-3000:]
+    changed = set(re.findall(r"^(\S+)\t.*\tparams changed\t", summary.stdout, re.M))
+    assert changed == {f"results/measurements/ci/cpu/bandwidth/{d}.parquet"
+                       for d in ("float32", "float16")}, summary.stdout[-3000:]
+    # the job's point budget: every job of that device kind
+    assert plan_after(job={"cpu": {"point_budget_s": 0.03}})["measure"] == 3
+    # a value no job reads (Slurm's partition): nothing
+    assert plan_after(slurm={"partition": "gpu"}) == {}
+    config.write_text(original)
+    assert _planned(snakemake(repo, "-n", "--cores", "2")) == {}
+
+    # a deleted job file: that job, then the aggregation
+    (measurements / "bandwidth/float16.parquet").unlink()
+    plan = _planned(snakemake(repo, "-n", "--cores", "2"))
+    assert plan["measure"] == 1 and plan["collect"] == 1 and plan["report"] == 1, plan
+    assert "dtype=float16" in snakemake(repo, "-n", "-p", "--cores", "2").stdout
+    rerun = snakemake(repo, "--cores", "2", timeout=600)
+    assert rerun.returncode == 0 and (measurements / "bandwidth/float16.parquet").exists()
+    # a deleted dataset: collect and what reads it, no measurement
+    (repo / "results/measurements.parquet").unlink()
+    plan = _planned(snakemake(repo, "-n", "--cores", "2"))
+    assert "measure" not in plan and plan["collect"] == 1 and plan["roofline"] == 1, plan

@@ -1,6 +1,6 @@
 """The analysis commands the workflow's aggregate rules run (each also works by hand):
 
-    python -m experiments.analysis collect OUT FILE... [--published P ...]
+    python -m experiments.analysis collect OUT FILE... [--published P ...] [--scan DIR]
     python -m experiments.analysis roofline DATASET --out results/roofline/ceilings.parquet
     python -m experiments.analysis decode DATASET --ceilings C --out results/roofline/knees.parquet
         --points results/roofline/decode_model.parquet
@@ -49,6 +49,8 @@ def main(argv=None) -> int:
     p.add_argument("files", nargs="*")
     p.add_argument("--published", nargs="*", default=[],
                    help="published datasets; a missing one is skipped with a message")
+    p.add_argument("--scan", help="the measurements folder: its Parquet files not collected "
+                                  "are listed (metadata `ignored`) with the reason")
     p = sub.add_parser("roofline", help="fit the ceilings")
     _common(p, ceilings=False)
     p.add_argument("--out", required=True)
@@ -73,7 +75,7 @@ def main(argv=None) -> int:
     from . import dataset
     try:
         if args.command == "collect":
-            dataset.collect(args.files, args.published, out=args.out)
+            dataset.collect(args.files, args.published, out=args.out, scan=args.scan)
             return 0
         ds = dataset.load(args.dataset)
     except DatasetError as exc:

@@ -3,7 +3,8 @@ where every row came from, and read the merged file back with helpers the other 
 
 The merged file is the row schema plus one column, `source`: "run" for this run's files,
 "published:<name>" for a published set (derived from its path). Measurement files themselves keep
-the one schema; the merged file's metadata keeps every input file's metadata, keyed by path.
+the one schema; the merged file's metadata keeps every input file's metadata, keyed by path,
+the duplicate rows collected once (`duplicates`) and the files left out with why (`ignored`).
 """
 
 from __future__ import annotations
@@ -40,24 +41,58 @@ def _files(path: Path) -> list[Path]:
 
 def _read(path: Path, source: str) -> tuple[pa.Table, dict]:
     table = read_measurements(path)  # raises DatasetError naming the file
-    try:
-        meta = read_metadata(path)
-    except (ValueError, TypeError) as exc:
-        raise DatasetError(f"{path}: unreadable rooflab metadata ({exc})") from exc
+    meta = read_metadata(path)  # the same
     # A published set is usually itself a merged file: keep its inner files' metadata.
     inner = meta.get("sources") if isinstance(meta.get("sources"), dict) else {str(path): meta}
+    bad = [k for k, v in inner.items() if not isinstance(v, dict)]
+    if bad:
+        raise DatasetError(f"{path}: rooflab metadata of {bad} is not a JSON mapping")
     metas = {(k if k == str(path) else f"{path}::{k}"): dict(v) | {"source": source}
              for k, v in inner.items()}
     column = pa.array([source] * table.num_rows, pa.string())
     return table.append_column("source", column), metas
 
 
-def collect(run_files, published=(), out=None, log=lambda msg: print(msg, file=sys.stderr)):
+def _row_keys(table: pa.Table) -> list[str]:
+    """One key per row: its every schema column (run_id included), as JSON."""
+    columns = table.select(SCHEMA.names).to_pydict()
+    return [json.dumps(values, default=str) for values in zip(*columns.values())]
+
+
+# where `collect --scan` expects a job's file below the measurements folder
+LAYOUT = "<host>/<device>/<experiment>/<dtype>.parquet"
+
+
+def _ignored(scan, inputs: list[Path]) -> dict[str, str]:
+    """Every Parquet file under `scan` that is not an input, with the reason it is left out."""
+    if scan is None or not Path(scan).is_dir():
+        return {}
+    taken = {p.resolve() for p in inputs}
+    ignored = {}
+    for path in sorted(Path(scan).rglob("*.parquet")):
+        if path.resolve() in taken:
+            continue
+        depth = len(path.relative_to(scan).parts)
+        ignored[str(path)] = (
+            f"not a job's file: measurement files lie at {scan}/{LAYOUT}" if depth != 4 else
+            "no job of the sweep (config/config.yaml) writes it, so it is not among the files "
+            "to collect"
+        )
+    return ignored
+
+
+def collect(run_files, published=(), out=None, log=lambda msg: print(msg, file=sys.stderr),
+            scan=None):
     """Merge this run's measurement files and the published sets that exist into one table.
 
     A missing published set is skipped with a message; a file that is not a rooflab measurement
-    file fails with DatasetError naming it."""
-    tables, metas = [], {}
+    file fails with DatasetError naming it. Rows already read from another file (same run_id,
+    same content: a host folder copied twice, a published set copied into measurements/) are
+    collected once, with a message naming both files. With `scan` (the measurements folder),
+    every Parquet file under it that is not collected is named with the reason.
+
+    The merged file's rooflab metadata: `sources` (each input file's metadata, keyed by path),
+    `duplicates` ([{kept, dropped, rows}]) and `ignored` ({path: reason})."""
     inputs = [(Path(p), RUN) for p in run_files]
     for p in published:
         p = Path(p)
@@ -68,14 +103,39 @@ def collect(run_files, published=(), out=None, log=lambda msg: print(msg, file=s
         if not files:
             log(f"rooflab: published dataset {p} holds no Parquet files; skipped")
         inputs += [(f, source_label(p)) for f in files]
+    ignored = _ignored(scan, [p for p, _ in inputs])
+    for path, reason in ignored.items():
+        log(f"rooflab: {path} ignored: {reason}")
+
+    tables, metas, duplicates = [], {}, []
+    seen: dict[str, str] = {}  # row key -> the file it was first read from
+    read: set[Path] = set()
     for path, source in inputs:
+        if path.resolve() in read:  # one file named twice (a published set inside measurements/)
+            log(f"rooflab: {path} named twice; read once")
+            continue
+        read.add(path.resolve())
         table, meta = _read(path, source)
+        keys = _row_keys(table)
+        # only rows of earlier files count: identical rows within one file are the file's own
+        first = [seen.get(k) for k in keys]
+        for kept in sorted({f for f in first if f}):
+            rows = sum(f == kept for f in first)
+            duplicates.append({"kept": kept, "dropped": str(path), "rows": rows})
+            log(f"rooflab: {rows} rows of {path} are already in {kept} (same run_id and "
+                "content); collected once")
+        if keys and all(first):
+            continue  # nothing new: neither its rows nor its metadata
+        if any(first):
+            table = table.filter(pa.array([f is None for f in first]))
         tables.append(table)
         metas.update(meta)
+        for k in keys:
+            seen.setdefault(k, str(path))
     if not tables:
         raise DatasetError("no measurement files to collect (no run files, no published sets)")
-    merged = pa.concat_tables(tables).replace_schema_metadata(
-        {METADATA_KEY: json.dumps({"sources": metas}, default=str)})
+    merged = pa.concat_tables(tables).replace_schema_metadata({METADATA_KEY: json.dumps(
+        {"sources": metas, "duplicates": duplicates, "ignored": ignored}, default=str)})
     if out is not None:
         write_atomic(merged, out)
         log(f"rooflab: {merged.num_rows} rows from {len(inputs)} files -> {out}")

@@ -62,25 +62,31 @@ def acquire_first_free(paths: list[Path], poll_s: float = 0.05) -> tuple[int, Fi
             except Timeout:
                 pass
         if not waiting:
-            log.info("every GPU of the pool is busy; waiting for one: %s", [str(p) for p in paths])
+            log.info("the device (every GPU of the pool) is busy; waiting for it: %s",
+                     [str(p) for p in paths])
             waiting = True
         time.sleep(poll_s)
 
 
+CPU_LOCK = "CPU.lock"
+
+
 @contextmanager
 def claim_device(name: str, lock_dir: Path | None = None):
-    """Hold the job's GPU while it measures; given a pool, the first free GPU of it.
+    """Hold the job's device while it measures; given a pool, the first free GPU of it.
 
-    The lock is a file per GPU UUID, so no two jobs -- of one workflow, or of two run by this
-    user on this machine -- measure on one GPU at once, whatever CUDA_VISIBLE_DEVICES says."""
+    The lock is a file per GPU UUID, and one for the CPU, so no two jobs -- of one workflow, or
+    of two run by this user on this machine, whatever their host labels or results folders --
+    measure one device at once, whatever CUDA_VISIBLE_DEVICES says."""
     devs = resolve_pool(name)
-    if devs[0].type != "cuda":
-        yield devs[0]
-        return
     lock_dir = Path(lock_dir or default_lock_dir())
     lock_dir.mkdir(parents=True, exist_ok=True)
-    uuids = [str(torch.cuda.get_device_properties(d).uuid) for d in devs]
-    index, lock = acquire_first_free([lock_dir / f"GPU-{u}.lock" for u in uuids])
+    if devs[0].type == "cpu":
+        # a CPU measurement takes every core: another one beside it would halve both
+        paths = [lock_dir / CPU_LOCK]
+    else:
+        paths = [lock_dir / f"GPU-{torch.cuda.get_device_properties(d).uuid}.lock" for d in devs]
+    index, lock = acquire_first_free(paths)
     try:
         yield devs[index]
     finally:

@@ -8,9 +8,10 @@ import tempfile
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .schema import LATER_COLUMNS, METADATA_KEY, SCHEMA
+from .schema import LATER_COLUMNS, METADATA_KEY, SCHEMA, STATUSES
 
 
 class DatasetError(ValueError):
@@ -38,8 +39,19 @@ def write_atomic(table: pa.Table, path: str | os.PathLike) -> Path:
 
 
 def read_metadata(path: str | os.PathLike) -> dict:
-    meta = pq.read_schema(path).metadata or {}
-    return json.loads(meta.get(METADATA_KEY, b"{}"))
+    """The file's rooflab metadata: a JSON mapping ({} when the file has none)."""
+    try:
+        meta = pq.read_schema(path).metadata or {}
+    except Exception as exc:  # pyarrow raises several types for a bad file
+        raise DatasetError(f"{path}: not a readable Parquet file ({exc})") from exc
+    try:
+        value = json.loads(meta.get(METADATA_KEY, b"{}"))
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+        raise DatasetError(f"{path}: its rooflab metadata is not JSON ({exc})") from exc
+    if not isinstance(value, dict):
+        raise DatasetError(f"{path}: its rooflab metadata is a {type(value).__name__}, "
+                           "not a JSON mapping")
+    return value
 
 
 def read_measurements(path: str | os.PathLike) -> pa.Table:
@@ -58,8 +70,15 @@ def read_measurements(path: str | os.PathLike) -> pa.Table:
     missing = [f.name for f in SCHEMA if f.name not in table.column_names]
     if missing:
         raise DatasetError(f"{path}: not a rooflab measurement file; missing columns {missing}")
+    nulls = [f.name for f in SCHEMA if not f.nullable and table.column(f.name).null_count]
+    if nulls:
+        raise DatasetError(f"{path}: empty (null) values in {nulls}; every row must have them")
     try:
-        return table.select(SCHEMA.names).cast(SCHEMA)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        table = table.select(SCHEMA.names).cast(SCHEMA)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as exc:
         raise DatasetError(f"{path}: columns of the wrong type ({exc})") from exc
+    unknown = sorted(set(pc.unique(table.column("status")).to_pylist()) - set(STATUSES))
+    if unknown:
+        raise DatasetError(f"{path}: unknown status {unknown}; allowed: {list(STATUSES)}")
+    return table
 

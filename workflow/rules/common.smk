@@ -8,10 +8,15 @@ import socket
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
+from experiments.config import ConfigError, check_sweep
 from experiments.core import devicenames
 
 
 validate(config, "../schemas/config.schema.yaml")
+try:  # experiment names and their keys: from the registry and the dataclasses, not the schema
+    check_sweep(config["experiments"])
+except ConfigError as exc:
+    raise WorkflowError(f"config: {exc}") from None
 
 SAFE = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -34,6 +39,8 @@ try:
 except devicenames.DeviceError as exc:
     raise WorkflowError(f"config: {exc}") from None
 RESULTS = config["results"]
+# One measurement job's file; job_args builds the same path from the wildcards.
+MEASUREMENT = f"{RESULTS}/measurements/{{host}}/{{device}}/{{experiment}}/{{dtype}}.parquet"
 
 # One measurement job per GPU at a time: each device is a resource holding its GPUs (1 for a CPU).
 for _slug in DEVICES:
@@ -55,7 +62,7 @@ def measurement_files():
     """This machine's sweep, plus the files of other hosts copied into results/measurements/
     (how machines are merged: each keeps its own host folder)."""
     own = [
-        f"{RESULTS}/measurements/{HOST}/{dev}/{exp}/{dtype}.parquet"
+        MEASUREMENT.format(host=HOST, device=dev, experiment=exp, dtype=dtype)
         for exp, dev, dtype in grid()
     ]
     others = sorted(
@@ -74,10 +81,16 @@ def hydra_value(value):
     return json.dumps(value)
 
 
-def job_args(wildcards, output):
-    """The job's command-line overrides, one shell-quoted word each."""
+def job_args(wildcards):
+    """The job's command-line overrides, one shell-quoted word each.
+
+    A function of the wildcards alone: Snakemake records (and compares, rerun trigger `params`)
+    only params it does not consider derived from `output`, `input`, `threads` or `resources`; a
+    function taking `output` is never recorded, so a changed sweep value would rerun nothing."""
     kind = device_kind(wildcards.device)
     spec = config["experiments"][wildcards.experiment]
+    out = MEASUREMENT.format(host=wildcards.host, device=wildcards.device,
+                             experiment=wildcards.experiment, dtype=wildcards.dtype)
     settings = {**config.get("job", {}).get(kind, {})}
     settings.update({f"experiment.{k}": v for k, v in spec.get(kind, {}).items()})
     return shlex.join(
@@ -86,7 +99,7 @@ def job_args(wildcards, output):
             f"device={devicenames.from_slug(wildcards.device)}",
             f"dtype={wildcards.dtype}",
             f"host={hydra_value(HOST)}",
-            f"out={hydra_value(str(output))}",
+            f"out={hydra_value(out)}",
             *(f"{key}={hydra_value(value)}" for key, value in settings.items()),
         ]
     )

@@ -2,14 +2,17 @@
 
 rule measure:
     output:
-        f"{RESULTS}/measurements/{{host}}/{{device}}/{{experiment}}/{{dtype}}.parquet",
+        MEASUREMENT,
     log:
         f"{RESULTS}/logs/{{host}}/{{device}}/{{experiment}}/{{dtype}}.log",
     wildcard_constraints:
+        # only this machine's files: another host's, copied in, are inputs, never re-measured here
+        host=re.escape(HOST),
         device="cpu|cuda[0-9]+([+][0-9]+)*",
         experiment="[a-z_]+",
         dtype="[a-z0-9_]+",
     params:
+        # every override of the job, out= included: a changed sweep value reruns just its jobs
         args=job_args,
     conda:
         "../../environment.yml"
