@@ -16,12 +16,18 @@ EVIL = "<script>alert(1)</script>"
 
 
 def _pipeline(tmp_path, run_files, published=()):
-    data, ceilings = tmp_path / "measurements.parquet", tmp_path / "roofline" / "ceilings.parquet"
+    data = tmp_path / "measurements.parquet"
+    assert main(["collect", str(data), *map(str, run_files), "--published",
+                 *map(str, published)]) == 0
+    return _pipeline_from(tmp_path, data)
+
+
+def _pipeline_from(tmp_path, data):
+    """roofline, decode, claims, figures and report from a collected dataset."""
+    ceilings = tmp_path / "roofline" / "ceilings.parquet"
     knees, model = tmp_path / "roofline" / "knees.parquet", tmp_path / "roofline" / "model.parquet"
     figures, html = tmp_path / "figures", tmp_path / "report.html"
     table = tmp_path / "claims.parquet"
-    assert main(["collect", str(data), *map(str, run_files), "--published",
-                 *map(str, published)]) == 0
     assert main(["roofline", str(data), "--out", str(ceilings)]) == 0
     assert main(["decode", str(data), "--ceilings", str(ceilings), "--out", str(knees),
                  "--points", str(model)]) == 0
@@ -138,3 +144,23 @@ def test_ceilings_carry_the_clock_and_power_of_their_plateau(tmp_path):
     assert bf16.sm_clock_mhz == 1500.0 and bf16.power_w == 690.0
     assert "1500 MHz, 690 W" in html
     assert "pJ/FLOP" in html[html.index('id="energy"'):]
+
+
+def test_duplicates_and_ignored_files_are_shown(tmp_path):
+    """A host folder copied twice is counted once, a stray file is listed, both in the report."""
+    root = tmp_path / "measurements"
+    first = fx.write_files(root / "lab" / "cpu", fx.cpu_rows(), fx.CPU)
+    again = []
+    for f in first:  # the same files again under another device folder name
+        copy = root / "lab" / "cpu-copy" / f.relative_to(root / "lab" / "cpu")
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_bytes(f.read_bytes())
+        again.append(copy)
+    stray = root / "stray.parquet"
+    stray.write_bytes(first[0].read_bytes())
+    data = tmp_path / "measurements.parquet"
+    assert main(["collect", str(data), *map(str, first + again), "--scan", str(root)]) == 0
+    html, _, _ = _pipeline_from(tmp_path, data)
+    assert "The same rows were found twice" in html and "cpu-copy" in html
+    assert "Files left out" in html and "measurements/stray.parquet" in html
+    assert str(tmp_path) not in re.sub(r'src="data:[^"]+"', "", html)  # no full paths

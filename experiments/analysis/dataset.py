@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -74,7 +74,8 @@ def _ignored(scan, inputs: list[Path]) -> dict[str, str]:
             continue
         depth = len(path.relative_to(scan).parts)
         ignored[str(path)] = (
-            f"not a job's file: measurement files lie at {scan}/{LAYOUT}" if depth != 4 else
+            f"not a job's file: measurement files lie at {Path(scan).name}/{LAYOUT}"
+            if depth != 4 else
             "no job of the sweep (config/config.yaml) writes it, so it is not among the files "
             "to collect"
         )
@@ -148,6 +149,8 @@ class Dataset:
 
     rows: pd.DataFrame
     files: dict  # path -> that file's metadata (with its "source")
+    duplicates: list = field(default_factory=list)  # [{kept, dropped, rows}] collect dropped
+    ignored: dict = field(default_factory=dict)  # {path: why} files collect left out
 
     def systems(self) -> pd.DataFrame:
         """One row per (source, host, device) with its label, run first."""
@@ -199,7 +202,8 @@ def load(path) -> Dataset:
     files = meta.get("sources") if isinstance(meta.get("sources"), dict) else {
         str(path): meta | {"source": RUN}}
     files = {k: dict(v, source=v.get("source", RUN)) for k, v in files.items()}
-    return Dataset(add_labels(rows), files)
+    return Dataset(add_labels(rows), files, list(meta.get("duplicates") or []),
+                   dict(meta.get("ignored") or {}))
 
 
 def from_rows(rows: list[dict], files: dict | None = None, source: str = RUN) -> Dataset:

@@ -191,6 +191,15 @@ def _statuses(ds: Dataset) -> list[dict]:
     return out
 
 
+def _short(path) -> str:
+    """A file as a reader knows it: from `measurements/` or `published/` on, not the full path."""
+    parts = Path(str(path)).parts
+    for anchor in ("measurements", "published"):
+        if anchor in parts:
+            return "/".join(parts[parts.index(anchor):])
+    return Path(str(path)).name
+
+
 def _claim_sections(table: pd.DataFrame) -> list[dict]:
     """The article's sections in order, each with its claims and their verdict rows."""
     out = []
@@ -280,7 +289,9 @@ def render(ds: Dataset, ceilings: pd.DataFrame, sheets: list, figures_dir,
         sections=_claim_sections(table), all_claims=_records(table), figures=figures,
         provenance=_provenance(ds), comparison=_comparison(ceilings, ds, sheets),
         ceilings=_ceiling_table(ceilings, sheets), knees=knees.to_dict("records"),
-        statuses=_statuses(ds),
+        statuses=_statuses(ds), ignored=[(_short(p), why) for p, why in sorted(ds.ignored.items())],
+        duplicates=[{"kept": _short(d.get("kept")), "dropped": _short(d.get("dropped")),
+                     "rows": d.get("rows")} for d in ds.duplicates],
         datasheet=_datasheet_rows(sheets),
         method=METHOD, si=si, isfinite=finite)
     if out is not None:

@@ -34,9 +34,11 @@ rule collect:
         "../../environment.yml"
     log:
         f"{RESULTS}/logs/aggregate/collect.log",
+    params:
+        scan=f"{RESULTS}/measurements",  # every file there is collected or listed as ignored
     shell:
         "python -m experiments.analysis collect {output:q} {input.run:q}"
-        " --published {input.published:q} > {log:q} 2>&1"
+        " --published {input.published:q} --scan {params.scan:q} > {log:q} 2>&1"
 
 
 rule roofline:
