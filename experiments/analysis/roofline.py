@@ -48,7 +48,9 @@ MIN_POINTS = 2  # no ceiling from a single point
 
 LABELS = {"dram_bw": "DRAM bandwidth", "matrix_flops": "GEMM ceiling",
           "vector_flops": "FMA (vector) ceiling", "intensity_bw": "bandwidth seen by the FMA sweep",
-          "ridge_matrix": "ridge (GEMM / DRAM)", "ridge_vector": "ridge (FMA / DRAM)"}
+          "ridge_matrix": "ridge (GEMM / DRAM)", "ridge_vector": "ridge (FMA / DRAM)",
+          "latency_graph": "latency floor (graph replay)",
+          "latency_eager": "latency floor (eager launch)"}
 
 
 def label(ceiling: str) -> str:
@@ -260,12 +262,33 @@ def elementwise_intensity(dtype) -> float | None:
     return 1 / (2 * size) if size else None
 
 
+def fit_latency(rows: pd.DataFrame) -> list[dict]:
+    """The device's per-call floor: the timing experiment's time per tiny kernel, replayed from a
+    CUDA graph and launched eagerly (a CPU has neither: its floor is not fitted)."""
+    out = []
+    for variant in ("graph", "eager"):
+        g = rows[(rows.op == "launch_overhead") & (rows.variant == variant) & (rows.time_s > 0)]
+        name = f"latency_{variant}"
+        if g.empty:
+            out.append(_missing(name, "s", f"no {variant} launch_overhead rows"))
+            continue
+        t = g.time_s.to_numpy(float)
+        lo = np.nanmin(g.time_s_q10) if "time_s_q10" in g and g.time_s_q10.notna().any() else t.min()
+        hi = np.nanmax(g.time_s_q90) if "time_s_q90" in g and g.time_s_q90.notna().any() else t.max()
+        out.append(_row(name, float(np.median(t)), "s", "median time per tiny kernel (timing "
+                        "experiment, launch_overhead); interval: the samples' 10-90 % range",
+                        int(g.samples.fillna(1).sum()) if "samples" in g else len(g),
+                        ci=(float(lo), float(hi)), points=g))
+    return out
+
+
 def fit_system(rows: pd.DataFrame, facts: dict) -> list[dict]:
     out = []
     for name, fit, first in (("bandwidth", lambda r: fit_bandwidth(r, facts), ("dram_bw", "B/s")),
                              ("matmul", lambda r: fit_top(r, "matrix_flops", "GEMM FLOP/s"),
                               ("matrix_flops", "FLOP/s")),
-                             ("intensity", fit_roof, ("vector_flops", "FLOP/s"))):
+                             ("intensity", fit_roof, ("vector_flops", "FLOP/s")),
+                             ("timing", fit_latency, ("latency_graph", "s"))):
         exp = rows[rows.experiment == name]
         good, left = fit_rows(exp)
         if exp.empty or good.empty:
@@ -312,3 +335,29 @@ def lookup(ceilings: pd.DataFrame, system: str, ceiling: str, dtype=None) -> pd.
 def value(ceilings, system, ceiling, dtype=None) -> float | None:
     row = lookup(ceilings, system, ceiling, dtype)
     return None if row is None else float(row.value)
+
+
+def predict(ceilings: pd.DataFrame, system: str, dtype: str, flops: float, nbytes: float,
+            graph: bool = True) -> dict:
+    """The roofline model of one call: time = max(latency, bytes / B, FLOPs / P).
+
+    B is DRAM bandwidth, P the dtype's GEMM ceiling (else its FMA ceiling), the latency the
+    device's floor per call (graph replay, or eager launch with graph=False). Returns time_s,
+    bound ('latency', 'memory' or 'compute'), the terms, and roof_flops (min(P, B x I)); missing
+    ceilings leave their term out and are named in `missing`."""
+    B = value(ceilings, system, "dram_bw")
+    P = value(ceilings, system, "matrix_flops", dtype) or value(ceilings, system, "vector_flops",
+                                                                     dtype)
+    L = value(ceilings, system, "latency_graph" if graph else "latency_eager")
+    terms = {"latency": L, "memory": nbytes / B if B and nbytes else None,
+             "compute": flops / P if P and flops else None}
+    known = {k: v for k, v in terms.items() if v is not None}
+    bound = max(known, key=known.get) if known else None
+    roof = None
+    if P and B and nbytes:
+        roof = min(P, B * flops / nbytes)
+    return {"time_s": known[bound] if bound else math.nan, "bound": bound,
+            "latency_s": L, "memory_s": terms["memory"], "compute_s": terms["compute"],
+            "bandwidth_Bps": B, "compute_flops": P, "roof_flops": roof,
+            "missing": [k for k, v in (("DRAM bandwidth", B), (f"{dtype} compute", P),
+                                       ("latency floor", L)) if not v]}
