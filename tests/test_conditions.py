@@ -160,6 +160,15 @@ def test_energy_per_call_from_the_counter(fake_nvml):
     assert row["j_per_byte"] == pytest.approx(stats["energy_j"] / 4e6)
 
 
+def test_power_between_the_counter_steps(fake_nvml):
+    """A counter that moves in 40 ms steps at 500 W: the power between its steps is exact,
+    where the window's two ends would be off by up to a step."""
+    step = 0.04
+    fake = fake_nvml(energy_mj=lambda: math.floor(time.perf_counter() / step) * step * 500e3)
+    stats = measure(lambda i: None, GPU, 0.01, timer=PhasedTimer(fake, [{}], polls=40)).stats
+    assert stats["power_w"] == pytest.approx(500.0, rel=0.05)
+
+
 def test_energy_apportions_the_window_to_one_call(fake_nvml):
     fake_nvml(energy_mj=lambda: 0.0)
     c = Conditions(GPU)
@@ -345,15 +354,17 @@ def test_a_file_with_the_old_schema_still_loads(tmp_path):
     assert dataset.load(path).rows.sm_clock_mhz.isna().all()
 
 
-def test_published_set_loads_and_reads_not_recorded():
+def test_published_set_records_its_conditions():
+    """The published H200 set was measured with the condition columns: GPU rows carry clocks,
+    power and energy, and the summary says what the GEMMs ran at."""
     ds = dataset.load(ROOT / "results/published/h200/measurements.parquet")
-    assert ds.rows.energy_j.isna().all() and ds.rows.throttled.isna().all()
+    timed = ds.rows[(ds.rows.status == "ok") & (ds.rows.experiment != "timing")
+                    & ds.rows.time_s.notna()]
+    assert timed.sm_clock_mhz.notna().all() and timed.energy_j.notna().all()
     (summary,) = system_conditions(ds.rows).values()
-    assert summary["summary"] == "clocks and power not recorded"
-    assert math.isnan(summary["throttled_share"]) and math.isnan(summary["median_power_w"])
+    assert "power cap on" in summary["summary"] and summary["median_power_w"] > 50
     table = energy_table(ds.rows)
-    assert len(table) and table.value.isna().all()
-    assert (table.note == "energy not recorded").all()
+    assert (table[table.experiment == "matmul"].value > 0).all()
 
 
 # -- analysis helpers ---------------------------------------------------------------------------

@@ -8,13 +8,14 @@ import zipfile
 import pandas as pd
 
 from experiments.analysis.catalog import FIGURES
+from experiments.analysis.dataset import param
 from experiments.analysis.claims import CLAIM_IDS
 
 from workflow_copy import ROOT, copy_repo, snakemake
 
 TINY = {
     "bandwidth": {"dtypes": ["float32", "bfloat16"], "cpu": {"sizes": [16384, 1048576]}},
-    "matmul": {"dtypes": ["float32", "float8_e4m3"], "cpu": {"sizes": [64, 128]}},
+    "matmul": {"dtypes": ["float32", "float8_e4m3"], "cpu": {"sizes": [256, 320, 384, 448]}},
     "timing": {"dtypes": ["float32"], "cpu": {"kernel_sizes": [32]}},
     "decode": {"dtypes": ["float32"],
                "cpu": {"channels": [128], "batches": [1, 4], "d_model": 32, "heads": 2,
@@ -37,9 +38,11 @@ def test_tiny_sweep_end_to_end(tmp_path):
     bw = data[data.experiment == "bandwidth"]
     assert len(bw) == 2 * 5 * 2 and (bw.status == "ok").all() and bw.check_passed.all()
     mm = data[data.experiment == "matmul"]
-    assert sorted(mm.n[mm.dtype == "float32"]) == [64, 128]
+    assert sorted(mm.n[mm.dtype == "float32"]) == [256, 320, 384, 448]
     assert (mm.flops == 2.0 * mm.n**3).all()
-    assert (mm[mm.status == "ok"].rel_error < 2e-2).all()
+    good = mm[mm.status == "ok"]
+    # the arithmetic passed its check; the total error adds rounding the inputs (fp8: ~4e-2)
+    assert (param(good, "arithmetic_error") < 2e-2).all() and (good.rel_error < 0.1).all()
 
     ceilings = pd.read_parquet(repo / "results" / "roofline" / "ceilings.parquet")
     gemm = ceilings[ceilings.ceiling.str.startswith("matrix") & (ceilings.dtype == "float32")]

@@ -106,7 +106,7 @@ class _Nvml:
         power = self.call("nvmlDeviceGetPowerUsage")  # mW
         temp = self.call("nvmlDeviceGetTemperature", self.const("NVML_TEMPERATURE_GPU", 0))
         return {"sm": sm, "mem": mem, "power": None if power is None else power / 1000,
-                "temp": temp, "reasons": self.reasons()}
+                "temp": temp, "reasons": self.reasons(), "energy": self.energy_mj()}
 
     def energy_mj(self):
         return self.call("nvmlDeviceGetTotalEnergyConsumption")  # mJ since the driver loaded
@@ -262,15 +262,31 @@ class Conditions:
         steal = (s1["steal"] - s0["steal"]) / total if total > 0 else None
         return share, error, steal
 
+    def counter_power_w(self) -> float | None:
+        """Mean power between the first and the last step of the energy counter seen by the polls.
+        The counter moves in steps (tens of ms apart on an H200), so the energy between the
+        window's two ends is off by up to a step: on a 0.2 s point that read 15 % above the
+        power cap. Between two steps it is exact. None with fewer than two steps."""
+        seen = [(x["t"], x["energy"]) for x in self.window_samples()
+                if x.get("energy") is not None]
+        steps = [seen[i] for i in range(1, len(seen)) if seen[i][1] != seen[i - 1][1]]
+        if len(steps) < 2 or steps[-1][0] <= steps[0][0]:
+            return None
+        return (steps[-1][1] - steps[0][1]) / 1000 / (steps[-1][0] - steps[0][0])
+
     def mean_power_w(self) -> float | None:
-        """The window's mean power from the energy counter; without it, the median of NVML's power
-        readings, which lag: NVML documents them as a 1 s average on Ampere and newer, so a
-        0.2 s point would read mostly the idle time before it (seen on an H200: 230 W from the
-        readings where the counter gave 730 W for a GEMM)."""
+        """The window's mean power from the energy counter (between its steps; else between the
+        window's ends); without it, the median of NVML's power readings, which lag: NVML
+        documents them as a 1 s average on Ampere and newer, so a 0.2 s point would read mostly
+        the idle time before it (seen on an H200: 230 W from the readings where the counter gave
+        730 W for a GEMM)."""
+        power = self.counter_power_w()
+        if power is not None:
+            return power
         if self.energy0 is not None and self.energy1 is not None and self.energy1 > self.energy0 \
                 and self.window_s > 0:
             return (self.energy1 - self.energy0) / 1000 / self.window_s
-        return _median(s["power"] for s in self.window_samples())
+        return _median(x["power"] for x in self.window_samples())
 
     def energy_j(self, time_s: float | None) -> float | None:
         """Joules per call: the window's energy times the share of the window that one call took

@@ -35,7 +35,8 @@ rule collect:
     log:
         f"{RESULTS}/logs/aggregate/collect.log",
     params:
-        scan=f"{RESULTS}/measurements",  # every file there is collected or listed as ignored
+        # every file under measurements/ is collected or listed as ignored
+        scan=lambda wildcards, output: os.path.join(os.path.dirname(output[0]), "measurements"),
     shell:
         "python -m experiments.analysis collect {output:q} {input.run:q}"
         " --published {input.published:q} --scan {params.scan:q} > {log:q} 2>&1"

@@ -77,8 +77,8 @@ def c3(s):
     parts = [f"{si(rows[rows.n == n].bytes.max(), 'B')}: create on device {si(last.create_on_device, 's')}, move an "
              f"existing host tensor {si(last.move_to_device, 's')} ({ratio:.1f}x)"]
     if pd.notna(last.get("create_on_host")) and pd.notna(last.get("create_then_move")):
-        parts.append(f"create then move {si(last.create_then_move, 's')} = host randn "
-                     f"{si(last.create_on_host, 's')} + the move")
+        parts.append(f"create on the host then move {si(last.create_then_move, 's')} (the "
+                     f"host's randn alone {si(last.create_on_host, 's')})")
     return Result(ratio > 1, "; ".join(parts), "move_to_device time / create_on_device time, "
                   "largest size", ratio, "> 1", "transfer: create_on_device, move_to_device, "
                   "create_on_host, create_then_move", len(rows))
