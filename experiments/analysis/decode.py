@@ -1,6 +1,7 @@
 """Decode prediction: where the time per step of y = x @ W leaves its flat part.
 
-With the work counted in each row, time(b) = max(bytes(b) / B, flops(b) / P), B the bandwidth of
+With the work counted in each row, time(b) = max(L, bytes(b) / B, flops(b) / P), L the device's
+latency floor (a graph-replayed launch, from the timing experiment), B the bandwidth of
 the level that holds W (DRAM unless W fits a fitted cache level) and P the dtype's matrix ceiling.
 bytes(b) = b0 + b1*b (W, then x and y per sequence) and flops(b) = f1*b (2 C^2 per sequence), so
 the knee is b* = (b0 / B) / (f1 / P - b1 / B); with W dominant, b* ~ ridge * itemsize / 2.
@@ -16,7 +17,7 @@ import pandas as pd
 from scipy import optimize
 
 from . import roofline
-from .dataset import Dataset, ok
+from .dataset import Dataset, ok, param
 
 N_BOOT = 200
 SEED = 0
@@ -35,10 +36,11 @@ def gemv_rows(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def bandwidth_for(ceilings: pd.DataFrame, system: str, nbytes: float):
-    """(B/s, ceiling name) of the smallest fitted level that holds `nbytes`, else DRAM."""
+    """(B/s, ceiling name) of the smallest fitted level that holds `nbytes` (no more than the
+    largest working set on its plateau), else DRAM."""
     c = ceilings[(ceilings.system == system) & ceilings.value.notna()
                  & ceilings.ceiling.str.endswith("_bw") & (ceilings.ceiling != "intensity_bw")]
-    caches = c[c.capacity_bytes.notna() & (c.capacity_bytes * roofline.RESIDENT >= nbytes)]
+    caches = c[c.capacity_bytes.notna() & (c.ws_max >= nbytes)]
     if not caches.empty:
         best = caches.sort_values("capacity_bytes").iloc[0]
         return float(best.value), best.ceiling
@@ -127,7 +129,9 @@ def predict(ds: Dataset, ceilings: pd.DataFrame):
         b1, b0 = (np.polyfit(b, g.bytes.to_numpy(float), 1) if np.unique(b).size > 1
                   else (0.0, float(g.bytes.iloc[0])))
         f1 = float(np.mean(g.flops / g.batch))
-        B, bw_name = bandwidth_for(ceilings, system, b0)
+        # the experiment rotates copies of W so that each step streams it: they must all fit
+        copies = param(g, "weight_copies").fillna(1).max()
+        B, bw_name = bandwidth_for(ceilings, system, b0 * copies)
         P, p_name = compute_for(ceilings, system, dtype)
         knee = {"system": system, "dtype": dtype, "C": int(c), "bandwidth_Bps": B,
                 "bandwidth_ceiling": bw_name, "compute_flops": P, "compute_ceiling": p_name,
@@ -138,12 +142,16 @@ def predict(ds: Dataset, ceilings: pd.DataFrame):
         if B and P:
             knee |= _predicted(b0, b1, f1, B, P, _bounds(ceilings, system, bw_name, B),
                                _bounds(ceilings, system, p_name, P, dtype))
-            t_pred = np.maximum(g.bytes / B, g.flops / P)
+            # the floor of a call: graph-replayed steps cost at least one replayed launch
+            L = roofline.value(ceilings, system, "latency_graph") or 0.0
+            mem, cmp_ = (g.bytes / B).to_numpy(float), (g.flops / P).to_numpy(float)
+            t_pred = np.maximum(L, np.maximum(mem, cmp_))
             rows.append(pd.DataFrame({
                 "system": system, "dtype": dtype, "C": int(c), "batch": b,
-                "time_s": g.time_s.to_numpy(float), "time_pred": t_pred.to_numpy(float),
-                "tokens_s": b / g.time_s.to_numpy(float), "tokens_pred": b / t_pred.to_numpy(float),
-                "bound": np.where(g.bytes / B >= g.flops / P, "memory", "compute")}))
+                "time_s": g.time_s.to_numpy(float), "time_pred": t_pred,
+                "tokens_s": b / g.time_s.to_numpy(float), "tokens_pred": b / t_pred,
+                "bound": np.where(L >= np.maximum(mem, cmp_), "latency",
+                                  np.where(mem >= cmp_, "memory", "compute"))}))
         else:
             knee |= {"predicted": math.nan, "predicted_low": math.nan,
                      "predicted_high": math.nan,
