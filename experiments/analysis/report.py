@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import json
-import math
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path

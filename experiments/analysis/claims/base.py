@@ -15,7 +15,6 @@ measured "holds".
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -197,11 +196,7 @@ def counts(rows: pd.DataFrame, key: str = "op") -> str:
     return f"{exps}: {keys} ({len(rows)} rows)"
 
 
-def fmt_ratio(x: float) -> str:
-    return "n/a" if x is None or not math.isfinite(x) else f"{x:.2f}"
-
-
 __all__ = ["HOLDS", "FAILS", "NOT_MEASURABLE", "WORKED", "MEASURED", "ARTICLE", "VERDICTS",
            "NotMeasurable", "Result", "Section", "Claim", "WorkedExample", "System", "si",
            "claim", "text_only", "worked_example", "section", "article_sheet", "interval",
-           "counts", "fmt_ratio", "CLAIMS", "WORKED_EXAMPLES", "SECTIONS", "ANALYSIS_ERROR"]
+           "counts", "CLAIMS", "WORKED_EXAMPLES", "SECTIONS", "ANALYSIS_ERROR"]
