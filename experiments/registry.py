@@ -14,6 +14,8 @@ MODULES = {
     "transfer": "experiments.transfer",
     "intensity": "experiments.intensity",
     "launch": "experiments.launch",
+    "peer_copy": "experiments.peer_copy",
+    "collectives": "experiments.collectives",
 }
 
 
@@ -25,3 +27,9 @@ def get(name: str) -> ModuleType:
 
 def all_modules() -> dict[str, ModuleType]:
     return {name: get(name) for name in MODULES}
+
+
+def all_gpus(name: str) -> bool:
+    """Whether a job of `name` holds every GPU of its pool at once (ALL_GPUS: peer_copy, collectives):
+    the workflow gives it the pool's whole resource, and on Slurm all of the pool's GPUs."""
+    return bool(getattr(get(name), "ALL_GPUS", False))

@@ -206,13 +206,43 @@ def launch_rows(dev, rng):
     return rows
 
 
+def peer_copy_rows(dev, rng, link_Bps=380e9, latency_s=9e-6):
+    """As experiments/peer_copy.py on two GPUs: uni per ordered pair, bi once, both methods."""
+    rows = []
+    for op in ("copy_engine", "copy_kernel"):
+        for variant, pairs in (("uni", [(0, 1), (1, 0)]), ("bi", [(0, 1)])):
+            ways = 2 if variant == "bi" else 1
+            for src, dst in pairs:
+                for size in (4096 * 4**k for k in range(10)):
+                    t = _noisy(rng, latency_s + size / link_Bps, 0.01)
+                    rows.append(_row(dev, "peer_copy", op, "float32", t, math.nan, ways * size,
+                                     n=size // 4, variant=variant, params=json.dumps(
+                                         {"src": src, "dst": dst, "link": "nvlink",
+                                          "peer_access": True, "gpus": 2})))
+    return rows
+
+
+def collectives_rows(dev, rng, bus_Bps=360e9):
+    """As experiments/collectives.py on two GPUs: busbw from nccl-tests' factors."""
+    rows = []
+    for op, factor in (("all_reduce", 1.0), ("all_gather", 0.5), ("reduce_scatter", 0.5)):
+        for size in (1024 * 4**k for k in range(11)):
+            t = _noisy(rng, 15e-6 + size * factor / bus_Bps, 0.01)
+            rows.append(_row(dev, "collectives", op, "float32", t, math.nan, size, n=size // 4,
+                             variant="nccl", params=json.dumps(
+                                 {"algbw_Bps": size / t, "busbw_Bps": size / t * factor,
+                                  "world_size": 2})))
+    return rows
+
+
 def gpu_rows(seed=0, **overrides):
     rng = np.random.default_rng(seed)
     dev = GPU | overrides
     return {"bandwidth": bandwidth_rows(dev, rng), "matmul": matmul_rows(dev, rng),
             "intensity": intensity_rows(dev, rng), "decode": decode_rows(dev, rng),
             "timing": timing_rows(dev, rng), "transfer": transfer_rows(dev, rng),
-            "launch": launch_rows(dev, rng)}
+            "launch": launch_rows(dev, rng), "peer_copy": peer_copy_rows(dev, rng),
+            "collectives": collectives_rows(dev, rng)}
 
 
 def cpu_rows(seed=1):

@@ -164,3 +164,11 @@ def test_duplicates_and_ignored_files_are_shown(tmp_path):
     assert "The same rows were found twice" in html and "cpu-copy" in html
     assert "Files left out" in html and "measurements/stray.parquet" in html
     assert str(tmp_path) not in re.sub(r'src="data:[^"]+"', "", html)  # no full paths
+
+
+def test_report_has_the_gpu_to_gpu_section(rendered):
+    html, _, _ = rendered
+    section = html[html.index('<h2 id="gpu2gpu">'):html.index('<h2 id="claims">')]
+    assert "<td>nvlink</td>" in section and "all-reduce busbw" in section
+    assert 'id="fig-peer_copy"' in section and 'id="fig-collectives"' in section
+    assert "Not measurable here" not in section

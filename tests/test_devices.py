@@ -165,3 +165,31 @@ def test_two_cpu_jobs_measure_one_after_the_other(tmp_path):
     assert all(job.returncode == 0 for job in jobs)
     assert a1 <= b0, f"the CPU was measured by both at once: {a0}-{a1} and {b0}-{b1}"
     assert (tmp_path / "CPU.lock").exists()
+
+
+def test_a_job_between_gpus_waits_for_every_gpu_of_the_pool(tmp_path):
+    from experiments.core.device import acquire_all
+
+    paths = [tmp_path / "GPU-b.lock", tmp_path / "GPU-a.lock"]
+    other = _hold(paths[0], 0.5)  # another job holds one GPU of the two
+    t0 = time.monotonic()
+    locks = acquire_all(paths, poll_s=0.01)
+    waited = time.monotonic() - t0
+    other.wait()
+    try:
+        assert len(locks) == 2 and 0.2 < waited < 10  # it waited for the held one
+        # while it holds both, a one-GPU job finds none free
+        from filelock import FileLock, Timeout
+        for p in paths:
+            with pytest.raises(Timeout):
+                FileLock(p).acquire(timeout=0)
+    finally:
+        for lock in locks:
+            lock.release()
+    index, lock = acquire_first_free(paths)  # released: free again
+    lock.release()
+
+
+def test_claim_device_with_all_gpus_gives_the_cpu_as_a_list(tmp_path):
+    with claim_device("cpu", lock_dir=tmp_path, all_gpus=True) as devs:
+        assert devs == [torch.device("cpu")]

@@ -170,3 +170,20 @@ def test_changed_or_deleted_results_rerun_exactly_what_they_touch(tmp_path):
     (repo / "results/measurements.parquet").unlink()
     plan = _planned(snakemake(repo, "-n", "--cores", "2"))
     assert "measure" not in plan and plan["collect"] == 1 and plan["roofline"] == 1, plan
+
+
+def test_jobs_between_gpus_take_the_whole_pool(tmp_path):
+    """On a pool of two GPUs (faked: a dry run needs none), peer_copy and collectives ask for both
+    units of the pool's resource and, on Slurm, both GPUs; any other job for one."""
+    sweep = {"bandwidth": {"dtypes": ["float32"], "cpu": {"sizes": [16384]}},
+             "peer_copy": {"dtypes": ["float32"]}, "collectives": {"dtypes": ["float32"]}}
+    repo = copy_repo(tmp_path / "repo", experiments=sweep)
+    plan = snakemake(repo, "-n", "--cores", "2", "--config", 'devices=["cuda:0+1"]')
+    assert plan.returncode == 0, plan.stdout[-3000:]
+    jobs = re.findall(r"output: \S+/cuda0\+1/(\w+)/float32\.parquet.*?resources: ([^\n]+)",
+                      plan.stdout, re.S)
+    asked = {exp: dict(kv.split("=", 1) for kv in res.split(", ")) for exp, res in jobs}
+    assert set(asked) == set(sweep), plan.stdout[-3000:]
+    for exp in ("peer_copy", "collectives"):
+        assert asked[exp]["cuda0_1"] == "2" and asked[exp]["gpu"] == "2", asked[exp]
+    assert asked["bandwidth"]["cuda0_1"] == "1" and asked["bandwidth"]["gpu"] == "1"

@@ -20,4 +20,8 @@ FIGURES = {
     "transfer": ("Host and device", "host-device copies: GB/s vs size with the fitted model",
                  ("transfer",)),
     "launch": ("Launch geometry", "kernel time vs grid size in waves over the SMs", ("launch",)),
+    "peer_copy": ("GPU to GPU", "copy matrix: GB/s per ordered GPU pair at the largest size, and "
+                  "GB/s vs size by copy engine and SM kernel", ("peer_copy",)),
+    "collectives": ("GPU to GPU", "NCCL all-reduce, all-gather, reduce-scatter: bus bandwidth vs "
+                    "size", ("collectives",)),
 }

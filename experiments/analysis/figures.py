@@ -542,8 +542,86 @@ def launch(inp: Inputs):
     return fig
 
 
+# --- GPU to GPU (peer_copy, collectives) ----------------------------------------------------------
+
+def copy_matrix(rows: pd.DataFrame) -> pd.DataFrame:
+    """GB/s of one-way copies (variant uni) at the largest size, src x dst, per method: the
+    median over that size's rows of each ordered pair (the diagonal stays empty)."""
+    r = ok(rows)
+    r = r[(r.experiment == "peer_copy") & (r.variant == "uni") & (r.byte_per_s > 0)]
+    if r.empty:
+        return pd.DataFrame(columns=["op", "src", "dst", "gbps"])
+    r = r[r.bytes == r.groupby("op").bytes.transform("max")]
+    r = r.assign(src=param(r, "src").astype(int), dst=param(r, "dst").astype(int),
+                 gbps=r.byte_per_s / 1e9)
+    return r.groupby(["op", "src", "dst"], as_index=False).gbps.median()
+
+
+def peer_copy(inp: Inputs):
+    rows = ok(inp.ds.rows)
+    rows = rows[(rows.experiment == "peer_copy") & (rows.byte_per_s > 0)]
+    systems = _systems(inp, rows)
+    if not systems:
+        raise Missing("no ok peer_copy rows (needs a pool of two or more GPUs with peer access)")
+    fig, axes = _grid(len(systems), 2, (6.0, 4.6))
+    for (ax_m, ax_s), system in zip(axes, systems):
+        r = rows[rows.system == system]
+        m = copy_matrix(r)
+        op = "copy_engine" if (m.op == "copy_engine").any() else m.op.iloc[0] if len(m) else None
+        if op is None:
+            ax_m.text(0.5, 0.5, "no one-way (uni) rows", ha="center", transform=ax_m.transAxes)
+        else:
+            grid = m[m.op == op].pivot(index="src", columns="dst", values="gbps")
+            ids = sorted(set(grid.index) | set(grid.columns))
+            grid = grid.reindex(index=ids, columns=ids)
+            sns.heatmap(grid, annot=True, fmt=".0f", cmap="viridis", cbar_kws={"label": "GB/s"},
+                        linewidths=0.5, ax=ax_m)
+            ax_m.set(xlabel="destination GPU", ylabel="source GPU")
+            size = r[(r.op == op) & (r.variant == "uni")].bytes.max()
+            _title(ax_m, system, f"{op}, one way, {_bytes(size)} per copy")
+        r = r.assign(gbps=r.byte_per_s / 1e9, per_direction=np.where(
+            r.variant == "bi", r.bytes / 2, r.bytes), curve=r.op + " " + r.variant)
+        sns.lineplot(data=r, x="per_direction", y="gbps", hue="curve", marker="o",
+                     estimator="median", errorbar=None, ax=ax_s)
+        ax_s.set(xscale="log", yscale="log", xlabel="bytes per copy (each direction)",
+                 ylabel="GB/s (bi: both directions)")
+        _bytes_ticks(ax_s.xaxis, 16)
+        _log_ticks(ax_s.yaxis)
+        ax_s.set_title("median over pairs", loc="left")
+        _legend_right(ax_s, title="")
+    _absent(fig, inp, systems, "no ok peer_copy rows (one GPU or a CPU)")
+    return fig
+
+
+def collectives(inp: Inputs):
+    rows = ok(inp.ds.rows)
+    rows = rows[(rows.experiment == "collectives") & (rows.time_s > 0)]
+    rows = rows.assign(busbw=param(rows, "busbw_Bps") / 1e9)
+    rows = rows[rows.busbw > 0]
+    systems = _systems(inp, rows)
+    if not systems:
+        raise Missing("no ok collectives rows (needs a pool of two or more GPUs)")
+    fig, axes = _grid(1, len(systems), (6.8, 4.6))
+    colors = _palette(rows.op)
+    for ax, system in zip(axes[0], systems):
+        r = rows[rows.system == system]
+        sns.lineplot(data=r, x="bytes", y="busbw", hue="op", palette=colors, marker="o",
+                     estimator="median", errorbar=None, ax=ax)
+        ax.set(xscale="log", yscale="log", xlabel="size S (nccl-tests' bytes)",
+               ylabel="bus bandwidth (GB/s)")
+        _bytes_ticks(ax.xaxis, 16)
+        _log_ticks(ax.yaxis)
+        world = param(r, "world_size").dropna()
+        _title(ax, system, f"{int(world.iloc[0]) if len(world) else '?'} GPUs; busbw = algbw x "
+               "2(n-1)/n (all-reduce), (n-1)/n (the others)")
+        _legend_right(ax, title="")
+    _absent(fig, inp, systems, "no ok collectives rows (one GPU or a CPU)")
+    return fig
+
+
 DRAW = {"roofline": roofline, "bandwidth": bandwidth, "matmul": matmul, "decode": decode,
         "timing": timing, "transfer": transfer, "launch": launch}
+DRAW |= {"peer_copy": peer_copy, "collectives": collectives}
 assert set(DRAW) == set(FIGURES), "every catalog figure has a drawing function"
 
 

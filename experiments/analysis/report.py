@@ -268,6 +268,42 @@ def _datasheet_rows(sheets) -> list[dict]:
             for r in datasheets.table(sheets).to_dict("records")]
 
 
+def gpu2gpu(ds: Dataset) -> dict:
+    """The "GPU to GPU" section: per system with ok peer_copy or collectives rows, the best one-way
+    and two-way copy GB/s per link type, the 4 KiB copy's latency and the all-reduce's busbw at
+    its largest size; else why nothing was measured (one GPU, a CPU)."""
+    from .dataset import ok, param
+
+    rows = ds.rows[ds.rows.experiment.isin(["peer_copy", "collectives"])]
+    good = ok(rows)
+    table = []
+    for system in [s for s in ds.systems().system if (good.system == s).any()]:
+        r = good[good.system == system]
+        cp = r[(r.experiment == "peer_copy") & (r.byte_per_s > 0)]
+        cp = cp.assign(link=param(cp, "link").fillna("unknown"))
+        ar = r[(r.experiment == "collectives") & (r.op == "all_reduce")]
+        ar = ar[ar.bytes == ar.bytes.max()]
+        busbw = param(ar, "busbw_Bps").max() if len(ar) else None
+        world = param(r, "world_size").max() if "collectives" in set(r.experiment) else None
+        links = sorted(cp.link.unique()) or [""]
+        for link in links:
+            c = cp[cp.link == link]
+            small = c[(c.variant == "uni") & (c.op == "copy_engine")]
+            small = small[small.bytes == small.bytes.min()]
+            best = {v: c[c.variant == v].byte_per_s.max() for v in ("uni", "bi")}
+            table.append({
+                "system": system, "link": link or "-",
+                "uni": si(best["uni"], "B/s") if len(c) and finite(best["uni"]) else "-",
+                "bi": si(best["bi"], "B/s") if len(c) and finite(best["bi"]) else "-",
+                "latency": f"{si(small.time_s.median(), 's')} ({binary(small.bytes.iloc[0])})"
+                if len(small) else "-",
+                "allreduce": f"{si(busbw, 'B/s')} at {binary(ar.bytes.iloc[0])}, {world:.0f} GPUs"
+                if busbw is not None and finite(busbw) else "-"})
+    reasons = sorted(set(rows[rows.status == "not_applicable"].message.dropna()))
+    return {"rows": table, "not_measurable": [] if table else reasons or
+            ["no peer_copy or collectives rows"]}
+
+
 def render(ds: Dataset, ceilings: pd.DataFrame, sheets: list, figures_dir,
            table: pd.DataFrame, knees: pd.DataFrame, out=None) -> str:
     """Render the report from the claims table and knees the workflow wrote; writes `out`."""
@@ -291,7 +327,7 @@ def render(ds: Dataset, ceilings: pd.DataFrame, sheets: list, figures_dir,
         statuses=_statuses(ds), ignored=[(_short(p), why) for p, why in sorted(ds.ignored.items())],
         duplicates=[{"kept": _short(d.get("kept")), "dropped": _short(d.get("dropped")),
                      "rows": d.get("rows")} for d in ds.duplicates],
-        datasheet=_datasheet_rows(sheets),
+        datasheet=_datasheet_rows(sheets), gpu2gpu=gpu2gpu(ds),
         method=METHOD, si=si, isfinite=finite)
     if out is not None:
         Path(out).parent.mkdir(parents=True, exist_ok=True)

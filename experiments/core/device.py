@@ -68,12 +68,40 @@ def acquire_first_free(paths: list[Path], poll_s: float = 0.05) -> tuple[int, Fi
         time.sleep(poll_s)
 
 
+def acquire_all(paths: list[Path], poll_s: float = 0.05) -> list[FileLock]:
+    """Lock every one of `paths`, in sorted order, waiting for each while another job holds it.
+
+    One order for every job that takes several, so two of them never hold one lock each and wait
+    for the other's (a job taking one GPU holds one lock and never waits while holding it)."""
+    locks = []
+    waiting = False
+    try:
+        for path in sorted(paths):
+            lock = FileLock(path)
+            while True:
+                try:
+                    lock.acquire(timeout=0)
+                    break
+                except Timeout:
+                    if not waiting:
+                        log.info("a GPU of the pool is busy; waiting for all of them: %s", path)
+                        waiting = True
+                    time.sleep(poll_s)
+            locks.append(lock)
+    except BaseException:
+        for lock in locks:
+            lock.release()
+        raise
+    return locks
+
+
 CPU_LOCK = "CPU.lock"
 
 
 @contextmanager
-def claim_device(name: str, lock_dir: Path | None = None):
-    """Hold the job's device while it measures; given a pool, the first free GPU of it.
+def claim_device(name: str, lock_dir: Path | None = None, all_gpus: bool = False):
+    """Hold the job's device while it measures; given a pool, the first free GPU of it, or, with
+    `all_gpus` (an experiment between GPUs: peer_copy, collectives), every GPU of it, yielding the list.
 
     The lock is a file per GPU UUID, and one for the CPU, so no two jobs -- of one workflow, or
     of two run by this user on this machine, whatever their host labels or results folders --
@@ -86,6 +114,14 @@ def claim_device(name: str, lock_dir: Path | None = None):
         paths = [lock_dir / CPU_LOCK]
     else:
         paths = [lock_dir / f"GPU-{torch.cuda.get_device_properties(d).uuid}.lock" for d in devs]
+    if all_gpus:
+        locks = acquire_all(paths)
+        try:
+            yield devs
+        finally:
+            for lock in locks:
+                lock.release()
+        return
     index, lock = acquire_first_free(paths)
     try:
         yield devs[index]

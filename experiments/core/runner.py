@@ -67,9 +67,12 @@ class Context:
     use_graph: bool = True
     seed: int = 0
     contention_threshold: float = DEFAULT_CONTENTION_THRESHOLD
+    # every GPU the job holds: [device] for most; the whole pool for an experiment between GPUs
+    devices: list = field(default_factory=list)
     generator: torch.Generator = field(init=False)
 
     def __post_init__(self):
+        self.devices = list(self.devices) or [self.device]
         self.generator = torch.Generator(device=self.device).manual_seed(self.seed)
 
     def randn(self, *shape, dtype=torch.float32) -> torch.Tensor:
@@ -77,11 +80,13 @@ class Context:
         return torch.randn(*shape, device=self.device, dtype=dtype, generator=self.generator)
 
     def time(self, fn: Callable[[int], object], **overrides) -> dict:
-        """Time fn(i) within the point budget; returns the row's time columns."""
+        """Time fn(i) within the point budget; returns the row's time columns. `device=` times on
+        another GPU the job holds (events on that GPU's current stream)."""
+        device = overrides.pop("device", self.device)
         kwargs = dict(budget_s=self.point_budget_s, use_graph=self.use_graph,
                       cv_threshold=self.cv_threshold, retries=self.retries,
                       contention_threshold=self.contention_threshold) | overrides
-        timing = measure(fn, self.device, **kwargs)
+        timing = measure(fn, device, **kwargs)
         stats = timing.stats
         stats["noisy"] = bool(stats["cv"] > kwargs["cv_threshold"])
         return stats
@@ -126,27 +131,35 @@ def _plain(obj):
 
 
 def run_job(job, module) -> Path:
-    """Measure every point of `module` for the job, then write the file atomically."""
-    with claim_device(job.device) as dev:
+    """Measure every point of `module` for the job, then write the file atomically.
+
+    A module with ALL_GPUS = True (peer_copy, collectives) holds every GPU of the job's pool at once;
+    its rows' `measured_on` is the pool, and its Context's `devices` lists them."""
+    all_gpus = bool(getattr(module, "ALL_GPUS", False))
+    with claim_device(job.device, all_gpus=all_gpus) as held:
+        devs = list(held) if all_gpus else [held]
+        dev = devs[0]
         # the sweep's device: the pool the job took a free GPU from, else the device itself
         device = job.device if len(gpu_indices(job.device)) > 1 else str(dev)
         if dev.type == "cuda":
             # events, graphs and Triton launch on the current device: make it the one measured
             torch.cuda.set_device(dev)
-        return _measure(job, module, device, dev)
+        measured_on = device if all_gpus and len(devs) > 1 else str(dev)
+        return _measure(job, module, device, dev, devs, measured_on)
 
 
-def _measure(job, module, device: str, dev: torch.device) -> Path:
+def _measure(job, module, device: str, dev: torch.device, devs=None, measured_on=None) -> Path:
     facts = device_facts(dev)
     host = job.host or socket.gethostname()
+    measured_on = measured_on or str(dev)
     ctx = Context(device=dev, dtype=job.dtype.value, facts=facts,
                   point_budget_s=job.point_budget_s, cv_threshold=job.cv_threshold,
                   retries=job.retries, use_graph=job.use_graph, seed=job.seed,
-                  contention_threshold=job.contention_threshold)
+                  contention_threshold=job.contention_threshold, devices=devs or [dev])
     git = git_state()
     run_id = uuid.uuid4().hex[:12]
     identity = {
-        "experiment": module.NAME, "host": host, "device": device, "measured_on": str(dev),
+        "experiment": module.NAME, "host": host, "device": device, "measured_on": measured_on,
         "device_kind": dev.type,
         "device_name": facts.name, "dtype": ctx.dtype, "run_id": run_id,
         "git_commit": git["commit"], "torch_version": torch.__version__,
@@ -163,7 +176,7 @@ def _measure(job, module, device: str, dev: torch.device) -> Path:
                  row.get("status"), f"{row.get('time_s', 0) or 0:.3e}s")
     metadata = {
         "run_id": run_id, "host": host, "experiment": module.NAME, "device": device,
-        "measured_on": str(dev), "dtype": ctx.dtype, "device_facts": facts.to_dict(), "git": git,
+        "measured_on": measured_on, "dtype": ctx.dtype, "device_facts": facts.to_dict(), "git": git,
         "packages": package_versions(), "config": config, "config_hash": config_hash(config),
         "started": started.isoformat(), "wall_s": time.perf_counter() - t0,
         "device_state_start": state_start, "device_state_end": device_state(dev),

@@ -8,6 +8,7 @@ import socket
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
+from experiments import registry
 from experiments.config import ConfigError, check_sweep
 from experiments.core import devicenames
 
@@ -119,6 +120,33 @@ SLURM_JOB = {
                  slurm_partition=SLURM.get("partition") or "", slurm_extra="", mem_mb=16000,
                  cpus_per_task=4),
 }
+
+
+def pool_gpus(slug):
+    """GPUs of a device slug: 0 for the CPU, 1 for cuda3, 2 for the pool cuda0+1."""
+    return len(devicenames.gpu_indices(devicenames.from_slug(slug)))
+
+
+def device_units(wildcards, slug):
+    """How much of device `slug`'s resource a job takes: an experiment between GPUs (peer_copy,
+    collectives) holds every GPU of its pool, so nothing else runs on them meanwhile; any other
+    job one GPU (the CPU's capacity is 1)."""
+    if wildcards.device != slug:
+        return 0
+    return max(1, pool_gpus(slug)) if registry.all_gpus(wildcards.experiment) else 1
+
+
+def slurm_resource(wildcards, key):
+    """What a job asks Slurm for: SLURM_JOB by device kind; a GPU job of an experiment between
+    GPUs asks for all of its pool's GPUs (one node: one task), with cores and memory to match."""
+    value = SLURM_JOB[device_kind(wildcards.device)][key]
+    gpus = pool_gpus(wildcards.device)
+    if wildcards.device != "cpu" and gpus > 1 and registry.all_gpus(wildcards.experiment):
+        if key == "gpu":
+            return gpus
+        if key in ("mem_mb", "cpus_per_task"):
+            return value * gpus
+    return value
 
 
 def all_cores():

@@ -17,12 +17,13 @@ rule measure:
     conda:
         "../../environment.yml"
     # A CPU measurement takes every core so no other job disturbs it; a GPU job takes one GPU (of
-    # its pool: the job locks whichever is free).
+    # its pool: the job locks whichever is free), and a job between GPUs (peer_copy, collectives) all
+    # of them (it locks every one).
     threads: lambda wildcards: all_cores() if wildcards.device == "cpu" else 1
     resources:
-        **{devicenames.resource(slug): (lambda wildcards, s=slug: int(wildcards.device == s))
+        **{devicenames.resource(slug): (lambda wildcards, s=slug: device_units(wildcards, s))
            for slug in DEVICES},
-        **{key: (lambda wildcards, key=key: SLURM_JOB[device_kind(wildcards.device)][key])
+        **{key: (lambda wildcards, key=key: slurm_resource(wildcards, key))
            for key in SLURM_JOB["cpu"]},
     shell:
         "python -m experiments {params.args} > {log:q} 2>&1"
