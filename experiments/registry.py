@@ -14,6 +14,7 @@ MODULES = {
     "transfer": "experiments.transfer",
     "intensity": "experiments.intensity",
     "launch": "experiments.launch",
+    "workload": "experiments.workload",  # config/config.yaml's `workloads:`, not `experiments:`
 }
 
 
