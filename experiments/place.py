@@ -121,9 +121,11 @@ def _cpu_attention_flops(q, k, v, *args, out_shape=None, **kwargs):
 
 # FlopCounterMode has torch's SDPA formula for the GPU kernels but no entry for the CPU one:
 # the same formula, registered for it.
-def _custom_mapping() -> dict:
+# FlopCounterMode wraps its custom mapping in shape_wrapper itself; the recorder below does not.
+def _custom_mapping(wrap: bool = False) -> dict:
     op = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
-    return {op: flop_counter.shape_wrapper(_cpu_attention_flops)} if op is not None else {}
+    fn = flop_counter.shape_wrapper(_cpu_attention_flops) if wrap else _cpu_attention_flops
+    return {op: fn} if op is not None else {}
 
 
 def count_flops(fn, args, kwargs=None) -> tuple[float, dict]:
@@ -374,7 +376,7 @@ class _OpRecorder(torch.utils._python_dispatch.TorchDispatchMode):
     def __init__(self):
         super().__init__()
         self.ops = []
-        self.formulas = flop_counter.flop_registry | _custom_mapping()
+        self.formulas = flop_counter.flop_registry | _custom_mapping(wrap=True)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}

@@ -148,7 +148,9 @@ def workload_args(wildcards):
             f"dtype={wildcards.dtype}",
             f"host={hydra_value(HOST)}",
             f"out={hydra_value(out)}",
-            *(f"{key}={hydra_dict(value)}" for key, value in settings.items()),
+            # ++: the factory's kwargs are new keys of an empty mapping (Hydra's struct mode)
+            *(f"{'++' if isinstance(value, dict) else ''}{key}={hydra_dict(value)}"
+              for key, value in settings.items()),
         ]
     )
 
