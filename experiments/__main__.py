@@ -3,6 +3,7 @@
     python -m experiments experiment=bandwidth device=cpu dtype=float32 out=results/x.parquet
     python -m experiments experiment=matmul device=cuda:0+1 ...  # on whichever GPU is free
     python -m experiments --list        # the experiments, each with its description
+    python -m experiments place experiments.workloads:make_mlp --device cuda:0  # experiments/place.py
 """
 
 from __future__ import annotations
@@ -53,7 +54,11 @@ def check_config_files() -> None:
 
 
 if __name__ == "__main__":
-    if "--list" in sys.argv[1:]:
+    if sys.argv[1:2] == ["place"]:  # its own argparse CLI; everything else is Hydra's
+        from .place import main as place_main
+
+        sys.exit(place_main(sys.argv[2:]))
+    elif "--list" in sys.argv[1:]:
         list_experiments()
     else:
         check_config_files()

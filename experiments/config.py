@@ -130,6 +130,9 @@ def check_sweep(experiments: dict, config_dir=CONFIG_DIR, kinds=("cpu", "cuda"))
     The dataclasses are the one list of keys: the JSON schema cannot know them."""
     from . import registry  # imports every experiment module (and torch): only when checking
 
+    if "workload" in experiments:
+        raise ConfigError("experiments: 'workload' runs the entries of `workloads:` (one job per "
+                          "workload); list your callables there, not under experiments")
     unknown = sorted(set(experiments) - set(registry.MODULES))
     if unknown:
         raise ConfigError(f"experiments: {', '.join(map(repr, unknown))} is not an experiment; "
@@ -153,6 +156,44 @@ def check_sweep(experiments: dict, config_dir=CONFIG_DIR, kinds=("cpu", "cuda"))
                 key = getattr(exc, "full_key", None)  # OmegaConf's type errors name the key apart
                 text = str(exc).splitlines()[0]
                 raise ConfigError(f"{where}: " + (f"{key}: {text}" if key else text)) from None
+
+
+def check_workloads(workloads: dict | None, kinds=("cpu", "cuda")) -> None:
+    """Check the sweep's `workloads` (config/config.yaml) before any job: each target imports and
+    names a factory (experiments/place.py's convention), and each device kind's keys and values
+    fit the workload experiment's Config. Raises ConfigError naming the workload and the key."""
+    from . import place
+    from .workload import Config
+
+    for name, spec in (workloads or {}).items():
+        spec = spec or {}
+        target = spec.get("target")
+        where = f"workloads.{name}"
+        try:
+            factory = place.load_target(str(target))
+        except place.TargetError as exc:
+            raise ConfigError(f"{where}.target: {exc}") from None
+        if not place.is_factory(factory):
+            raise ConfigError(f"{where}.target={target!r} is not a factory: name it "
+                              f"{place.FACTORY_PREFIX}* (or set rooflab_factory = True) and "
+                              "return (fn, args) from (batch, dtype, device, generator, **kwargs)")
+        allowed = sorted(f.name for f in fields(Config) if f.name not in ("name", "workload",
+                                                                              "target"))
+        for kind in kinds:
+            settings = spec.get(kind) or {}
+            bad = sorted(set(settings) - set(allowed))
+            if bad:
+                raise ConfigError(f"{where}.{kind}: unknown key {', '.join(map(repr, bad))}; "
+                                  f"a workload has {allowed}")
+            try:
+                merged = OmegaConf.merge(OmegaConf.structured(Config),
+                                         {"workload": name, "target": target}, settings)
+                OmegaConf.to_object(merged)
+            except (OmegaConfBaseException, ValueError, TypeError) as exc:
+                key = getattr(exc, "full_key", None)
+                text = str(exc).splitlines()[0]
+                raise ConfigError(f"{where}.{kind}: " + (f"{key}: {text}" if key else text)) \
+                    from None
 
 
 def register_configs(experiment_configs: dict[str, type]) -> None:

@@ -16,6 +16,7 @@ MODULES = {
     "launch": "experiments.launch",
     "peer_copy": "experiments.peer_copy",
     "collectives": "experiments.collectives",
+    "workload": "experiments.workload",  # config/config.yaml's `workloads:`, not `experiments:`
 }
 
 

@@ -9,13 +9,14 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from experiments import registry
-from experiments.config import ConfigError, check_sweep
+from experiments.config import ConfigError, check_sweep, check_workloads
 from experiments.core import devicenames
 
 
 validate(config, "../schemas/config.schema.yaml")
 try:  # experiment names and their keys: from the registry and the dataclasses, not the schema
     check_sweep(config["experiments"])
+    check_workloads(config.get("workloads"))  # each target imported: a misspelt one fails here
 except ConfigError as exc:
     raise WorkflowError(f"config: {exc}") from None
 
@@ -42,6 +43,9 @@ except devicenames.DeviceError as exc:
 RESULTS = config["results"]
 # One measurement job's file; job_args builds the same path from the wildcards.
 MEASUREMENT = f"{RESULTS}/measurements/{{host}}/{{device}}/{{experiment}}/{{dtype}}.parquet"
+# One workload job's file: the workload experiment's folder, one file per workload and dtype
+# (the `-` keeps it apart from MEASUREMENT's {dtype}, which has none).
+WORKLOAD_MEASUREMENT = f"{RESULTS}/measurements/{{host}}/{{device}}/workload/{{workload}}-{{dtype}}.parquet"
 
 # One measurement job per GPU at a time: each device is a resource holding its GPUs (1 for a CPU).
 for _slug in DEVICES:
@@ -59,12 +63,25 @@ def grid():
     ]
 
 
+def workload_grid():
+    """(workload, device, dtype) of every workload job."""
+    return [
+        (name, dev, dtype)
+        for name, spec in (config.get("workloads") or {}).items()
+        for dev in DEVICES
+        for dtype in spec["dtypes"]
+    ]
+
+
 def measurement_files():
     """This machine's sweep, plus the files of other hosts copied into results/measurements/
     (how machines are merged: each keeps its own host folder)."""
     own = [
         MEASUREMENT.format(host=HOST, device=dev, experiment=exp, dtype=dtype)
         for exp, dev, dtype in grid()
+    ] + [
+        WORKLOAD_MEASUREMENT.format(host=HOST, device=dev, workload=name, dtype=dtype)
+        for name, dev, dtype in workload_grid()
     ]
     others = sorted(
         str(path)
@@ -105,6 +122,38 @@ def job_args(wildcards):
         ]
     )
 
+
+def hydra_dict(value):
+    """A mapping as a Hydra override value, {key: value, ...} (Hydra's keys are unquoted)."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {hydra_dict(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(hydra_dict(v) for v in value) + "]"
+    return hydra_value(value)
+
+
+def workload_args(wildcards):
+    """A workload job's overrides (a function of the wildcards alone, as job_args)."""
+    kind = device_kind(wildcards.device)
+    spec = config["workloads"][wildcards.workload]
+    out = WORKLOAD_MEASUREMENT.format(host=wildcards.host, device=wildcards.device,
+                                      workload=wildcards.workload, dtype=wildcards.dtype)
+    settings = {**config.get("job", {}).get(kind, {})}
+    settings.update({f"experiment.{k}": v for k, v in (spec.get(kind) or {}).items()})
+    return shlex.join(
+        [
+            "experiment=workload",
+            f"experiment.workload={wildcards.workload}",
+            f"experiment.target={hydra_value(spec['target'])}",
+            f"device={devicenames.from_slug(wildcards.device)}",
+            f"dtype={wildcards.dtype}",
+            f"host={hydra_value(HOST)}",
+            f"out={hydra_value(out)}",
+            # ++: the factory's kwargs are new keys of an empty mapping (Hydra's struct mode)
+            *(f"{'++' if isinstance(value, dict) else ''}{key}={hydra_dict(value)}"
+              for key, value in settings.items()),
+        ]
+    )
 
 
 # What one job asks Slurm for (workflow/profiles/slurm; a local run ignores it), by device kind.

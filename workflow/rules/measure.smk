@@ -27,3 +27,29 @@ rule measure:
            for key in SLURM_JOB["cpu"]},
     shell:
         "python -m experiments {params.args} > {log:q} 2>&1"
+
+
+# One job per (workload, device, dtype) of config/config.yaml's `workloads:`: the workload
+# experiment runs that workload's batches and writes one Parquet file, as `measure` does.
+rule measure_workload:
+    output:
+        WORKLOAD_MEASUREMENT,
+    log:
+        f"{RESULTS}/logs/{{host}}/{{device}}/workload/{{workload}}-{{dtype}}.log",
+    wildcard_constraints:
+        host=re.escape(HOST),
+        device="cpu|cuda[0-9]+([+][0-9]+)*",
+        workload="[a-z0-9_]+",
+        dtype="[a-z0-9_]+",
+    params:
+        args=workload_args,
+    conda:
+        "../../environment.yml"
+    threads: lambda wildcards: all_cores() if wildcards.device == "cpu" else 1
+    resources:
+        **{devicenames.resource(slug): (lambda wildcards, s=slug: int(wildcards.device == s))
+           for slug in DEVICES},
+        **{key: (lambda wildcards, key=key: SLURM_JOB[device_kind(wildcards.device)][key])
+           for key in SLURM_JOB["cpu"]},
+    shell:
+        "python -m experiments {params.args} > {log:q} 2>&1"

@@ -1,0 +1,125 @@
+"""Workloads on the roofline: each measured call placed against the fitted ceilings, the batch
+where each workload turns compute-bound (measured and predicted), and how far the model is off.
+
+A row's prediction is roofline.predict: time = max(latency, bytes / B, FLOPs / P), with the work
+counted in the row (FlopCounterMode FLOPs, compulsory bytes), B the DRAM bandwidth (the workload
+experiment rotates copies of its data past the LLC), P the dtype's GEMM ceiling, and the latency
+floor of graph replay or of eager launches as the row was timed. model_error = measured /
+predicted - 1: above 0 the call is slower than the roofline allows (kernels below the roofs,
+or work the counters miss), below 0 faster (data served from a cache, or FLOPs counted that
+the kernel skips, e.g. the masked half of causal attention).
+
+The predicted knee: bytes(b) = b0 + b1 b and FLOPs(b) = f0 + f1 b fitted (least squares) over the
+measured batches; the knee is where FLOPs(b) / P overtakes bytes(b) / B,
+b* = (b0 / B - f0 / P) / (f1 / P - b1 / B). The measured knee is decode.measured_knee's fit of
+time = max(t0, c b).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from . import roofline
+from .decode import compute_for, measured_knee
+
+KNEE_AGREES = 2.0  # a predicted knee within this factor of the measured one agrees
+
+PLACEMENT_COLUMNS = ["system", "workload", "dtype", "batch", "flops", "bytes", "intensity",
+                     "measured_time_s", "timer", "attained_flop_per_s", "attained_byte_per_s",
+                     "roof_flop_per_s", "fraction_of_roof", "bound", "predicted_time_s",
+                     "model_error", "missing"]
+KNEE_COLUMNS = ["system", "workload", "dtype", "batches", "bandwidth_Bps", "compute_flops",
+                "measured", "measured_low", "measured_high", "measured_note", "predicted",
+                "predicted_note", "ratio", "agrees"]
+
+
+def place_row(row, ceilings: pd.DataFrame, system: str) -> dict:
+    """One measured call against `system`'s ceilings (a row of the schema, dict or Series)."""
+    flops, nbytes, t = float(row["flops"]), float(row["bytes"]), float(row["time_s"])
+    pred = roofline.predict(ceilings, system, row["dtype"], flops, nbytes,
+                            graph=row.get("timer") == "cuda_event_graph")
+    attained = flops / t if t > 0 else math.nan
+    roof = pred["roof_flops"]
+    predicted = pred["time_s"]
+    return {"system": system, "attained_flop_per_s": attained,
+            "attained_byte_per_s": nbytes / t if t > 0 else math.nan,
+            "intensity": flops / nbytes if nbytes else math.nan,
+            "roof_flop_per_s": roof if roof else math.nan,
+            "fraction_of_roof": attained / roof if roof else math.nan,
+            "bound": pred["bound"], "predicted_time_s": predicted, "measured_time_s": t,
+            "model_error": t / predicted - 1 if predicted and predicted > 0 else math.nan,
+            "missing": ", ".join(pred["missing"])}
+
+
+def _rows(ds) -> pd.DataFrame:
+    rows = ds.rows if hasattr(ds, "rows") else ds
+    w = rows[(rows.experiment == "workload") & (rows.status == "ok")]
+    return w[w.time_s.notna() & (w.time_s > 0) & (w.flops > 0) & (w.bytes > 0)]
+
+
+def placements(ds, ceilings: pd.DataFrame) -> pd.DataFrame:
+    """Per ok workload row of a system with fitted ceilings: where it sits on the roofline."""
+    out = []
+    systems = set(ceilings.system) if ceilings is not None and not ceilings.empty else set()
+    for _, row in _rows(ds).iterrows():
+        if row.system not in systems:
+            continue
+        out.append({"workload": row.op, "dtype": row.dtype, "batch": row.batch,
+                    "flops": row.flops, "bytes": row.bytes, "timer": row.timer}
+                   | place_row(row, ceilings, row.system))
+    return pd.DataFrame(out, columns=PLACEMENT_COLUMNS)
+
+
+def predicted_knee(b, flops, nbytes, B: float, P: float) -> tuple[float, str]:
+    """(b*, note) where FLOPs(b) / P overtakes bytes(b) / B, both fitted linearly in b."""
+    b = np.asarray(b, float)
+    f1, f0 = np.polyfit(b, np.asarray(flops, float), 1)
+    b1, b0 = np.polyfit(b, np.asarray(nbytes, float), 1)
+    denom = f1 / P - b1 / B
+    if denom <= 0:
+        return math.inf, "never compute-bound: each added batch's bytes take longer than its FLOPs"
+    knee = (b0 / B - f0 / P) / denom
+    if knee <= 0:
+        return math.nan, (f"compute-bound from the smallest batch (the knee {knee:.2g} is "
+                          "not a batch size)")
+    return float(knee), ""
+
+
+def knees(ds, ceilings: pd.DataFrame) -> pd.DataFrame:
+    """Per (system, workload, dtype) with >= 3 batch sizes: measured and predicted knees."""
+    out = []
+    w = _rows(ds)
+    for (system, name, dtype), g in w.groupby(["system", "op", "dtype"], sort=True):
+        g = g.sort_values("batch")
+        b = g.batch.to_numpy(float)
+        if np.unique(b).size < 3:
+            continue
+        k, lo, hi, note = measured_knee(b, g.time_s.to_numpy(float))
+        B = roofline.value(ceilings, system, "dram_bw")
+        P, _ = compute_for(ceilings, system, dtype)
+        if B and P:
+            pk, pnote = predicted_knee(b, g.flops, g.bytes, B, P)
+        else:
+            pk, pnote = math.nan, f"no fitted {'DRAM bandwidth' if not B else dtype + ' compute'}"
+        ratio = k / pk if k == k and pk == pk and 0 < pk < math.inf else math.nan
+        agrees = (bool(1 / KNEE_AGREES <= ratio <= KNEE_AGREES) if ratio == ratio
+                  else None)
+        out.append({"system": system, "workload": name, "dtype": dtype,
+                    "batches": int(np.unique(b).size), "bandwidth_Bps": B, "compute_flops": P,
+                    "measured": k, "measured_low": lo, "measured_high": hi,
+                    "measured_note": note or "", "predicted": pk, "predicted_note": pnote,
+                    "ratio": ratio, "agrees": agrees})
+    return pd.DataFrame(out, columns=KNEE_COLUMNS)
+
+
+def model_error_summary(placements: pd.DataFrame) -> pd.DataFrame:
+    """Per system: how many rows, the median and 90th percentile of |measured/predicted - 1|."""
+    cols = ["system", "rows", "median_abs_error", "p90_abs_error"]
+    p = placements[placements.model_error.notna()]
+    out = [{"system": s, "rows": len(g), "median_abs_error": float(g.model_error.abs().median()),
+            "p90_abs_error": float(g.model_error.abs().quantile(0.9))}
+           for s, g in p.groupby("system", sort=True)]
+    return pd.DataFrame(out, columns=cols)

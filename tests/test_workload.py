@@ -1,0 +1,220 @@
+"""Placing a callable: FLOPs and bytes from the definition, the check, the CLI, a user's file,
+every bad input as a row, the ncu parser, the sweep's `workloads:` validation and jobs."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pandas as pd
+import pytest
+import torch
+
+from experiments import place
+from experiments.config import ConfigError, check_sweep, check_workloads
+from experiments.workloads import make_attention_decode, make_mlp
+
+from workflow_copy import ROOT, copy_repo, snakemake
+
+B, D, H = 8, 16, 48
+
+
+def _mlp_counts(b, d, h, size=4):
+    flops = 2 * b * d * h + 2 * b * h * d  # two GEMMs; bias adds and GELU not counted
+    weights = (d * h + h + h * d + d) * size
+    return flops, b * d * size + weights + b * d * size
+
+
+def _ceilings(system, device_name, B=1e10, P=1e11, latency=1e-6):
+    rows = [("dram_bw", None, B), ("matrix_flops", "float32", P), ("latency_eager", None, latency),
+            ("latency_graph", None, latency)]
+    return pd.DataFrame([{"source": "run", "host": "h", "device": "cpu", "device_name": device_name,
+                          "system": system, "ceiling": c, "dtype": dt, "value": v,
+                          "ci_low": v, "ci_high": v, "capacity_bytes": None} for c, dt, v in rows])
+
+
+def test_place_counts_mlp_from_its_definition():
+    gen = torch.Generator().manual_seed(0)
+    fn, args = make_mlp(B, torch.float32, "cpu", gen, d_model=D, hidden=H)
+    row = place.place(fn, *args, device="cpu", point_budget_s=0.02, ceilings=pd.DataFrame())
+    flops, nbytes = _mlp_counts(B, D, H)
+    assert row["status"] == "ok", row.get("message")
+    assert row["flops"] == flops and row["bytes"] == nbytes
+    assert row["params"]["param_bytes"] == (D * H + H + H * D + D) * 4
+    assert row["check_passed"] and row["params"]["check"] == "float64" and row["rel_error"] < 1e-5
+    assert row["time_s"] > 0 and row["timer"] == "perf_counter"
+    assert "no fitted roofline for cpu" in row["placement_note"]
+    # with ceilings of this device: placed, and the prediction is max(latency, bytes/B, FLOPs/P)
+    from experiments.core.device import device_facts
+    name = device_facts(torch.device("cpu")).name
+    row = place.place(fn, *args, device="cpu", point_budget_s=0.02,
+                      ceilings=_ceilings("cpu @ h", name, B=1e3))  # 1 kB/s: memory-bound
+    assert row["system"] == "cpu @ h" and row["bound"] == "memory"
+    assert row["predicted_time_s"] == pytest.approx(nbytes / 1e3)
+    assert row["model_error"] == pytest.approx(row["time_s"] / row["predicted_time_s"] - 1)
+
+
+def test_closure_weights_are_counted_and_cpu_attention_flops_too():
+    w = torch.randn(D, H)
+    row = place.place(lambda x: x @ w, torch.randn(B, D), point_budget_s=0.02,
+                      ceilings=pd.DataFrame())
+    assert row["flops"] == 2 * B * D * H and row["bytes"] == (B * D + D * H + B * H) * 4
+    gen = torch.Generator().manual_seed(0)
+    fn, args = make_attention_decode(2, torch.float32, "cpu", gen, heads=2, context=32,
+                                     head_dim=8)
+    flops, _ = place.count_flops(fn, args)
+    assert flops == 4 * 2 * 2 * 32 * 8  # QK^T and PV: 2 x 2 FLOPs per (query, key, channel)
+
+
+def test_workload_experiment_rows(run_experiment):
+    rows = run_experiment("workload", "float32", [
+        "experiment.workload=mlp", "experiment.batches=[1,4]", "experiment.max_call_s=10",
+        f"++experiment.kwargs={{d_model: {D}, hidden: {H}}}"])
+    assert list(rows.status) == ["ok", "ok"] and list(rows.op) == ["mlp", "mlp"]
+    for _, r in rows.iterrows():
+        p = json.loads(r.params)
+        assert r.flops == _mlp_counts(r.batch, D, H)[0] and r.bytes == _mlp_counts(r.batch, D, H)[1]
+        assert p["flop_counter"] == "FlopCounterMode" and p["bytes_counted"] == "compulsory"
+        assert p["target"] == "experiments.workloads:make_mlp" and p["kwargs"]["d_model"] == D
+        assert p["copies"] >= 1 and r.experiment == "workload"
+
+
+USER = textwrap.dedent('''
+    import torch
+    def make_double(batch, dtype, device, generator, n=8):
+        w = torch.randn(n, n, generator=generator).to(device, dtype)
+        return (lambda x: x @ w @ w), (torch.randn(batch, n, generator=generator).to(device, dtype),)
+    def make_raises(batch, dtype, device, generator):
+        def fn(x):
+            raise RuntimeError("boom in the user's code")
+        return fn, (torch.randn(batch, 4),)
+    def make_no_tensor(batch, dtype, device, generator):
+        return (lambda x: float(x.sum())), (torch.randn(batch, 4),)
+    def make_no_flops(batch, dtype, device, generator):
+        return (lambda x: x + 1), (torch.randn(batch, 4),)
+''')
+
+
+@pytest.fixture
+def user_file(tmp_path):
+    path = tmp_path / "mine.py"
+    path.write_text(USER)
+    return path
+
+
+def test_user_file_target(run_experiment, user_file):
+    rows = run_experiment("workload", "float32", [f"experiment.target='{user_file}:make_double'",
+                                                  "experiment.batches=[2]"])
+    assert rows.status.tolist() == ["ok"] and rows.flops.iloc[0] == 2 * (2 * 2 * 8 * 8)
+
+
+@pytest.mark.parametrize("target, status, words", [
+    ("no_such_module_xyz:make_x", "error", "cannot import 'no_such_module_xyz'"),
+    ("experiments.workloads:make_mpl", "error", "has no 'make_mpl'"),
+    ("{file}:make_raises", "error", "boom in the user's code"),
+    ("{file}:make_no_tensor", "error", "no tensor"),
+    ("{file}:make_no_flops", "not_applicable", "counts 0 FLOPs"),
+])
+def test_bad_targets_become_rows(run_experiment, user_file, target, status, words):
+    rows = run_experiment("workload", "float32", [
+        f"experiment.target='{target.format(file=user_file)}'", "experiment.batches=[1,2]"])
+    assert rows.status.tolist() == [status, status]  # each point says why; the job goes on
+    assert all(words in m for m in rows.message)
+
+
+def _cli(*args, timeout=300):
+    env = os.environ | {"PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"}
+    return subprocess.run([sys.executable, "-m", "experiments", "place", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def test_cli_prints_the_table_and_writes_rows(tmp_path, user_file):
+    out = tmp_path / "place.parquet"
+    run = _cli("experiments.workloads:make_mlp", "--device", "cpu", "--batch", "4", "--kwargs",
+               json.dumps({"d_model": D, "hidden": H}), "--out", str(out),
+               "--point-budget-s", "0.02", "--ceilings", str(tmp_path / "none.parquet"),
+               "--profile", "--ncu")
+    assert run.returncode == 0, run.stderr[-3000:]
+    for words in ("FLOPs (FlopCounterMode)", "bytes (compulsory)", "no fitted roofline for cpu",
+                  "aten::addmm", "counted bytes stand"):
+        assert words in run.stdout, run.stdout
+    rows = pd.read_parquet(out)
+    assert rows.status.tolist() == ["ok"] and rows.flops.iloc[0] == _mlp_counts(4, D, H)[0]
+    ops = pd.read_parquet(out.with_suffix(".ops.parquet"))
+    mm = ops[ops.op == "aten::addmm"]
+    assert sorted(mm.flops) == sorted([2.0 * 4 * D * H] * 2)  # each GEMM's FLOPs, per call
+    # a user's own file by path; a misspelt one fails with exit 2 and the name
+    run = _cli(f"{user_file}:make_double", "--device", "cpu", "--batch", "2", "--out",
+               str(tmp_path / "u.parquet"), "--point-budget-s", "0.02")
+    assert run.returncode == 0 and "make_double" not in run.stderr, run.stderr[-2000:]
+    bad = _cli(f"{user_file}:make_dubble", "--device", "cpu")
+    assert bad.returncode == 2 and "has no 'make_dubble'" in bad.stderr
+
+
+NCU_CSV = '''==PROF== Connected to process 4242 (/usr/bin/python3)
+==PROF== Profiling "ampere_sgemm_128x64_tn" - 0: 0%....50%....100% - 1 pass
+"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
+"0","4242","python3","127.0.0.1","ampere_sgemm_128x64_tn","1","7","(128, 1, 1)","(64, 2, 1)","0","9.0","Command line profiler metrics","dram__bytes_read.sum","byte","1,048,576"
+"0","4242","python3","127.0.0.1","ampere_sgemm_128x64_tn","1","7","(128, 1, 1)","(64, 2, 1)","0","9.0","Command line profiler metrics","dram__bytes_write.sum","Kbyte","32.77"
+"0","4242","python3","127.0.0.1","ampere_sgemm_128x64_tn","1","7","(128, 1, 1)","(64, 2, 1)","0","9.0","Command line profiler metrics","l1tex__t_bytes.sum","Mbyte","4.19"
+"0","4242","python3","127.0.0.1","ampere_sgemm_128x64_tn","1","7","(128, 1, 1)","(64, 2, 1)","0","9.0","Command line profiler metrics","lts__t_bytes.sum","byte","2097152"
+"1","4242","python3","127.0.0.1","void at::native::vectorized_elementwise_kernel<4, GeluCUDAKernelImpl>","1","7","(128, 1, 1)","(512, 1, 1)","0","9.0","Command line profiler metrics","dram__bytes_read.sum","byte","0"
+"1","4242","python3","127.0.0.1","void at::native::vectorized_elementwise_kernel<4, GeluCUDAKernelImpl>","1","7","(128, 1, 1)","(512, 1, 1)","0","9.0","Command line profiler metrics","dram__bytes_write.sum","byte","n/a"
+==PROF== Disconnected from process 4242
+'''
+
+
+def test_ncu_csv_parser():
+    k = place.parse_ncu_csv(NCU_CSV)
+    assert k.id.tolist() == [0, 1] and k.kernel.iloc[0] == "ampere_sgemm_128x64_tn"
+    first = k.iloc[0]
+    assert first["dram__bytes_read.sum"] == 1048576 and first["dram__bytes_write.sum"] == pytest.approx(32770)
+    assert first["l1tex__t_bytes.sum"] == pytest.approx(4.19e6) and first["lts__t_bytes.sum"] == 2097152
+    assert k.iloc[1]["dram__bytes_read.sum"] == 0 and pd.isna(k.iloc[1]["dram__bytes_write.sum"])
+    assert pd.isna(k.iloc[1]["lts__t_bytes.sum"])  # not reported: missing, never 0
+    with pytest.raises(ValueError, match="no ncu CSV header"):
+        place.parse_ncu_csv("==PROF== error: no kernels were profiled\n")
+
+
+def test_workloads_config_is_checked_before_any_job():
+    good = {"mlp": {"target": "experiments.workloads:make_mlp", "dtypes": ["float32"],
+                    "cpu": {"batches": [1, 2], "kwargs": {"d_model": 8}}}}
+    check_workloads(good)
+    with pytest.raises(ConfigError, match=r"workloads.mlp.target.*has no 'make_mpl'"):
+        check_workloads({"mlp": good["mlp"] | {"target": "experiments.workloads:make_mpl"}})
+    with pytest.raises(ConfigError, match=r"workloads.mlp.target.*cannot import"):
+        check_workloads({"mlp": good["mlp"] | {"target": "experimnts.workloads:make_mlp"}})
+    with pytest.raises(ConfigError, match="not a factory"):
+        check_workloads({"mlp": good["mlp"] | {"target": "torch.nn.functional:relu"}})
+    with pytest.raises(ConfigError, match=r"workloads.mlp.cuda: unknown key 'batch'"):
+        check_workloads({"mlp": good["mlp"] | {"cuda": {"batch": [1]}}})
+    with pytest.raises(ConfigError, match=r"workloads.mlp.cpu.*batches"):
+        check_workloads({"mlp": good["mlp"] | {"cpu": {"batches": [0]}}})
+    with pytest.raises(ConfigError, match="list your callables there"):
+        check_sweep({"workload": {"dtypes": ["float32"]}})
+
+
+def test_default_workloads_import():
+    import yaml
+    check_workloads(yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["workloads"])
+
+
+def test_workflow_plans_one_job_per_workload_device_dtype(tmp_path):
+    workloads = {"mlp": {"target": "experiments.workloads:make_mlp",
+                         "dtypes": ["float32", "bfloat16"], "cpu": {"batches": [1, 2],
+                                                                   "kwargs": {"d_model": 8}}},
+                 "conv2d": {"target": "experiments.workloads:make_conv2d",
+                            "dtypes": ["float32"]}}
+    repo = copy_repo(tmp_path / "repo", workloads=workloads)
+    plan = snakemake(repo, "-n", "-p", "--cores", "2")
+    assert plan.returncode == 0, plan.stdout[-3000:]
+    assert "measure_workload" in plan.stdout
+    for f in ("workload/mlp-float32.parquet", "workload/mlp-bfloat16.parquet",
+              "workload/conv2d-float32.parquet"):
+        assert f in plan.stdout
+    assert "'++experiment.kwargs={d_model: 8}'" in plan.stdout, plan.stdout[-3000:]
+    bad = copy_repo(tmp_path / "bad", workloads={"mlp": workloads["mlp"] | {
+        "target": "experiments.workloads:make_mpl"}})
+    run = snakemake(bad, "-n", "--cores", "2")
+    assert run.returncode != 0 and "workloads.mlp.target" in run.stdout
