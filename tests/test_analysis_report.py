@@ -126,7 +126,7 @@ def test_a_contended_run_is_on_the_first_screen_and_in_its_verdicts(tmp_path):
     run = fx.write_files(tmp_path / "run", rows, fx.CPU)
     html, _, _ = _pipeline(tmp_path, run)
     summary = html[html.index('id="summary"'):html.index('id="systems"')]
-    assert "was measured under load" in summary and "45 %" in summary
+    assert "measured under load: 100 % of CPU points" in summary and "45 %" in summary
     table = pd.read_parquet(tmp_path / "claims.parquet")
     c10 = table[(table.claim == "C10") & (table.kind == "measured")].iloc[0]
     assert c10.under_load and "measured under load" in c10.measurement
@@ -172,3 +172,17 @@ def test_report_has_the_gpu_to_gpu_section(rendered):
     assert "<td>nvlink</td>" in section and "all-reduce busbw" in section
     assert 'id="fig-peer_copy"' in section and 'id="fig-collectives"' in section
     assert "Not measurable here" not in section
+
+
+def test_workloads_are_placed_on_the_roofline_in_the_report(tmp_path):
+    rows = fx.gpu_rows(seed=0)
+    rows["workload"] = [fx._row(fx.GPU, "workload", "mlp", "bfloat16",
+                                max(2 * b * 4096**2 * 2 / fx.GPU["matrix"]["bfloat16"],
+                                    2 * 4096**2 * 2 / fx.GPU["dram_bw"]),
+                                2 * b * 4096**2 * 2, 2 * 4096**2 * 2 + 4 * b * 4096,
+                                batch=b, timer="cuda_event_graph") for b in (1, 8, 64, 512, 4096)]
+    run = fx.write_files(tmp_path / "run", rows, fx.GPU)
+    html, _, _ = _pipeline(tmp_path, run)
+    section = html[html.index('id="workloads"'):html.index('id="claims"')]
+    assert section.count("<circle") == 5 and "<title>mlp bfloat16 batch 64:" in section
+    assert "How well the roofline predicts" in section and "NVIDIA GeForce RTX 3090" in section

@@ -17,7 +17,7 @@ import pandas as pd
 
 from .. import registry
 from . import claims as claims_mod
-from . import conditions, datasheets, roofline
+from . import conditions, datasheets, roofline, svg_roofline, workloads
 from .catalog import FIGURES
 from .dataset import Dataset
 from .units import binary, finite, si
@@ -237,6 +237,58 @@ def _energy(ds: Dataset) -> list[dict]:
              "conditions": _conditions(r)} for r in table.to_dict("records")]
 
 
+def _workloads(ds: Dataset, ceilings: pd.DataFrame, sheets) -> dict:
+    """Your workloads: each system's roofline (inline SVG, a tooltip per point), the placement
+    table, the model's error, the knees, and each workload predicted on the datasheet devices."""
+    placed = workloads.placements(ds, ceilings)
+    if placed.empty:
+        return {}
+    figures, rows = [], []
+    for system, g in placed.groupby("system", sort=False):
+        c = ceilings[(ceilings.system == system) & ceilings.value.notna()]
+        cs = c.to_dict("records")  # records: a row's "dtype" is its value, not the frame's
+        roofs = [(roofline.label(r["ceiling"]).replace(" bandwidth", ""), float(r["value"]))
+                 for r in cs if r["ceiling"].endswith("_bw") and r["ceiling"] != "intensity_bw"]
+        peaks = [(f"{r['dtype']} GEMM", float(r["value"])) for r in cs
+                 if r["ceiling"] == "matrix_flops" and r["dtype"] in set(g["dtype"])]
+        g = g.to_dict("records")
+        points = [{"name": f"{r['workload']} b={r['batch']:.0f}", "intensity": r["intensity"],
+                   "flop_per_s": r["attained_flop_per_s"], "kind": "workload",
+                   "text": f"{r['workload']} {r['dtype']} batch {r['batch']:.0f}: "
+                           f"{si(r['attained_flop_per_s'], 'FLOP/s')} at {r['intensity']:.3g} "
+                           f"FLOP/B, {r['fraction_of_roof']:.0%} of the roof, {r['bound']}-bound;"
+                           f" {si(r['measured_time_s'], 's')} measured, "
+                           f"{si(r['predicted_time_s'], 's')} predicted"} for r in g]
+        figures.append({"system": system, "svg": svg_roofline.draw(
+            f"Workloads on the roofline of {system}", roofs, peaks, points)})
+        for r in g:
+            rows.append({"system": system, "workload": r["workload"], "dtype": r["dtype"],
+                         "batch": f"{r['batch']:.0f}", "time": si(r["measured_time_s"], "s"),
+                         "flops": si(r["attained_flop_per_s"], "FLOP/s"),
+                         "bytes": si(r["attained_byte_per_s"], "B/s"),
+                         "intensity": f"{r['intensity']:.3g}",
+                         "fraction": f"{r['fraction_of_roof']:.0%}"
+                         if finite(r["fraction_of_roof"]) else "", "bound": r["bound"] or "",
+                         "predicted": si(r["predicted_time_s"], "s"),
+                         "error": f"{r['model_error']:+.0%}" if finite(r["model_error"]) else ""})
+    errors = workloads.model_error_summary(placed).to_dict("records")
+    knees = workloads.knees(ds, ceilings).to_dict("records")
+    sheet_rows = []
+    for sheet in sheets:  # the same model on the datasheets' numbers alone (no latency floor)
+        if not sheet.bandwidth_Bps:
+            continue
+        for r in placed.drop_duplicates(["workload", "dtype", "batch"]).to_dict("records"):
+            peak = sheet.peak("matrix", r["dtype"])
+            if not peak:
+                continue
+            t = max(r["flops"] / peak, r["bytes"] / sheet.bandwidth_Bps)
+            sheet_rows.append({"device": sheet.name, "workload": r["workload"],
+                               "dtype": r["dtype"], "batch": f"{r['batch']:.0f}",
+                               "time": si(t, "s")})
+    return {"figures": figures, "rows": rows, "errors": errors, "knees": knees,
+            "sheets": sheet_rows}
+
+
 def _summary(table: pd.DataFrame, systems: list[str], ds: Dataset) -> dict:
     """Measured verdicts per system, the conditions they ran under, and the worked examples
     counted apart."""
@@ -320,7 +372,7 @@ def render(ds: Dataset, ceilings: pd.DataFrame, sheets: list, figures_dir,
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         n_rows=len(ds.rows), systems=systems,
         sources=sorted(ds.rows.source.unique()), summary=_summary(table, systems, ds),
-        energy=_energy(ds),
+        energy=_energy(ds), workloads=_workloads(ds, ceilings, sheets),
         sections=_claim_sections(table), all_claims=_records(table), figures=figures,
         provenance=_provenance(ds), comparison=_comparison(ceilings, ds, sheets),
         ceilings=_ceiling_table(ceilings, sheets), knees=knees.to_dict("records"),

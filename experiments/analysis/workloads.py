@@ -67,7 +67,7 @@ def placements(ds, ceilings: pd.DataFrame) -> pd.DataFrame:
     for _, row in _rows(ds).iterrows():
         if row.system not in systems:
             continue
-        out.append({"workload": row.op, "dtype": row.dtype, "batch": row.batch,
+        out.append({"workload": row["op"], "dtype": row["dtype"], "batch": row["batch"],
                     "flops": row.flops, "bytes": row.bytes, "timer": row.timer}
                    | place_row(row, ceilings, row.system))
     return pd.DataFrame(out, columns=PLACEMENT_COLUMNS)
