@@ -266,3 +266,13 @@ def test_rows_that_are_not_ok_say_their_status():
     reason = measured(verdicts(rows)).loc["C14"].reason
     assert "no ok decode rows" in reason and "unsupported" in reason and "bf16 not here" in reason
     assert "{" not in reason  # no raw Python dicts for readers
+
+
+def test_a_system_with_no_claim_experiment_gets_no_verdicts():
+    rows = fx.gpu_rows(seed=0)
+    other = fx.GPU | {"host": "gpu2gpu-only"}
+    rows["peer_copy"] = [fx._row(other, "peer_copy", "copy_engine", "float32", 1e-3, 0, 2**30,
+                                 n=2**28, variant="uni")]
+    table = verdicts(rows)
+    assert not table.system.str.contains("gpu2gpu-only").any()
+    assert (table[table.kind == MEASURED].system.str.contains("h200-ref")).all()

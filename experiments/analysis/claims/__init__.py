@@ -93,8 +93,12 @@ def worked(c, sheets) -> list[dict]:
 
 def evaluate(ds: Dataset, ceilings: pd.DataFrame, sheets: list,
              knees: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The claims table: worked examples once, then one row per measured claim and system."""
-    sys_list = systems(ds, ceilings, sheets, knees)
+    """The claims table: worked examples once, then one row per measured claim and system. A
+    system with rows of none of the claims' experiments (a GPU-to-GPU set alone) is left out:
+    every verdict there would be "not measurable here"."""
+    read = {e for c in CLAIMS.values() for e in c.experiments}
+    sys_list = [s for s in systems(ds, ceilings, sheets, knees)
+                if s.rows.experiment.isin(read).any()]
     loads = {name: under_load(v) for name, v in system_conditions(ds.rows).items()}
     out = []
     for c in CLAIMS.values():
