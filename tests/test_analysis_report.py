@@ -186,3 +186,13 @@ def test_workloads_are_placed_on_the_roofline_in_the_report(tmp_path):
     section = html[html.index('id="workloads"'):html.index('id="claims"')]
     assert section.count("<circle") == 5 and "<title>mlp bfloat16 batch 64:" in section
     assert "How well the roofline predicts" in section and "NVIDIA GeForce RTX 3090" in section
+
+
+def test_a_workload_without_a_compute_roof_reads_without_nan(tmp_path):
+    rows = {"bandwidth": fx.bandwidth_rows(fx.CPU, np.random.default_rng(0), ("float32",)),
+            "workload": [fx._row(fx.CPU, "workload", "mlp", "float32", 1e-3, 2e6, 1e6, batch=1,
+                                 timer="perf_counter")]}
+    run = fx.write_files(tmp_path / "run", rows, fx.CPU)
+    html, _, _ = _pipeline(tmp_path, run)
+    section = html[html.index('id="workloads"'):html.index('id="claims"')]
+    assert "<circle" in section and not re.search(r"\bnan\b", section, re.I)

@@ -256,9 +256,10 @@ def _workloads(ds: Dataset, ceilings: pd.DataFrame, sheets) -> dict:
                    "flop_per_s": r["attained_flop_per_s"], "kind": "workload",
                    "text": f"{r['workload']} {r['dtype']} batch {r['batch']:.0f}: "
                            f"{si(r['attained_flop_per_s'], 'FLOP/s')} at {r['intensity']:.3g} "
-                           f"FLOP/B, {r['fraction_of_roof']:.0%} of the roof, {r['bound']}-bound;"
-                           f" {si(r['measured_time_s'], 's')} measured, "
-                           f"{si(r['predicted_time_s'], 's')} predicted"} for r in g]
+                           f"FLOP/B, " + (f"{r['fraction_of_roof']:.0%} of the roof, "
+                                          if finite(r["fraction_of_roof"]) else "")
+                           + f"{r['bound'] or 'no'}-bound; {si(r['measured_time_s'], 's')} "
+                           f"measured, {si(r['predicted_time_s'], 's')} predicted"} for r in g]
         figures.append({"system": system, "svg": svg_roofline.draw(
             f"Workloads on the roofline of {system}", roofs, peaks, points)})
         for r in g:
@@ -301,7 +302,7 @@ def _summary(table: pd.DataFrame, systems: list[str], ds: Dataset) -> dict:
                                          & (measured.verdict == claims_mod.FAILS)].claim),
                "conditions": conds.get(s, {}).get("summary", ""),
                "under_load": claims_mod.under_load(conds.get(s, {}))}
-              for s in systems]
+              for s in systems if (measured.system == s).any()]
     worked = table[table.kind == claims_mod.WORKED]
     same = worked.measurement.str.endswith("as the article says")
     return {"verdicts": verdicts, "counts": counts, "worked": len(worked),
