@@ -22,6 +22,7 @@ import torch
 from .config import ConfigError, ExperimentConfig, check_sizes
 from .core.dtypes import itemsize, torch_dtype
 from .core.runner import Context, NotApplicable, WrongResult
+from .core.conditions import Conditions
 from .core.timer import summarize
 
 NAME = "timing"
@@ -147,6 +148,14 @@ def _event_samples(ctx: Context, kernel, samples: int):
     return np.array([a.elapsed_time(b) for a, b in pairs]) / 1e3, sleep is not None
 
 
+def _conditions(ctx: Context, run):
+    """Run the timed part with the conditions sampled, as core.timer.measure does for the other
+    experiments; returns (its result, the condition columns for a row of median `time_s`)."""
+    with Conditions(ctx.device) as cond:
+        result = run()
+    return result, lambda time_s: cond.summary(time_s, ctx.contention_threshold)
+
+
 def _measure_method(ctx: Context, cfg: TimingConfig, n: int, method: str) -> dict:
     cpu = ctx.device.type == "cpu"
     if method == "cuda_event" and cpu:
@@ -155,11 +164,15 @@ def _measure_method(ctx: Context, cfg: TimingConfig, n: int, method: str) -> dic
     samples = _sample_count(ctx, cfg, kernel)
     row = {"rel_error": err, "check_passed": True}
     if method == "cuda_event":
-        times, preloaded = _event_samples(ctx, kernel, samples)
-        return row | _stats(times, "cuda_event", ctx) | {"params": {"gpu_preloaded": preloaded}}
-    times, pending = _host_samples(ctx, kernel, samples, sync=method == "host_sync")
+        (times, preloaded), cond = _conditions(ctx, lambda: _event_samples(ctx, kernel, samples))
+        stats = _stats(times, "cuda_event", ctx)
+        return row | stats | cond(stats["time_s"]) | {"params": {"gpu_preloaded": preloaded}}
+    (times, pending), cond = _conditions(
+        ctx, lambda: _host_samples(ctx, kernel, samples, sync=method == "host_sync"))
     timer = "perf_counter_sync" if method == "host_sync" else "perf_counter_nosync"
     row |= _stats(times, timer, ctx)
+    # without a synchronize time_s is not how long a call ran: no energy per call for it
+    row |= cond(row["time_s"]) | ({"energy_j": None} if method == "host_nosync" else {})
     if cpu:
         return row | {"message": CPU_SYNC_NOTE}
     return row | ({"params": {"pending_fraction": pending}} if method == "host_nosync" else {})
@@ -204,17 +217,21 @@ def _launch(ctx: Context, cfg: TimingConfig, variant: str) -> dict:
     body()  # warm-up (the first replay uploads the graph)
     done += big_n
     out = np.empty(cfg.launch_samples)
-    for s in range(cfg.launch_samples):
-        ctx.sync()
-        t0 = time.perf_counter()
-        body()
-        ctx.sync()
-        out[s] = (time.perf_counter() - t0) / big_n
-        done += big_n
+
+    def timed():
+        for s in range(cfg.launch_samples):
+            ctx.sync()
+            t0 = time.perf_counter()
+            body()
+            ctx.sync()
+            out[s] = (time.perf_counter() - t0) / big_n
+    _, cond = _conditions(ctx, timed)
+    done += big_n * cfg.launch_samples
     if int(x.item()) != done:
         raise WrongResult(f"counter is {int(x.item())} after {done} adds: kernels were lost")
     row = {"check_passed": True, "rel_error": 0.0, "params": {"kernels": big_n}}
     row |= _stats(out, "perf_counter_sync", ctx) | {"inner_reps": big_n}
+    row |= cond(row["time_s"])
     if cpu:
         row["message"] = "CPU analogue: per-op dispatch cost of a tiny eager op; nothing is launched"
     return row

@@ -84,3 +84,17 @@ def test_add_ratios_uses_the_true_variant_and_skips_failed_rows():
     assert out[0]["params"]["pending_fraction"] == 1.0 and out[0]["params"]["true_variant"] == "cuda_event"
     no_true = timing.add_ratios([{"variant": "host_sync", "status": "ok", "time_s": 1.0}], "cuda_event")
     assert "params" not in no_true[0]
+
+
+def test_timing_rows_record_their_conditions():
+    """The timing experiment times with its own clocks; its rows still carry the conditions."""
+    from experiments import timing
+    from experiments.core.runner import Context
+    from experiments.core.device import device_facts
+    import torch
+    ctx = Context(device=torch.device("cpu"), dtype="float32",
+                  facts=device_facts(torch.device("cpu")), point_budget_s=0.05)
+    cfg = timing.Config(kernel_sizes=[64])
+    rows = list(timing.run(cfg, ctx))
+    ok = [r for r in rows if r.get("status", "ok") == "ok" and r.get("time_s")]
+    assert ok and all("cpu_freq_mhz" in r and "other_cpu_share" in r for r in ok)
