@@ -51,6 +51,7 @@ import torch  # noqa: E402
 
 from .config import ConfigError, ExperimentConfig, check_positive, check_sizes  # noqa: E402
 from .core.dtypes import itemsize, torch_dtype  # noqa: E402
+from .core.device import gpu_group  # noqa: E402
 from .core.runner import Context  # noqa: E402
 
 NAME = "collectives"
@@ -317,12 +318,9 @@ def measure_group(cfg: CollectivesConfig, spec: dict, world: int) -> list[dict]:
 
 
 def run(cfg: CollectivesConfig, ctx: Context):
-    gpus = [d for d in ctx.devices if d.type == "cuda"]
-    if not gpus:
-        yield from not_measurable(cfg, NO_GPU, 0)
-        return
-    if len(gpus) < 2:
-        yield from not_measurable(cfg, ONE_GPU.format(dev=gpus[0]), 1)
+    gpus, why = gpu_group(ctx.devices, NO_GPU, ONE_GPU)
+    if why:
+        yield from not_measurable(cfg, why, len(gpus))
         return
     # the ranks open their own CUDA contexts; this process keeps its own, idle, meanwhile
     spec = spec_for(cfg, ctx, "nccl", [d.index for d in gpus])

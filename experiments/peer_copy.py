@@ -33,7 +33,8 @@ import torch
 
 from .config import ConfigError, ExperimentConfig, check_sizes
 from .core.dtypes import itemsize, torch_dtype
-from .core.runner import Context, NotApplicable, Unsupported, WrongResult
+from .core.device import gpu_group
+from .core.runner import Context, Unsupported, WrongResult
 
 NAME = "peer_copy"
 DESCRIPTION = "GPU-to-GPU copy matrix: every ordered pair, copy engine and SM kernel, uni and bi"
@@ -218,12 +219,9 @@ def not_measurable(cfg: PeerCopyConfig, reason: str, gpus: int) -> list[dict]:
 
 
 def run(cfg: PeerCopyConfig, ctx: Context):
-    gpus = [d for d in ctx.devices if d.type == "cuda"]
-    if not gpus:
-        yield from not_measurable(cfg, NO_GPU, 0)
-        return
-    if len(gpus) < 2:
-        yield from not_measurable(cfg, ONE_GPU.format(dev=gpus[0]), 1)
+    gpus, why = gpu_group(ctx.devices, NO_GPU, ONE_GPU)
+    if why:
+        yield from not_measurable(cfg, why, len(gpus))
         return
     elem = itemsize(ctx.dtype)
     links = {(i, j): pair_link(gpus[i], gpus[j]) for i, j in ordered_pairs(len(gpus))}

@@ -15,8 +15,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
-
 from . import place
 from .config import ConfigError, ExperimentConfig, check_sizes
 from .core.dtypes import torch_dtype

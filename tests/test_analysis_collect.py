@@ -99,8 +99,6 @@ def test_files_from_before_pools_read_with_measured_on_their_device(files, tmp_p
 
 def _job_file(root, host="lab", experiment="bandwidth", dtype="float32", run_id="r1", **row):
     """One job's file at root/<host>/cpu/<experiment>/<dtype>.parquet, as a run writes it."""
-    import json
-
     from experiments.core.schema import to_table
     from experiments.core.store import write_atomic
 

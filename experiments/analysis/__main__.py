@@ -6,7 +6,7 @@
         --points results/roofline/decode_model.parquet
     python -m experiments.analysis claims DATASET --ceilings C --knees K --out results/claims.parquet
     python -m experiments.analysis figures DATASET --ceilings C --knees K --decode-model M
-        --claims CL --outdir results/figures
+        --outdir results/figures
     python -m experiments.analysis report DATASET --ceilings C --knees K --claims CL
         --figures DIR --out report.html
 

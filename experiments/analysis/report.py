@@ -27,7 +27,8 @@ EXPERIMENTS = tuple(registry.MODULES)
 METHOD = (
     "Ceilings are fitted from the rows, per system (host, device). Bandwidth: the bandwidth "
     "experiment's bytes/s against working-set size is cut into windows by the cache sizes in "
-    f"the device facts (resident: at most {roofline.RESIDENT:g} of a cache; past a level: at "
+    f"the device facts (resident: at most {roofline.RESIDENT:g} of a CPU cache, "
+    f"{roofline.RESIDENT_GPU:g} of a GPU's L2; past a level: at "
     f"least {roofline.PAST:g}x its size; DRAM: at least {roofline.DRAM_PAST:g}x the last-level "
     "cache); in each window the plateau is the points within "
     f"{1 - roofline.TOP:.0%} of the window's 90th percentile, and the ceiling is their median. "

@@ -45,6 +45,15 @@ def resolve_pool(name: str) -> list[torch.device]:
     return devs
 
 
+def gpu_group(devices, no_gpu: str, one_gpu: str) -> tuple[list, str | None]:
+    """The GPUs of a job that needs two or more (copies between GPUs, collectives), and why it
+    cannot run when it has fewer: `no_gpu`, or `one_gpu` formatted with the one GPU as {dev}."""
+    gpus = [d for d in devices if d.type == "cuda"]
+    if not gpus:
+        return gpus, no_gpu
+    return gpus, (one_gpu.format(dev=gpus[0]) if len(gpus) < 2 else None)
+
+
 def default_lock_dir() -> Path:
     # per machine (GPUs are) and per user (so the folder is always writable)
     return Path(tempfile.gettempdir()) / f"rooflab-gpu-locks-{os.getuid()}"
