@@ -12,7 +12,8 @@ import torch
 
 from .config import ExperimentConfig, check_sizes
 from .core.dtypes import itemsize, torch_dtype
-from .core.runner import Context, NotApplicable, WrongResult
+from .core.checks import check_close, need_host_memory, need_storage_dtype
+from .core.runner import Context
 
 NAME = "bandwidth"
 DESCRIPTION = "copy, x + 1, scale, add and triad over sizes from inside the LLC to far past it"
@@ -50,15 +51,9 @@ Config = BandwidthConfig
 
 
 def _check(op, a, b, out, dtype) -> float:
-    if torch.isnan(out).any():
-        raise WrongResult(f"{op}: output has unwritten (NaN-poisoned) elements")
     step = max(1, out.numel() // CHECK_ELEMENTS)
     pick = lambda t: None if t is None else t[::step].double()
-    ref = OPS[op][3](pick(a), pick(b))
-    err = ((pick(out) - ref).norm() / ref.norm()).item()
-    if not err <= TOLERANCE[dtype]:
-        raise WrongResult(f"{op}: relative error {err:.3g} above {TOLERANCE[dtype]:g}")
-    return err
+    return check_close(out, lambda: OPS[op][3](pick(a), pick(b)), TOLERANCE[dtype], op, step=step)
 
 
 def _measure(ctx: Context, op: str, n: int) -> dict:
@@ -85,12 +80,8 @@ def run(cfg: BandwidthConfig, ctx: Context):
                     "flops": float(flops_per * n), "claims": ["C10", "C13"] if op == "add_one" else ["C8"]}
 
             def body(op=op, n=n, moved=moved):
-                if ctx.dtype not in TOLERANCE:
-                    raise NotApplicable(f"{ctx.dtype} is a matmul compute mode, not a storage type")
-                if ctx.device.type == "cpu" and moved * 1.2 > ctx.free_memory():
-                    # a CPU allocation past memory gets the process killed, not an exception
-                    raise MemoryError(f"out of memory: {moved} bytes needed, "
-                                      f"{ctx.free_memory()} available")
+                need_storage_dtype(ctx.dtype)
+                need_host_memory(ctx, moved)
                 return _measure(ctx, op, n)
 
             yield ctx.point(base, body)

@@ -29,7 +29,8 @@ import torch.nn.functional as F
 
 from .config import ConfigError, ExperimentConfig, check_sizes
 from .core.dtypes import itemsize, tf32_matmul, torch_dtype
-from .core.runner import Context, NotApplicable, WrongResult
+from .core.checks import check_close, need_host_memory, need_storage_dtype
+from .core.runner import Context, WrongResult
 
 NAME = "decode"
 DESCRIPTION = "x @ W from GEMV (batch 1) to GEMM, and a transformer block in prefill vs decode"
@@ -112,29 +113,18 @@ def block_counts(phase: str, b: int, L: int, d: int, size: int, norm: str) -> di
 # ---- shared helpers ---------------------------------------------------------------------------
 
 def _dtype(ctx: Context) -> torch.dtype:
-    if ctx.dtype not in TOLERANCE:
-        raise NotApplicable(f"decode runs the storage dtypes {list(TOLERANCE)}, not {ctx.dtype}")
+    need_storage_dtype(ctx.dtype, "decode runs in plain dtypes")
     return torch_dtype(ctx.dtype)
 
 
 def _copies(ctx: Context, cfg: DecodeConfig, set_bytes: float, extra_bytes: float = 0) -> int:
     """How many copies of one call's data rotate: enough to span `rotate_bytes_factor` LLCs,
     at least 2, at most max_copies and half the free memory."""
+    need_host_memory(ctx, set_bytes + extra_bytes)
     free = ctx.free_memory()
-    if ctx.device.type == "cpu" and 1.2 * (set_bytes + extra_bytes) > free:
-        # a CPU allocation past memory gets the process killed, not an exception
-        raise MemoryError(
-            f"out of memory: {set_bytes + extra_bytes:.0f} bytes needed, {free} available")
     want = math.ceil(cfg.rotate_bytes_factor * ctx.facts.llc_bytes / set_bytes)
     fit = int((free / 2 - extra_bytes) // set_bytes)
     return max(1, min(cfg.max_copies, max(2, want), fit))
-
-
-def _rel_error(out: torch.Tensor, ref: torch.Tensor, tol: float, what: str) -> float:
-    err = ((out.double() - ref).norm() / ref.norm()).item()
-    if not err <= tol:
-        raise WrongResult(f"{what}: relative error {err:.3g} above {tol:g}")
-    return err
 
 
 def _precision(ctx: Context) -> dict:
@@ -157,10 +147,9 @@ def _gemv(ctx: Context, cfg: DecodeConfig, b: int, C: int, weights: dict) -> dic
     with tf32_matmul(False):  # float32 means IEEE float32
         torch.mm(x, ws[0], out=y)
         ctx.sync()
-        if torch.isnan(y).any():
-            raise WrongResult("x @ W: output has unwritten (NaN-poisoned) elements")
         r = min(b, CHECK_ROWS)
-        err = _rel_error(y[:r], x[:r].double() @ ws[0].double(), TOLERANCE[ctx.dtype], "x @ W")
+        err = check_close(y[:r], lambda: x[:r].double() @ ws[0].double(), TOLERANCE[ctx.dtype],
+                          "x @ W")
         # the timer's call index runs on across samples, so every copy takes its turn
         stats = ctx.time(lambda i: torch.mm(x, ws[i % len(ws)], out=y))
     return stats | {"rel_error": err, "check_passed": True,
@@ -246,7 +235,7 @@ def _block(ctx: Context, cfg: DecodeConfig, phase: str, b: int, L: int, counts: 
         x64 = x[:r, :q].double()
         ref = block(x64, ref_layer, cfg.heads, cfg.norm, decode)
         # the block's update, out - x: the residual x alone would hide a wrong attention or MLP
-        err = _rel_error(out[:r, :q].double() - x64, ref - x64, BLOCK_TOLERANCE[ctx.dtype], phase)
+        err = check_close(out[:r, :q].double() - x64, ref - x64, BLOCK_TOLERANCE[ctx.dtype], phase)
         del ref_layer, ref, out
         # graph replay even past GRAPH_BELOW_S: production runs a decode step as one graph, and
         # eager launches of its dozen-plus small kernels would time the host. The block has no

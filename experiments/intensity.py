@@ -4,10 +4,9 @@ f is the chain y <- y*A + x, `fmas` times, from y = x. Whatever the chain's leng
 and y written once (2 n itemsize bytes) while the work grows (2 fmas n FLOPs, counted from the
 definition), so the sweep walks the roofline from memory-bound (fmas = 0 is a copy) to
 compute-bound.
-A = 0.75 keeps |y| below 4|x| and shrinks each rounding error by A per step, so the result stays
-within a few ulps of a float64 reference, which it is checked against on a sample of elements.
-GPU: the Triton kernel of experiments/fma_kernel.py (independent chains interleaved per thread,
-packed fp16/bf16 math, one program per tile). CPU: torch passes over cache-sized chunks (see
+The chain's math, its float64 reference and check are experiments/kernels/chain.py.
+GPU: the Triton kernel of experiments/kernels/fma_chain.py (independent chains interleaved per
+thread, packed fp16/bf16 math, one program per tile). CPU: torch passes over cache-sized chunks (see
 _cpu_chain).
 """
 
@@ -17,32 +16,16 @@ from dataclasses import dataclass, field
 
 import torch
 
+from . import kernels
 from .config import ConfigError, ExperimentConfig, check_sizes
+from .core.checks import need_host_memory, need_storage_dtype
 from .core.dtypes import itemsize, torch_dtype
-from .core.runner import Context, NotApplicable, Unsupported, WrongResult
+from .core.runner import Context
+from .kernels.chain import A, check, check_block, check_warps
 
 NAME = "intensity"
 DESCRIPTION = "one fused kernel with 0..1024 FMAs per element read and written once: the roofline"
 CLAIMS = ("C12",)
-
-A = 0.75
-# relative error a correct chain stays under: rounding errors decay by A per step, so at most
-# about one rounding / (1 - A) = 4 ulps whatever the length; garbage lands near 1
-TOLERANCE = {"float64": 1e-12, "float32": 2e-6, "float16": 4e-3, "bfloat16": 3e-2}
-CHECK_ELEMENTS = 1 << 16  # the numeric check samples this many; the NaN check covers all
-WARPS = (1, 2, 4, 8, 16, 32)
-
-
-def check_block(key: str, block: int) -> None:
-    """Triton tiles are powers of two."""
-    if not isinstance(block, int) or block < 16 or block & (block - 1):
-        raise ConfigError(f"{key}={block} must be a power of two >= 16")
-
-
-def check_warps(key: str, values) -> None:
-    bad = [w for w in values if w not in WARPS]
-    if bad or not list(values):
-        raise ConfigError(f"{key} has {bad or 'nothing'}; allowed warps per block: {list(WARPS)}")
 
 
 @dataclass
@@ -71,25 +54,6 @@ class IntensityConfig(ExperimentConfig):
 Config = IntensityConfig
 
 
-def reference(x64: torch.Tensor, fmas: int) -> torch.Tensor:
-    """f(x) in float64, in closed form: y_k = A^k x + x (1 - A^k) / (1 - A)."""
-    ak = A**fmas
-    return x64 * (ak + (1 - ak) / (1 - A))
-
-
-def check(dtype: str, x: torch.Tensor, y: torch.Tensor, fmas: int) -> float:
-    """Relative error of y against the float64 reference on a sample; raises WrongResult."""
-    if torch.isnan(y).any():
-        raise WrongResult("output has unwritten (NaN-poisoned) elements")
-    step = max(1, x.numel() // CHECK_ELEMENTS)
-    xs, ys = x[::step].double().cpu(), y[::step].double().cpu()
-    ref = reference(xs, fmas)
-    err = ((ys - ref).norm() / ref.norm()).item()
-    if not err <= TOLERANCE[dtype]:
-        raise WrongResult(f"fmas={fmas}: relative error {err:.3g} above {TOLERANCE[dtype]:g}")
-    return err
-
-
 def cpu_chunk(cfg: IntensityConfig, ctx: Context) -> int:
     """Elements per CPU chunk: x's and y's chunks together fill half of L2."""
     nbytes = cfg.chunk_bytes or ctx.facts.cache_bytes.get("L2", 1 << 20) // 4
@@ -114,22 +78,10 @@ def _cpu_chain(x: torch.Tensor, y: torch.Tensor, fmas: int, chunk: int) -> None:
             torch.add(xc, yc, alpha=A, out=yc)
 
 
-def load_kernel():
-    """experiments.fma_kernel, imported only now: CPU-only installs need no triton."""
-    try:
-        from . import fma_kernel
-    except ImportError as exc:
-        raise Unsupported(f"the GPU kernel is a Triton kernel and triton is missing: {exc}")
-    return fma_kernel
-
-
 def _arrays(ctx: Context, cfg: IntensityConfig, cache: dict):
     """x (random) and y, allocated once per job and reused by every point."""
     if not cache:
-        moved = 2 * cfg.n * itemsize(ctx.dtype)
-        if ctx.device.type == "cpu" and moved * 1.2 > ctx.free_memory():
-            # a CPU allocation past memory gets the process killed, not an exception
-            raise MemoryError(f"out of memory: {moved} bytes needed, {ctx.free_memory()} available")
+        need_host_memory(ctx, 2 * cfg.n * itemsize(ctx.dtype))
         dt = torch_dtype(ctx.dtype)
         cache["x"] = ctx.randn(cfg.n, dtype=dt)
         cache["y"] = torch.empty_like(cache["x"])
@@ -137,11 +89,10 @@ def _arrays(ctx: Context, cfg: IntensityConfig, cache: dict):
 
 
 def _measure(ctx: Context, cfg: IntensityConfig, fmas: int, cache: dict, use_triton: bool) -> dict:
-    if ctx.dtype not in TOLERANCE:
-        raise NotApplicable(f"{ctx.dtype} is a matmul compute mode, not a storage type")
+    need_storage_dtype(ctx.dtype)
     x, y = _arrays(ctx, cfg, cache)
     if use_triton:
-        kernel = load_kernel()
+        kernel = kernels.load("fma_chain")
         call = lambda i: kernel.fma_chain(x, y, fmas, A, block=cfg.block, num_warps=cfg.num_warps,
                                           persistent=cfg.persistent)
     else:

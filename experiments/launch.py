@@ -1,6 +1,6 @@
 """Launch geometry (C20): fixed work per block against grid size and warps per block.
 
-Every Triton program (a thread block) runs the FMA chain of experiments/fma_kernel.py on its own
+Every Triton program (a thread block) runs the FMA chain of experiments/kernels/fma_chain.py on its own
 tile: `tile` elements x `iters` FMAs, the same work whatever the grid. One block of >= 4 warps
 keeps an SM's FMA pipes busy, so a second block on the same SM halves both: the time follows
 ceil(grid / SMs), flat within a wave and stepping up as the grid passes each whole number of
@@ -17,20 +17,17 @@ from dataclasses import dataclass, field
 
 import torch
 
+from . import kernels
 from .config import ConfigError, ExperimentConfig
+from .core.checks import need_storage_dtype
 from .core.dtypes import itemsize, torch_dtype
-from .core.runner import Context, NotApplicable
-from .intensity import A, TOLERANCE, check, check_block, check_warps, load_kernel
+from .core.runner import Context
+from .kernels.chain import A, check, check_block, check_warps
+from .kernels.occupancy import blocks_per_sm
 
 NAME = "launch"
 DESCRIPTION = "fixed work per block vs grid size (0.5 to 4 waves over the SMs) and warps per block"
 CLAIMS = ("C20",)
-
-# CUDA's occupancy limits: resident blocks per SM by compute capability (32 on the others)
-MAX_BLOCKS_PER_SM = {(7, 5): 16, (8, 6): 16, (8, 7): 16, (8, 9): 24, (12, 0): 24}
-REGS_PER_SM = 65536
-REG_UNIT = 256  # registers are allocated per warp in units of 256
-
 
 @dataclass
 class LaunchConfig(ExperimentConfig):
@@ -78,29 +75,13 @@ def grid_size(waves: float, sms: int, blocks_per_sm: int) -> int:
     return max(1, math.floor(waves * sms * blocks_per_sm + 0.5))
 
 
-def resident_blocks(n_regs: int, shared_bytes: int, num_warps: int, *, threads_per_sm: int = 2048,
-                    smem_per_sm: int = 233472, max_blocks: int = 32) -> int:
-    """Blocks one SM holds at once, given what the compiled kernel uses (CUDA's occupancy rules)."""
-    by_threads = threads_per_sm // (32 * num_warps)
-    regs_per_warp = math.ceil(n_regs * 32 / REG_UNIT) * REG_UNIT
-    by_regs = REGS_PER_SM // regs_per_warp // num_warps if n_regs else max_blocks
-    by_smem = smem_per_sm // shared_bytes if shared_bytes else max_blocks
-    return min(max_blocks, by_threads, by_regs, by_smem)
-
-
 def _occupancy(ctx: Context, compiled, num_warps: int, grid: int) -> dict:
-    n_regs = getattr(compiled, "n_regs", None)
-    shared = getattr(getattr(compiled, "metadata", None), "shared", 0) or 0
-    if n_regs is None:  # the interpreter compiles nothing
+    blocks = blocks_per_sm(ctx.device, compiled, num_warps)
+    if blocks is None:  # the interpreter compiles nothing
         return {"n_regs": None, "resident_blocks_per_sm": None, "resident_waves": None}
-    props = torch.cuda.get_device_properties(ctx.device)
-    blocks = resident_blocks(
-        n_regs, shared, num_warps,
-        threads_per_sm=getattr(props, "max_threads_per_multi_processor", 2048),
-        smem_per_sm=getattr(props, "shared_memory_per_multiprocessor", 233472),
-        max_blocks=MAX_BLOCKS_PER_SM.get((props.major, props.minor), 32))
-    return {"n_regs": n_regs, "n_spills": getattr(compiled, "n_spills", None),
-            "shared_bytes": shared, "resident_blocks_per_sm": blocks,
+    return {"n_regs": compiled.n_regs, "n_spills": getattr(compiled, "n_spills", None),
+            "shared_bytes": getattr(compiled.metadata, "shared", 0) or 0,
+            "resident_blocks_per_sm": blocks,
             "resident_waves": grid / (ctx.facts.compute_units * blocks) if blocks else None}
 
 
@@ -108,9 +89,8 @@ NO_SMS = "a CPU has no SMs, warps or thread blocks: grid waves and warps per blo
 
 
 def _measure(ctx: Context, cfg: LaunchConfig, grid: int, num_warps: int, params: dict) -> dict:
-    if ctx.dtype not in TOLERANCE:
-        raise NotApplicable(f"{ctx.dtype} is a matmul compute mode, not a storage type")
-    kernel = load_kernel()
+    need_storage_dtype(ctx.dtype)
+    kernel = kernels.load("fma_chain")
     x = ctx.randn(grid * cfg.tile, dtype=torch_dtype(ctx.dtype))
     y = torch.full_like(x, float("nan"))
     call = lambda i: kernel.fma_chain(x, y, cfg.iters, A, block=cfg.tile, num_warps=num_warps)

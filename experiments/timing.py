@@ -21,6 +21,7 @@ import torch
 
 from .config import ConfigError, ExperimentConfig, check_sizes
 from .core.dtypes import itemsize, torch_dtype
+from .core.checks import check_close, need_storage_dtype, relative_error
 from .core.runner import Context, NotApplicable, WrongResult
 from .core.conditions import Conditions
 from .core.timer import summarize
@@ -60,17 +61,12 @@ class TimingConfig(ExperimentConfig):
 Config = TimingConfig
 
 
-def check_result(out: torch.Tensor, ref: torch.Tensor, tol: float) -> tuple[float, bool]:
-    """(relative error against a float64 reference, passed). A NaN (unwritten) output fails."""
-    err = ((out.double() - ref).norm() / ref.norm()).item()
-    return err, bool(err <= tol)
-
-
 def stream_order_check(z, a, b, tol) -> tuple[float, bool]:
-    """z should be 2 * (a @ b). Any NaN means the reader ran before the NaN-poisoned y was written."""
+    """z should be 2 * (a @ b). Any NaN means the reader ran before the NaN-poisoned y was written:
+    (relative error, passed), not raised: an order violation is this point's finding."""
     rows = min(z.shape[0], CHECK_ROWS)
-    err, ok = check_result(z[:rows], 2 * (a[:rows].double() @ b.double()), tol)
-    return err, ok and not bool(torch.isnan(z).any())
+    err = relative_error(z[:rows], 2 * (a[:rows].double() @ b.double()))
+    return err, bool(err <= tol) and not bool(torch.isnan(z).any())
 
 
 def _stats(samples, timer: str, ctx: Context) -> dict:
@@ -78,14 +74,9 @@ def _stats(samples, timer: str, ctx: Context) -> dict:
     return stats | {"noisy": bool(stats["cv"] > ctx.cv_threshold)}
 
 
-def _need_storage_dtype(ctx: Context):
-    if ctx.dtype not in TOLERANCE:
-        raise NotApplicable(f"{ctx.dtype} is not a storage type; time the kernel in a plain dtype")
-
-
 def _kernel(ctx: Context, n: int):
     """A checked matmul C = A @ B and its relative error (first rows against float64)."""
-    _need_storage_dtype(ctx)
+    need_storage_dtype(ctx.dtype, "time the kernel in a plain dtype")
     dt = torch_dtype(ctx.dtype)
     a, b = ctx.randn(n, n, dtype=dt), ctx.randn(n, n, dtype=dt)
     c = torch.full((n, n), float("nan"), device=ctx.device, dtype=dt)
@@ -93,9 +84,8 @@ def _kernel(ctx: Context, n: int):
     kernel()
     ctx.sync()
     rows = min(n, CHECK_ROWS)
-    err, ok = check_result(c[:rows], a[:rows].double() @ b.double(), TOLERANCE[ctx.dtype])
-    if not ok:
-        raise WrongResult(f"matmul n={n}: relative error {err:.3g} above {TOLERANCE[ctx.dtype]:g}")
+    err = check_close(c[:rows], lambda: a[:rows].double() @ b.double(), TOLERANCE[ctx.dtype],
+                      f"matmul n={n}")
     for _ in range(2):  # warm up: first calls pick the algorithm and load the kernel
         kernel()
     ctx.sync()
@@ -240,7 +230,7 @@ def _launch(ctx: Context, cfg: TimingConfig, variant: str) -> dict:
 def _stream_order(ctx: Context, n: int) -> dict:
     if ctx.device.type == "cpu":
         raise NotApplicable("a CPU has no streams: its ops run one after another as called")
-    _need_storage_dtype(ctx)
+    need_storage_dtype(ctx.dtype, "time the kernel in a plain dtype")
     dt = torch_dtype(ctx.dtype)
     a, b = ctx.randn(n, n, dtype=dt), ctx.randn(n, n, dtype=dt)
     y = torch.full((n, n), float("nan"), device=ctx.device, dtype=dt)

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from .config import ConfigError, ExperimentConfig, check_sizes
+from .core.checks import need_storage_dtype
 from .core.dtypes import itemsize, torch_dtype
 from .core.runner import Context, NotApplicable, WrongResult
 from .core.timer import CpuTimer
@@ -36,7 +37,6 @@ DIRECTIONS = ("h2d", "d2h")
 MEMORIES = ("pageable", "pinned")
 MODES = ("blocking", "nonblocking")
 VARIANTS = tuple(f"{d}_{m}_{b}" for d in DIRECTIONS for m in MEMORIES for b in MODES)
-STORAGE = ("float64", "float32", "float16", "bfloat16")
 NO_DEVICE = "a CPU job has no separate device memory: nothing crosses PCIe"
 CHECK_ELEMENTS = 1 << 20  # copies are checked exactly on this many strided elements
 # PCIe peak per direction: GT/s per lane and line-code efficiency by generation (before packets)
@@ -158,8 +158,7 @@ def create_params(times: dict) -> dict:
 def _need_gpu(ctx: Context, reason: str = NO_DEVICE):
     if ctx.device.type != "cuda":
         raise NotApplicable(reason)
-    if ctx.dtype not in STORAGE:
-        raise NotApplicable(f"{ctx.dtype} is not a storage type; copies move plain dtypes")
+    need_storage_dtype(ctx.dtype, "copies move plain dtypes")
 
 
 def _same(x: torch.Tensor, ref: torch.Tensor) -> bool:

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from experiments import intensity
+from experiments.kernels import chain
 from experiments.core.device import device_facts
 from experiments.core.runner import Context
 
@@ -34,7 +35,7 @@ def test_cpu_rows_count_the_work_and_match_float64(run_experiment, dtype):
     np.testing.assert_array_equal(rows.bytes, 2 * 10000 * ITEM[dtype])
     np.testing.assert_allclose(rows.intensity, fmas / ITEM[dtype])  # 2k FLOPs per 2 items
     assert (rows.variant == "torch").all() and rows.check_passed.all()
-    assert (rows.rel_error <= intensity.TOLERANCE[dtype]).all()
+    assert (rows.rel_error <= chain.TOLERANCE[dtype]).all()
     assert rows.rel_error.iloc[0] == 0  # fmas=0 is a copy
 
 
@@ -42,28 +43,28 @@ def test_reference_is_the_chain_in_float64():
     x = torch.randn(100, dtype=torch.float64)
     y = x.clone()
     for k in range(60):
-        torch.testing.assert_close(intensity.reference(x, k), y, rtol=1e-13, atol=0)
-        y = y * intensity.A + x
+        torch.testing.assert_close(chain.reference(x, k), y, rtol=1e-13, atol=0)
+        y = y * chain.A + x
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64,
                                    pytest.param(torch.bfloat16, marks=NO_BF16)])
 @pytest.mark.parametrize("fmas", [0, 1, 13])
 def test_triton_kernel_matches_float64_in_interpreter(dtype, fmas):
-    fk = pytest.importorskip("experiments.fma_kernel")
+    fk = pytest.importorskip("experiments.kernels.fma_chain")
     x = torch.randn(1000, dtype=dtype)
     out = torch.full((1100,), float("nan"), dtype=dtype)
-    fk.fma_chain(x, out[:1000], fmas, intensity.A, block=256, num_warps=4)  # last program masked
+    fk.fma_chain(x, out[:1000], fmas, chain.A, block=256, num_warps=4)  # last program masked
     assert torch.isnan(out[1000:]).all(), "the kernel wrote past n"
     name = str(dtype).removeprefix("torch.")
-    err = intensity.check(name, x, out[:1000], fmas)  # raises on NaN or a large error
-    assert err <= intensity.TOLERANCE[name]
+    err = chain.check(name, x, out[:1000], fmas)  # raises on NaN or a large error
+    assert err <= chain.TOLERANCE[name]
     if fmas == 0:
         assert torch.equal(out[:1000], x)
 
 
 def test_gpu_point_body_runs_in_interpreter():
-    pytest.importorskip("experiments.fma_kernel")
+    pytest.importorskip("experiments.kernels.fma_chain")
     dev = torch.device("cpu")
     ctx = Context(device=dev, dtype="float32", facts=device_facts(dev), point_budget_s=0.01)
     cfg = intensity.IntensityConfig(n=1000, block=256, num_warps=4)
@@ -73,19 +74,19 @@ def test_gpu_point_body_runs_in_interpreter():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_programs_stride_over_the_tiles_in_interpreter(dtype):
-    fk = pytest.importorskip("experiments.fma_kernel")
+    fk = pytest.importorskip("experiments.kernels.fma_chain")
     x = torch.randn(1000, dtype=dtype)
     out = torch.full((1100,), float("nan"), dtype=dtype)
     # 16 tiles, the last one short, over 3 programs; 21 FMAs: a full loop trip and a rest
-    fk.fma_chain(x, out[:1000], 21, intensity.A, block=64, num_warps=2, programs=3)
+    fk.fma_chain(x, out[:1000], 21, chain.A, block=64, num_warps=2, programs=3)
     assert torch.isnan(out[1000:]).all(), "the kernel wrote past n"
     name = str(dtype).removeprefix("torch.")
-    assert intensity.check(name, x, out[:1000], 21) <= intensity.TOLERANCE[name]
+    assert chain.check(name, x, out[:1000], 21) <= chain.TOLERANCE[name]
 
 
 @pytest.mark.parametrize("n_regs, per_sm", [(32, 8), (59, 4), (118, 2), (255, 1)])
 def test_persistent_grid_is_one_full_wave(monkeypatch, n_regs, per_sm):
-    fk = pytest.importorskip("experiments.fma_kernel")
+    fk = pytest.importorskip("experiments.kernels.fma_chain")
     from types import SimpleNamespace as NS
 
     h200 = NS(multi_processor_count=132, max_threads_per_multi_processor=2048,
@@ -101,7 +102,7 @@ def test_persistent_grid_is_one_full_wave(monkeypatch, n_regs, per_sm):
 AOT = r"""
 import json, re, subprocess, sys, tempfile
 from triton import knobs
-from experiments.fma_kernel import aot_compile
+from experiments.kernels.fma_chain import aot_compile
 block, warps, out = int(sys.argv[1]), int(sys.argv[2]), {}
 for dt in sys.argv[3:]:
     kernel = aot_compile(dt, block=block, num_warps=warps)
@@ -140,7 +141,7 @@ def _sm90_toolchain():
 
 def test_hot_loop_is_all_full_width_fmas_on_hopper():
     _sm90_toolchain()
-    from experiments.fma_kernel import UNROLL, UNROLL_PACKED
+    from experiments.kernels.fma_chain import UNROLL, UNROLL_PACKED
 
     block, warps = intensity.IntensityConfig.block, intensity.IntensityConfig.num_warps
     env = os.environ | {"TRITON_INTERPRET": "0"}  # the interpreter cannot compile

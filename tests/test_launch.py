@@ -3,7 +3,8 @@ import json
 import pytest
 import torch
 
-from experiments import intensity, launch
+from experiments import launch
+from experiments.kernels import chain, occupancy
 from experiments.core.device import device_facts
 from experiments.core.runner import Context
 
@@ -20,17 +21,17 @@ def test_cpu_rows_are_not_applicable_with_the_reason(run_experiment):
 
 
 def test_blocks_compute_their_own_tiles_in_interpreter():
-    fk = pytest.importorskip("experiments.fma_kernel")
+    fk = pytest.importorskip("experiments.kernels.fma_chain")
     tile, grid, iters = 64, 3, 10
     x = torch.randn(grid * tile)
     y = torch.full_like(x, float("nan"))
-    fk.fma_chain(x, y, iters, intensity.A, block=tile, num_warps=1)
-    ref = intensity.reference(x.double(), iters)
+    fk.fma_chain(x, y, iters, chain.A, block=tile, num_warps=1)
+    ref = chain.reference(x.double(), iters)
     torch.testing.assert_close(y.double(), ref, rtol=2e-6, atol=0)
 
 
 def test_gpu_point_body_runs_in_interpreter():
-    pytest.importorskip("experiments.fma_kernel")
+    pytest.importorskip("experiments.kernels.fma_chain")
     dev = torch.device("cpu")
     ctx = Context(device=dev, dtype="float32", facts=device_facts(dev), point_budget_s=0.01)
     cfg = launch.LaunchConfig(tile=64, iters=10)
@@ -50,10 +51,10 @@ def test_waves_and_grid_sizes():
 
 
 def test_resident_blocks_follow_the_occupancy_limits():
-    assert launch.resident_blocks(31, 0, 4) == 16  # threads: 2048 / 128
-    assert launch.resident_blocks(80, 0, 1) == 25  # registers: 65536 / 2560 per warp
-    assert launch.resident_blocks(16, 0, 1) == 32  # the per-SM block limit
-    assert launch.resident_blocks(32, 50000, 4) == 4  # shared memory
+    assert occupancy.resident_blocks(31, 0, 4) == 16  # threads: 2048 / 128
+    assert occupancy.resident_blocks(80, 0, 1) == 25  # registers: 65536 / 2560 per warp
+    assert occupancy.resident_blocks(16, 0, 1) == 32  # the per-SM block limit
+    assert occupancy.resident_blocks(32, 50000, 4) == 4  # shared memory
 
 
 @pytest.mark.parametrize("override, key", [("experiment.num_warps=3", "experiment.num_warps"),

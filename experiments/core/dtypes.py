@@ -29,6 +29,10 @@ TORCH_DTYPE = {
 }
 
 
+# Plain storage types: elementwise kernels and copies run on these; tf32 and fp8 are matmul modes.
+STORAGE = ("float64", "float32", "float16", "bfloat16")
+
+
 def torch_dtype(name: str) -> torch.dtype:
     return TORCH_DTYPE[name]
 

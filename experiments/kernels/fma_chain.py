@@ -1,4 +1,4 @@
-"""The Triton kernel that the intensity and launch experiments time: y[i] = f(x[i]), f a chain of
+"""The Triton kernel that the intensity and launch experiments time (its math: kernels/chain.py): y[i] = f(x[i]), f a chain of
 `fmas` FMAs y <- y*a + x starting from y = x.
 
 The array is cut into tiles of `block` consecutive elements, each read once and written once.
@@ -34,6 +34,8 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+
+from .occupancy import blocks_per_sm
 
 # FMAs per chain per loop trip: 256 FMA instructions a trip per thread at the default 16 elements
 # (8 packed words) per thread, so the trip's 3 instructions of overhead are ~1 %, and the loop's
@@ -117,17 +119,8 @@ _SLOTS: dict = {}
 
 def wave_slots(x: torch.Tensor, compiled, num_warps: int) -> int:
     """Blocks of this compiled kernel that all SMs hold at once: SMs x resident blocks per SM."""
-    from .launch import MAX_BLOCKS_PER_SM, resident_blocks
-
-    if getattr(compiled, "n_regs", None) is None:
-        compiled._init_handles()  # loads the module: registers are known from then on
-    props = torch.cuda.get_device_properties(x.device)
-    per_sm = resident_blocks(
-        compiled.n_regs, compiled.metadata.shared or 0, num_warps,
-        threads_per_sm=getattr(props, "max_threads_per_multi_processor", 2048),
-        smem_per_sm=getattr(props, "shared_memory_per_multiprocessor", 233472),
-        max_blocks=MAX_BLOCKS_PER_SM.get((props.major, props.minor), 32))
-    return props.multi_processor_count * max(1, per_sm)
+    per_sm = blocks_per_sm(x.device, compiled, num_warps) or 1
+    return torch.cuda.get_device_properties(x.device).multi_processor_count * max(1, per_sm)
 
 
 def fma_chain(x: torch.Tensor, y: torch.Tensor, fmas: int, a: float, *, block: int,
