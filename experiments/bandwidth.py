@@ -6,9 +6,10 @@ Bytes are counted from each kernel's definition (every input read once, the outp
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
+from omegaconf import MISSING
 
 from .config import ExperimentConfig, check_sizes
 from .core.dtypes import itemsize, torch_dtype
@@ -37,8 +38,8 @@ CHECK_ELEMENTS = 1 << 20  # the numeric check samples this many; the NaN check c
 @dataclass
 class BandwidthConfig(ExperimentConfig):
     name: str = NAME
-    ops: list[str] = field(default_factory=lambda: list(OPS))
-    sizes: list[int] = field(default_factory=lambda: [1 << 16, 1 << 20, 1 << 24])  # bytes per array
+    ops: list[str] = MISSING
+    sizes: list[int] = MISSING  # bytes per array
 
     def __post_init__(self):
         unknown = [op for op in self.ops if op not in OPS]

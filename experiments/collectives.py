@@ -35,7 +35,7 @@ import logging
 import os
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -48,6 +48,7 @@ os.environ["TORCH_SYMM_MEM_DISABLE_MULTICAST"] = "1"
 os.environ["NVSHMEM_DISABLE_NVLS"] = "1"
 
 import torch  # noqa: E402
+from omegaconf import MISSING
 
 from .config import ConfigError, ExperimentConfig, check_positive, check_sizes  # noqa: E402
 from .core.dtypes import itemsize, torch_dtype  # noqa: E402
@@ -75,9 +76,9 @@ def _sizes():
 @dataclass
 class CollectivesConfig(ExperimentConfig):
     name: str = NAME
-    sizes: list[int] = field(default_factory=_sizes)  # bytes of the large buffer S (see above)
-    ops: list[str] = field(default_factory=lambda: list(OPS))
-    timeout_s: float = 300.0  # the whole group; past it the ranks are stopped, rows say why
+    sizes: list[int] = MISSING  # bytes of the large buffer S (see above)
+    ops: list[str] = MISSING
+    timeout_s: float = MISSING  # the whole group; past it the ranks are stopped, rows say why
 
     def __post_init__(self):
         check_sizes("experiment.sizes", self.sizes)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import tempfile
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -88,20 +88,20 @@ class ExperimentConfig:
 
 @dataclass
 class JobConfig:
+    """One job's keys; their defaults, and what each means, are in config/job.yaml (one layer)."""
+
     experiment: Any = MISSING
-    device: str = "auto"  # auto | cpu | cuda | cuda:N | a pool of identical GPUs cuda:N+M
-    dtype: Dtype = Dtype.float32
-    out: str = "results/manual/${experiment.name}-${dtype}.parquet"
-    host: str = ""  # label for merged datasets; empty: this machine's hostname
-    point_budget_s: float = 0.5  # time spent timing one point (after warm-up)
-    cv_threshold: float = 0.1  # above this a point is measured again, then flagged noisy
-    retries: int = 1
-    use_graph: bool = True  # replay a sample's calls from a CUDA graph
-    seed: int = 0
-    # a CPU point measured while other processes used more than this share of the machine's
-    # cores is measured again, then flagged `contended`
-    contention_threshold: float = 0.1
-    config_source: dict = field(default_factory=dict)  # the sweep entry this job came from
+    device: str = MISSING
+    dtype: Dtype = MISSING
+    out: str = MISSING
+    host: str = MISSING
+    point_budget_s: float = MISSING
+    cv_threshold: float = MISSING
+    retries: int = MISSING
+    use_graph: bool = MISSING
+    seed: int = MISSING
+    contention_threshold: float = MISSING
+    config_source: dict = MISSING
 
     def __post_init__(self):
         try:
@@ -119,6 +119,32 @@ class JobConfig:
             raise ConfigError("out is empty; give the Parquet path to write")
         # before any point is measured, not after the last one
         check_writable("out", self.out)
+
+
+def _yaml_layer(path) -> Any:
+    """A config file's values without Hydra's own keys (defaults list, hydra:)."""
+    base = OmegaConf.load(path)
+    for key in ("defaults", "hydra"):
+        base.pop(key, None)
+    return base
+
+
+def experiment_config(name: str, config_dir=CONFIG_DIR, **overrides):
+    """An experiment's config as a job gets it: config/experiment/<name>.yaml (the defaults) and
+    `overrides` over its dataclass, checked. For code and tests that build a job without Hydra."""
+    from . import registry
+
+    merged = OmegaConf.merge(OmegaConf.structured(registry.get(name).Config),
+                             _yaml_layer(Path(config_dir, "experiment", f"{name}.yaml")), overrides)
+    return OmegaConf.to_object(merged)
+
+
+def job_config(experiment, config_dir=CONFIG_DIR, **overrides) -> "JobConfig":
+    """A job as Hydra composes it: config/job.yaml's defaults, `overrides`, and the experiment."""
+    merged = OmegaConf.merge(OmegaConf.structured(JobConfig),
+                             _yaml_layer(Path(config_dir, "job.yaml")), overrides)
+    merged.experiment = OmegaConf.structured(experiment)
+    return OmegaConf.to_object(merged)
 
 
 def check_sweep(experiments: dict, config_dir=CONFIG_DIR, kinds=("cpu", "cuda")) -> None:
@@ -140,8 +166,7 @@ def check_sweep(experiments: dict, config_dir=CONFIG_DIR, kinds=("cpu", "cuda"))
     for name, spec in experiments.items():
         config = registry.get(name).Config
         allowed = sorted(f.name for f in fields(config) if f.name != "name")
-        base = OmegaConf.load(Path(config_dir, "experiment", f"{name}.yaml"))
-        base.pop("defaults", None)
+        base = _yaml_layer(Path(config_dir, "experiment", f"{name}.yaml"))
         for kind in kinds:
             settings = (spec or {}).get(kind) or {}
             where = f"experiments.{name}.{kind}"
@@ -186,8 +211,9 @@ def check_workloads(workloads: dict | None, kinds=("cpu", "cuda")) -> None:
                 raise ConfigError(f"{where}.{kind}: unknown key {', '.join(map(repr, bad))}; "
                                   f"a workload has {allowed}")
             try:
-                merged = OmegaConf.merge(OmegaConf.structured(Config),
-                                         {"workload": name, "target": target}, settings)
+                merged = OmegaConf.merge(OmegaConf.structured(Config), _yaml_layer(
+                    Path(CONFIG_DIR, "experiment", "workload.yaml")),
+                    {"workload": name, "target": target}, settings)
                 OmegaConf.to_object(merged)
             except (OmegaConfBaseException, ValueError, TypeError) as exc:
                 key = getattr(exc, "full_key", None)

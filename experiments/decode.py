@@ -22,10 +22,11 @@ as eager launches, a block's dozen-plus small kernels measure the host's launch 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 
 import torch
 import torch.nn.functional as F
+from omegaconf import MISSING
 
 from .config import ConfigError, ExperimentConfig, check_sizes
 from .core.dtypes import itemsize, tf32_matmul, torch_dtype
@@ -50,17 +51,17 @@ CHECK_TOKENS = 128  # prefill: first tokens of a checked sequence (causal: later
 @dataclass
 class DecodeConfig(ExperimentConfig):
     name: str = NAME
-    ops: list[str] = field(default_factory=lambda: list(OPS))
-    channels: list[int] = field(default_factory=lambda: [256, 1024])  # C of x @ W
-    batches: list[int] = field(default_factory=lambda: [1, 4, 16, 64])  # b of x @ W
-    d_model: int = 64
-    heads: int = 4
-    norm: str = "rmsnorm"
-    block_batches: list[int] = field(default_factory=lambda: [1, 4])  # sequences
-    block_contexts: list[int] = field(default_factory=lambda: [32, 128])  # L: prompt / cache length
-    max_call_s: float = 0.05  # skip a point whose predicted call is longer (slow CPUs)
-    rotate_bytes_factor: float = 3.0  # rotate weight copies until they span this many LLCs
-    max_copies: int = 1024
+    ops: list[str] = MISSING
+    channels: list[int] = MISSING  # C of x @ W
+    batches: list[int] = MISSING  # b of x @ W
+    d_model: int = MISSING
+    heads: int = MISSING
+    norm: str = MISSING
+    block_batches: list[int] = MISSING  # sequences
+    block_contexts: list[int] = MISSING  # L: prompt / cache length
+    max_call_s: float = MISSING  # skip a point whose predicted call is longer (slow CPUs)
+    rotate_bytes_factor: float = MISSING  # rotate weight copies until they span this many LLCs
+    max_copies: int = MISSING
 
     def __post_init__(self):
         unknown = [op for op in self.ops if op not in OPS]

@@ -12,9 +12,10 @@ _cpu_chain).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
+from omegaconf import MISSING
 
 from . import kernels
 from .config import ConfigError, ExperimentConfig, check_sizes
@@ -31,14 +32,14 @@ CLAIMS = ("C12",)
 @dataclass
 class IntensityConfig(ExperimentConfig):
     name: str = NAME
-    fmas: list[int] = field(default_factory=lambda: [0, 1, 2, 4, 8, 16, 32])  # FMAs per element
-    n: int = 1 << 24  # elements per array: x and y together far past the LLC, so fmas=0 is DRAM
-    block: int = 4096  # GPU: elements per Triton program
-    num_warps: int = 8  # GPU: block / (32 num_warps) independent chains per thread
+    fmas: list[int] = MISSING  # FMAs per element
+    n: int = MISSING  # elements per array: x and y together far past the LLC, so fmas=0 is DRAM
+    block: int = MISSING  # GPU: elements per Triton program
+    num_warps: int = MISSING  # GPU: block / (32 num_warps) independent chains per thread
     # GPU: one wave of programs striding over the tiles instead of one program per tile. Same peak
     # FLOP/s on an H200, but its memory-bound end reached 3.7-3.8 TB/s against 4.1-4.2: off.
-    persistent: bool = False
-    chunk_bytes: int = 0  # CPU: bytes of x per chunk; 0: a quarter of L2 (see _cpu_chain)
+    persistent: bool = MISSING
+    chunk_bytes: int = MISSING  # CPU: bytes of x per chunk; 0: a quarter of L2 (see _cpu_chain)
 
     def __post_init__(self):
         check_sizes("experiment.fmas", self.fmas, allow_zero=True)

@@ -13,9 +13,10 @@ A CPU has no SMs or warps: its rows are not_applicable.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
+from omegaconf import MISSING
 
 from . import kernels
 from .config import ConfigError, ExperimentConfig
@@ -32,15 +33,15 @@ CLAIMS = ("C20",)
 @dataclass
 class LaunchConfig(ExperimentConfig):
     name: str = NAME
-    min_waves: float = 0.5  # the wave sweep: grid from min_waves to max_waves waves
-    max_waves: float = 4.0
-    wave_step: float = 0.125
-    num_warps: int = 4  # warps per block in the wave sweep
-    warps: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16])  # the warp sweep...
-    warp_waves: list[float] = field(default_factory=lambda: [1.0, 2.0, 4.0])  # ...at these waves
-    blocks_per_sm: int = 1  # blocks that one wave puts on each SM
-    tile: int = 1024  # elements each block owns
-    iters: int = 8192  # FMAs per element: a block's fixed work is tile x iters FMAs
+    min_waves: float = MISSING  # the wave sweep: grid from min_waves to max_waves waves
+    max_waves: float = MISSING
+    wave_step: float = MISSING
+    num_warps: int = MISSING  # warps per block in the wave sweep
+    warps: list[int] = MISSING  # the warp sweep...
+    warp_waves: list[float] = MISSING  # ...at these waves
+    blocks_per_sm: int = MISSING  # blocks that one wave puts on each SM
+    tile: int = MISSING  # elements each block owns
+    iters: int = MISSING  # FMAs per element: a block's fixed work is tile x iters FMAs
 
     def __post_init__(self):
         if not 0 < self.min_waves <= self.max_waves:

@@ -17,9 +17,10 @@ applies to this part, so a correct kernel passes whatever its inputs' precision.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
+from omegaconf import MISSING
 
 from .config import ExperimentConfig, check_sizes
 from .core.dtypes import itemsize, tf32_matmul, torch_dtype
@@ -40,13 +41,13 @@ OUT_DTYPE = {"float8_e4m3": torch.bfloat16}
 @dataclass
 class MatmulConfig(ExperimentConfig):
     name: str = NAME
-    sizes: list[int] = field(default_factory=lambda: [256, 512, 1024])
-    max_call_s: float = 2.0  # skip a size whose predicted single call is longer (slow CPUs)
-    check_max: int = 4096  # check the result against float64 up to this size
-    rotate_bytes_factor: float = 3.0  # rotate operand sets until they span this many LLCs
+    sizes: list[int] = MISSING
+    max_call_s: float = MISSING  # skip a size whose predicted single call is longer (slow CPUs)
+    check_max: int = MISSING  # check the result against float64 up to this size
+    rotate_bytes_factor: float = MISSING  # rotate operand sets until they span this many LLCs
     # Hopper's fp8 GEMMs reach full rate only with fast (lower-precision) accumulation, as
     # production fp8 training and inference use it; the rows' rel_error shows what it costs.
-    fp8_fast_accum: bool = True
+    fp8_fast_accum: bool = MISSING
 
     def __post_init__(self):
         check_sizes("experiment.sizes", self.sizes)

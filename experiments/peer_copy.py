@@ -26,10 +26,11 @@ pair: every row is `not_applicable` ("not measurable here") with the reason.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import combinations, permutations
 
 import torch
+from omegaconf import MISSING
 
 from .config import ConfigError, ExperimentConfig, check_sizes
 from .core.dtypes import itemsize, torch_dtype
@@ -57,9 +58,9 @@ def _sizes():
 @dataclass
 class PeerCopyConfig(ExperimentConfig):
     name: str = NAME
-    sizes: list[int] = field(default_factory=_sizes)  # bytes per copy (one direction)
-    methods: list[str] = field(default_factory=lambda: list(METHODS))
-    directions: list[str] = field(default_factory=lambda: list(DIRECTIONS))
+    sizes: list[int] = MISSING  # bytes per copy (one direction)
+    methods: list[str] = MISSING
+    directions: list[str] = MISSING
 
     def __post_init__(self):
         check_sizes("experiment.sizes", self.sizes)

@@ -563,9 +563,8 @@ def main(argv) -> int:
     import pandas as pd
 
     from . import workload
-    from .config import ConfigError, JobConfig
+    from .config import ConfigError, experiment_config, job_config
     from .core.device import DeviceError, resolve_pool
-    from .core.dtypes import Dtype
     from .core.runner import run_job
     from .core.store import read_measurements
 
@@ -581,10 +580,10 @@ def main(argv) -> int:
             _ncu_child(factory, args)
             return 0
         name = args.target.rpartition(":")[2].removeprefix(FACTORY_PREFIX)
-        cfg = workload.Config(workload=name, target=args.target, kwargs=args.kwargs,
-                              batches=[args.batch], max_call_s=math.inf)
-        job = JobConfig(experiment=cfg, device=args.device, dtype=Dtype(args.dtype),
-                        out=args.out, host=args.host, point_budget_s=args.point_budget_s)
+        cfg = experiment_config("workload", workload=name, target=args.target,
+                                kwargs=args.kwargs, batches=[args.batch], max_call_s=math.inf)
+        job = job_config(cfg, device=args.device, dtype=args.dtype, out=args.out,
+                         host=args.host, point_budget_s=args.point_budget_s)
         devs = resolve_pool(job.device)
     except (TargetError, ConfigError, DeviceError, ValueError) as exc:
         print(f"rooflab place: {exc}", file=sys.stderr)

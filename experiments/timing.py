@@ -14,10 +14,11 @@ On a CPU ops run synchronously: the host clock is the true time, CUDA-only metho
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
+from omegaconf import MISSING
 
 from .config import ConfigError, ExperimentConfig, check_sizes
 from .core.dtypes import itemsize, torch_dtype
@@ -43,11 +44,11 @@ CPU_SYNC_NOTE = ("CPU analogue: CPU ops run synchronously, so the host clock alr
 @dataclass
 class TimingConfig(ExperimentConfig):
     name: str = NAME
-    kernel_sizes: list[int] = field(default_factory=lambda: [64, 256])  # matrix side n
-    max_samples: int = 100  # per method and size; fewer when point_budget_s runs out
-    launch_kernels: int = 1000  # tiny kernels per launch-overhead sample
-    launch_samples: int = 20
-    stream_order_size: int = 4096  # side of the long first matmul of the stream-order check
+    kernel_sizes: list[int] = MISSING  # matrix side n
+    max_samples: int = MISSING  # per method and size; fewer when point_budget_s runs out
+    launch_kernels: int = MISSING  # tiny kernels per launch-overhead sample
+    launch_samples: int = MISSING
+    stream_order_size: int = MISSING  # side of the long first matmul of the stream-order check
 
     def __post_init__(self):
         check_sizes("experiment.kernel_sizes", self.kernel_sizes)

@@ -17,11 +17,12 @@ A CPU job has no separate device memory, so every op is not_applicable there.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 import torch
+from omegaconf import MISSING
 
 from .config import ConfigError, ExperimentConfig, check_sizes
 from .core.checks import need_storage_dtype
@@ -63,9 +64,9 @@ MIXED = {"cpu_tensor": MixedCase("a CUDA tensor plus a 4-element CPU tensor",
 @dataclass
 class TransferConfig(ExperimentConfig):
     name: str = NAME
-    sizes: list[int] = field(default_factory=lambda: [4096, 1 << 20])  # bytes per copy
-    create_sizes: list[int] = field(default_factory=lambda: [1 << 20])  # bytes of the new tensor
-    d2d_bytes: int = 1 << 26  # device-to-device copy that measures device memory bandwidth
+    sizes: list[int] = MISSING  # bytes per copy
+    create_sizes: list[int] = MISSING  # bytes of the new tensor
+    d2d_bytes: int = MISSING  # device-to-device copy that measures device memory bandwidth
 
     def __post_init__(self):
         check_sizes("experiment.sizes", self.sizes)

@@ -12,8 +12,10 @@ that status and message; the other points go on.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+from omegaconf import MISSING
 
 from . import place
 from .config import ConfigError, ExperimentConfig, check_sizes
@@ -28,13 +30,13 @@ CLAIMS: tuple = ()
 @dataclass
 class WorkloadConfig(ExperimentConfig):
     name: str = NAME
-    workload: str = "mlp"  # the name rows carry as `op`
-    target: str = "experiments.workloads:make_mlp"  # module:make_fn or path/to/file.py:make_fn
-    kwargs: dict[str, Any] = field(default_factory=dict)  # keywords for the factory
-    batches: list[int] = field(default_factory=lambda: [1, 8])
-    max_call_s: float = 0.05  # skip a point whose predicted call is longer (slow CPUs)
-    rotate_bytes_factor: float = 3.0  # rotate copies until they span this many LLCs
-    max_copies: int = 64
+    workload: str = MISSING  # the name rows carry as `op`
+    target: str = MISSING  # module:make_fn or path/to/file.py:make_fn
+    kwargs: dict[str, Any] = MISSING  # keywords for the factory
+    batches: list[int] = MISSING
+    max_call_s: float = MISSING  # skip a point whose predicted call is longer (slow CPUs)
+    rotate_bytes_factor: float = MISSING  # rotate copies until they span this many LLCs
+    max_copies: int = MISSING
 
     def __post_init__(self):
         check_sizes("experiment.batches", self.batches)

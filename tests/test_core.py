@@ -234,3 +234,30 @@ def test_random_data_is_never_zeros():
     ctx = Context(device=torch.device("cpu"), dtype="float32", facts=device_facts(torch.device("cpu")))
     x = ctx.randn(1000)
     assert (x != 0).all() and x.std() > 0.5
+
+
+def test_defaults_live_in_one_layer_the_yaml():
+    """Each key's default is written once, in config/: a dataclass default beside the YAML's
+    would be a second, silently disagreeing layer."""
+    import dataclasses
+
+    import yaml
+    from omegaconf import MISSING
+
+    from experiments import registry
+    from experiments.config import CONFIG_DIR, JobConfig, experiment_config
+
+    for name in registry.MODULES:
+        config = registry.get(name).Config
+        values = yaml.safe_load((CONFIG_DIR / "experiment" / f"{name}.yaml").read_text())
+        for f in dataclasses.fields(config):
+            if f.name == "name":
+                continue
+            assert f.default == MISSING and f.default_factory is dataclasses.MISSING, \
+                f"{name}.{f.name} has a default in its dataclass"
+            assert f.name in values, f"config/experiment/{name}.yaml lacks {f.name}"
+        assert isinstance(experiment_config(name), config)  # the YAML alone makes a valid config
+    job = yaml.safe_load((CONFIG_DIR / "job.yaml").read_text())
+    for f in dataclasses.fields(JobConfig):
+        assert f.default == MISSING, f"JobConfig.{f.name} has a default in its dataclass"
+        assert f.name == "experiment" or f.name in job, f"config/job.yaml lacks {f.name}"

@@ -15,6 +15,7 @@ from experiments.analysis import report
 from experiments.analysis.dataset import from_rows
 from experiments.analysis.figures import Inputs, Missing
 from experiments.analysis import figures
+from experiments.config import experiment_config
 
 
 def test_registered_as_experiments_that_hold_every_gpu():
@@ -39,12 +40,12 @@ def _one_gpu():
 
 
 def test_one_gpu_has_no_pair_and_no_collective():
-    rows = list(peer_copy.run(peer_copy.PeerCopyConfig(sizes=[4096, 1 << 30]), _one_gpu()))
+    rows = list(peer_copy.run(experiment_config("peer_copy", sizes=[4096, 1 << 30]), _one_gpu()))
     assert len(rows) == 2 * 2 * 2  # methods x directions x sizes
     assert all(r["status"] == "not_applicable" and "one GPU (cuda:0)" in r["message"]
                and "no peer" in r["message"] for r in rows)
     assert {r["bytes"] for r in rows if r["variant"] == "bi"} == {8192.0, 2.0 * 2**30}
-    rows = list(collectives.run(collectives.CollectivesConfig(sizes=[1024]), _one_gpu()))
+    rows = list(collectives.run(experiment_config("collectives", sizes=[1024]), _one_gpu()))
     assert [r["op"] for r in rows] == list(collectives.OPS)
     assert all(r["status"] == "not_applicable" and "no collective of one" in r["message"]
                for r in rows)
@@ -97,7 +98,7 @@ def test_layout_counts_the_large_buffer():
 
 def test_two_ranks_on_the_cpu_time_and_check_every_collective():
     """The ranks' machinery (spawn, FileStore, one agreed plan, rank 0's rows) with gloo."""
-    cfg = collectives.CollectivesConfig(sizes=[1024, 65536], timeout_s=120)
+    cfg = experiment_config("collectives", sizes=[1024, 65536], timeout_s=120)
     spec = {"backend": "gloo", "indices": [], "ops": list(collectives.OPS), "sizes": cfg.sizes,
             "dtype": "float32", "seed": 0, "budget_s": 0.02, "cv_threshold": 0.1,
             "contention_threshold": 0.1, "timeout_s": 60, "versions": {}}
@@ -113,7 +114,7 @@ def test_two_ranks_on_the_cpu_time_and_check_every_collective():
 
 
 def test_ranks_that_fail_leave_error_rows_with_the_reason():
-    cfg = collectives.CollectivesConfig(sizes=[1024], ops=["all_reduce"], timeout_s=60)
+    cfg = experiment_config("collectives", sizes=[1024], ops=["all_reduce"], timeout_s=60)
     spec = {"backend": "no_such_backend", "indices": [], "ops": ["all_reduce"], "sizes": [1024],
             "dtype": "float32", "seed": 0, "budget_s": 0.02, "cv_threshold": 0.1,
             "contention_threshold": 0.1, "timeout_s": 30, "versions": {}}

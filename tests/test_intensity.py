@@ -12,6 +12,7 @@ from experiments import intensity
 from experiments.kernels import chain
 from experiments.core.device import device_facts
 from experiments.core.runner import Context
+from experiments.config import experiment_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ITEM = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
@@ -67,7 +68,7 @@ def test_gpu_point_body_runs_in_interpreter():
     pytest.importorskip("experiments.kernels.fma_chain")
     dev = torch.device("cpu")
     ctx = Context(device=dev, dtype="float32", facts=device_facts(dev), point_budget_s=0.01)
-    cfg = intensity.IntensityConfig(n=1000, block=256, num_warps=4)
+    cfg = experiment_config("intensity", n=1000, block=256, num_warps=4)
     row = intensity._measure(ctx, cfg, 9, {}, use_triton=True)
     assert row["check_passed"] and row["rel_error"] <= 2e-6 and row["time_s"] > 0
 
@@ -143,7 +144,8 @@ def test_hot_loop_is_all_full_width_fmas_on_hopper():
     _sm90_toolchain()
     from experiments.kernels.fma_chain import UNROLL, UNROLL_PACKED
 
-    block, warps = intensity.IntensityConfig.block, intensity.IntensityConfig.num_warps
+    cfg = experiment_config("intensity")
+    block, warps = cfg.block, cfg.num_warps
     env = os.environ | {"TRITON_INTERPRET": "0"}  # the interpreter cannot compile
     done = subprocess.run([sys.executable, "-c", AOT, str(block), str(warps), *SM90_FMA],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)

@@ -7,6 +7,7 @@ from experiments import launch
 from experiments.kernels import chain, occupancy
 from experiments.core.device import device_facts
 from experiments.core.runner import Context
+from experiments.config import experiment_config
 
 
 def test_cpu_rows_are_not_applicable_with_the_reason(run_experiment):
@@ -34,14 +35,14 @@ def test_gpu_point_body_runs_in_interpreter():
     pytest.importorskip("experiments.kernels.fma_chain")
     dev = torch.device("cpu")
     ctx = Context(device=dev, dtype="float32", facts=device_facts(dev), point_budget_s=0.01)
-    cfg = launch.LaunchConfig(tile=64, iters=10)
+    cfg = experiment_config("launch", tile=64, iters=10)
     row = launch._measure(ctx, cfg, grid=3, num_warps=2, params={"grid": 3})
     assert row["check_passed"] and row["rel_error"] <= 2e-6 and row["time_s"] > 0
     assert row["params"]["grid"] == 3 and row["params"]["resident_blocks_per_sm"] is None
 
 
 def test_waves_and_grid_sizes():
-    cfg = launch.LaunchConfig()
+    cfg = experiment_config("launch")
     waves = launch.wave_points(cfg)
     assert len(waves) == 29 and waves[0] == 0.5 and waves[-1] == 4.0 and 1.125 in waves
     assert launch.grid_size(0.5, 132, 1) == 66

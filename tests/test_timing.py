@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from experiments import timing
+from experiments.config import experiment_config
 
 
 def test_timing_cpu_rows_measure_host_clock_and_mark_cuda_methods(run_experiment):
@@ -94,7 +95,7 @@ def test_timing_rows_record_their_conditions():
     import torch
     ctx = Context(device=torch.device("cpu"), dtype="float32",
                   facts=device_facts(torch.device("cpu")), point_budget_s=0.05)
-    cfg = timing.Config(kernel_sizes=[64])
+    cfg = experiment_config("timing", kernel_sizes=[64])
     rows = list(timing.run(cfg, ctx))
     ok = [r for r in rows if r.get("status", "ok") == "ok" and r.get("time_s")]
     assert ok and all("cpu_freq_mhz" in r and "other_cpu_share" in r for r in ok)
