@@ -2,7 +2,7 @@
 
 Rows: op `copy_engine` (`dst.copy_(src)` between devices with peer access on: a DMA engine moves
 the bytes) or `copy_kernel` (a Triton kernel on the source GPU's SMs loads its memory and stores
-into the peer's through peer access, experiments/peer_kernel.py); variant `uni` (one copy src ->
+into the peer's through peer access, experiments/kernels/peer_copy.py); variant `uni` (one copy src ->
 dst, for every ordered pair: n(n-1) of them) or `bi` (src -> dst and dst -> src at once, on two
 streams, for every unordered pair: one measurement serves both orders). Sizes are bytes per copy,
 4 KiB to 1 GiB.
@@ -146,9 +146,10 @@ def _copier(method: str):
     kernel on the current device (the caller makes it src's)."""
     if method == "copy_engine":
         return lambda src, dst: dst.copy_(src)
-    from . import peer_kernel
+    from . import kernels
 
-    return lambda src, dst: peer_kernel.copy(src, dst)
+    kernel = kernels.load("peer_copy")
+    return lambda src, dst: kernel.copy(src, dst)
 
 
 def _enable_peer(a: torch.device, b: torch.device):

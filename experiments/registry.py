@@ -13,6 +13,7 @@ MODULES = {
     "timing": "experiments.timing",
     "transfer": "experiments.transfer",
     "intensity": "experiments.intensity",
+    "l1": "experiments.l1",
     "launch": "experiments.launch",
     "peer_copy": "experiments.peer_copy",
     "collectives": "experiments.collectives",

@@ -24,6 +24,7 @@ INPUT_ROUNDING = {"float32": 0.0, "tf32": 0.0, "bfloat16": 2e-3, "float16": 3e-4
 GPU = {
     "host": "h200-ref", "device": "cuda:0", "device_kind": "cuda", "device_name": "NVIDIA H200",
     "dram_bw": 4.2e12, "l2_bw": 9.0e12, "l2_bytes": 50 * 2**20, "launch_s": 4e-6,
+    "l1_bw": 25e12, "l1_bytes_per_sm": 200 * 2**10,
     "matrix": {"float32": 50e12, "tf32": 380e12, "bfloat16": 760e12, "float16": 770e12,
                "float8_e4m3": 1400e12},
     "vector": {"float32": 60e12, "bfloat16": 110e12},
@@ -75,6 +76,18 @@ def bandwidth_rows(dev, rng, dtypes=("float32", "bfloat16"), add_one_factor=1.0)
                 t = _noisy(rng, max(ws / bw, dev["launch_s"] / 40))
                 rows.append(_row(dev, "bandwidth", op, dtype, t, fl * n, ws, n=n,
                                  claims=["C8"]))
+    return rows
+
+
+def l1_rows(dev, rng, sizes=(16384, 32768, 65536, 131072, 524288, 2097152)):
+    """Blocks rereading resident tiles: L1 speed while a SM's sets fit, L2 speed past it."""
+    rows = []
+    for size in sizes:
+        ws = size * dev["sms"]
+        bw = dev["l1_bw"] if size <= dev["l1_bytes_per_sm"] else dev["l2_bw"]
+        nbytes = 4 * 2**30
+        rows.append(_row(dev, "l1", "reread", "float32", _noisy(rng, nbytes / bw), nbytes / 4,
+                         nbytes, n=ws // 4, working_set_bytes=ws))
     return rows
 
 
@@ -241,7 +254,8 @@ def gpu_rows(seed=0, **overrides):
     return {"bandwidth": bandwidth_rows(dev, rng), "matmul": matmul_rows(dev, rng),
             "intensity": intensity_rows(dev, rng), "decode": decode_rows(dev, rng),
             "timing": timing_rows(dev, rng), "transfer": transfer_rows(dev, rng),
-            "launch": launch_rows(dev, rng), "peer_copy": peer_copy_rows(dev, rng),
+            "launch": launch_rows(dev, rng), "l1": l1_rows(dev, rng),
+            "peer_copy": peer_copy_rows(dev, rng),
             "collectives": collectives_rows(dev, rng)}
 
 

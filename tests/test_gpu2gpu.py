@@ -130,7 +130,7 @@ def test_multicast_stays_off():
 
 
 def test_the_copy_kernel_copies_every_element():
-    from experiments import peer_kernel  # runs under TRITON_INTERPRET=1 (conftest)
+    from experiments.kernels import peer_copy as peer_kernel  # runs under TRITON_INTERPRET=1 (conftest)
 
     x = torch.randn(peer_kernel.BLOCK * 2 + 7)
     y = torch.full_like(x, float("nan"))

@@ -11,6 +11,8 @@ Per system (source, host, device):
 * matrix_flops per dtype: the same top-plateau median over the matmul experiment's FLOP/s.
 * vector_flops per dtype: a robust (soft-L1) least-squares fit of log min(P, B * I) to the
   intensity experiment's points; P is identified only if >= 2 points lie on each roof.
+* l1_bw (GPUs): the top plateau of the l1 experiment (blocks rereading resident tiles), kept if it
+  stands 15 % above L2.
 * ridge per dtype: compute ceiling / DRAM bandwidth.
 Intervals: 95 % percentile bootstrap (medians: scipy.stats.bootstrap; the roof fit: rows
 resampled and refitted); a ridge's interval combines its two ceilings' bounds.
@@ -175,6 +177,37 @@ def fit_bandwidth(rows: pd.DataFrame, facts: dict) -> list[dict]:
     return kept[::-1]
 
 
+def fit_l1(rows: pd.DataFrame) -> list[dict]:
+    """A GPU's L1: the top plateau of the l1 experiment's reread bandwidth over resident sizes
+    (the sizes that spill to L2 fall off it). Ranges are the aggregate working sets."""
+    pts = rows[rows.byte_per_s > 0]
+    if pts.empty:
+        return [_missing("l1_bw", "B/s", "no ok l1 rows")]
+    bw = pts.byte_per_s.to_numpy(float)
+    top = top_plateau(bw)
+    on = pts[top]
+    if len(on) < MIN_POINTS:
+        return [_missing("l1_bw", "B/s", "a single point on the reread plateau")]
+    return [_row("l1_bw", float(np.median(bw[top])), "B/s", "median of the top plateau of "
+                 "blocks rereading resident tiles (l1 experiment)", int(top.sum()),
+                 ci=bootstrap_median(bw[top]), points=on,
+                 ws_min=float(on.working_set_bytes.min()), ws_max=float(on.working_set_bytes.max()))]
+
+
+def l1_step(fitted: list[dict]) -> list[dict]:
+    """Keep the l1 experiment's ceiling only where it stands STEP above L2 (else DRAM), as for the
+    cache levels of the bandwidth curve."""
+    below = next((c["value"] for name in ("l2_bw", "dram_bw") for c in fitted
+                  if c["ceiling"] == name and not math.isnan(c["value"])), None)
+    out = []
+    for c in fitted:
+        if c.get("method", "").endswith("(l1 experiment)") and below and c["value"] < STEP * below:
+            c = _missing("l1_bw", "B/s", f"no plateau of its own: {c['value']:.3g} B/s is not "
+                         f"{STEP:.2f}x the next level's {below:.3g} B/s")
+        out.append(c)
+    return out
+
+
 def fit_top(rows: pd.DataFrame, ceiling: str, what: str) -> list[dict]:
     """Per dtype, the median of the top plateau of FLOP/s (GEMM: the large sizes)."""
     out = []
@@ -297,8 +330,11 @@ def fit_system(rows: pd.DataFrame, facts: dict) -> list[dict]:
                              ("matmul", lambda r: fit_top(r, "matrix_flops", "GEMM FLOP/s"),
                               ("matrix_flops", "FLOP/s")),
                              ("intensity", fit_roof, ("vector_flops", "FLOP/s")),
-                             ("timing", fit_latency, ("latency_graph", "s"))):
+                             ("timing", fit_latency, ("latency_graph", "s")),
+                             ("l1", fit_l1, ("l1_bw", "B/s"))):
         exp = rows[rows.experiment == name]
+        if name == "l1" and not (exp.status != "not_applicable").any():
+            continue  # a CPU: its L1 is a window of the bandwidth curve
         good, left = fit_rows(exp)
         if exp.empty or good.empty:
             why = f"no {name} rows" if exp.empty else f"no usable {name} rows" + (
@@ -310,6 +346,7 @@ def fit_system(rows: pd.DataFrame, facts: dict) -> list[dict]:
             if left:
                 c["note"] = "; ".join(n for n in (c.get("note"), left) if n)
         out += fitted
+    out = l1_step(out)
     return out + ridges(out)
 
 

@@ -1,4 +1,4 @@
-"""The copy kernel of the peer_copy experiment: y[i] = x[i], run on the SMs of the GPU that holds x and
+"""The copy kernel of the peer_copy experiment: y[i] = x[i], run on the SMs of the GPU that holds x,
 storing into y on a peer GPU through peer access (a "push", as torch's own cross-device copy
 kernel does). Imported only where a kernel runs (GPU jobs, tests); under TRITON_INTERPRET=1 it
 runs on CPU tensors, which is how the tests check it copies every element."""
