@@ -384,10 +384,34 @@ class _OpRecorder(torch.utils._python_dispatch.TorchDispatchMode):
         packet = func._overloadpacket
         flops = self.formulas[packet](*args, **kwargs, out_val=out) if packet in self.formulas else 0
         ins = tensors((args, kwargs))
-        self.ops.append({"op": func.name(), "flops": float(flops),
-                         "input_shapes": str([list(t.shape) for t in ins]),
+        self.ops.append({"op": op_name(func), "flops": float(flops),
+                         "input_shapes": shapes_key(ins),
                          "bytes": _nbytes(ins) + _nbytes(tensors(out))})
         return out
+
+
+def op_name(func) -> str:
+    """The name torch.profiler gives an aten op ('aten::add', not the overload 'aten::add.Tensor')."""
+    return func._overloadpacket._qualified_op_name
+
+
+def shapes_key(ins) -> str:
+    """Input shapes as torch.profiler records them, which leaves out 0-d (scalar) arguments."""
+    return str([list(t.shape) for t in ins if t.dim()])
+
+
+class _NvtxOps(torch.utils._python_dispatch.TorchDispatchMode):
+    """Each aten op inside an NVTX range named `op|input shapes`: ncu renames the kernels it
+    launches after it (--print-nvtx-rename kernel), so kernels join the profiler's ops. Ops run
+    with the mode popped, so ranges never nest."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        torch.cuda.nvtx.range_push(f"{op_name(func)}|{shapes_key(tensors((args, kwargs)))}")
+        try:
+            return func(*args, **kwargs)
+        finally:
+            torch.cuda.nvtx.range_pop()
 
 
 def profile_ops(fn, args, kwargs=None, device=None, calls: int = 3):
@@ -473,7 +497,8 @@ def run_ncu(target: str, device: str, dtype: str, batch: int, kwargs: dict):
     if ncu is None:
         return None
     cmd = [ncu, "--clock-control", "none", "--profile-from-start", "off", "--print-units",
-           "base", "--csv", "--metrics", ",".join(NCU_METRICS), sys.executable, "-m",
+           "base", "--nvtx", "--print-nvtx-rename", "kernel", "--csv", "--metrics",
+           ",".join(NCU_METRICS), sys.executable, "-m",
            "experiments", "place", target, "--device", device, "--dtype", dtype, "--batch",
            str(batch), "--kwargs", json.dumps(kwargs), "--ncu-child"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
@@ -493,9 +518,60 @@ def _ncu_child(factory, args) -> None:
         fn(*fargs)
         torch.cuda.synchronize(dev)
         torch.cuda.cudart().cudaProfilerStart()
-        fn(*fargs)
+        with _NvtxOps():
+            fn(*fargs)
         torch.cuda.synchronize(dev)
         torch.cuda.cudart().cudaProfilerStop()
+
+
+NCU_LEVELS = {"dram_bytes": ("dram__bytes_read.sum", "dram__bytes_write.sum"),
+              "l2_bytes": ("lts__t_bytes.sum",), "l1_bytes": ("l1tex__t_bytes.sum",)}
+
+
+def ncu_by_op(kernels):
+    """Per aten op (the NVTX range ncu named its kernels after): DRAM, L2 and L1 bytes measured
+    over its kernels, and how many kernels it launched. Kernels outside any range keep their
+    own name as the op."""
+    import pandas as pd
+
+    if kernels is None or kernels.empty:
+        return pd.DataFrame(columns=["op", "input_shapes", *NCU_LEVELS, "kernels"])
+    k = kernels.copy()
+    names = k.kernel.fillna("").astype(str)
+    # a renamed kernel reads "aten::mm|[[8, 64], [64, 64]]", possibly after a domain prefix
+    at = names.str.find("aten::")
+    named = (at >= 0) & names.str.contains("|", regex=False)
+    k["op"] = [n[a:].split("|", 1)[0] if ok else n for n, a, ok in zip(names, at, named)]
+    k["input_shapes"] = [n[a:].split("|", 1)[1] if ok else "" for n, a, ok in zip(names, at, named)]
+    for level, metrics in NCU_LEVELS.items():
+        k[level] = k[list(metrics)].sum(axis=1, min_count=len(metrics))
+    # an op's level is measured only if every one of its kernels reported it
+    whole = lambda v: v.sum() if v.notna().all() else math.nan  # noqa: E731
+    return k.groupby(["op", "input_shapes"], as_index=False).agg(
+        **{level: (level, whole) for level in NCU_LEVELS}, kernels=("kernel", "size"))
+
+
+def op_rows(ops, workload: str, batch: int, ncu_ops=None) -> list[dict]:
+    """Rows of the one schema for a workload's aten ops (variant `aten_op`): the profiler's
+    device time per call, counted FLOPs and compulsory bytes, and where ncu ran, the DRAM, L2 and
+    L1 bytes its kernels moved (params)."""
+    if ncu_ops is not None and len(ncu_ops):
+        ops = ops.merge(ncu_ops, on=["op", "input_shapes"], how="left")
+    rows = []
+    for r in ops.to_dict("records"):
+        params = {"aten_op": r["op"], "input_shapes": r["input_shapes"],
+                  "flops_source": r.get("flops_source"), "calls_per_step": r.get("calls"),
+                  "bytes_source": "ncu" if r.get("dram_bytes") == r.get("dram_bytes")
+                  and r.get("dram_bytes") is not None else "counted"}
+        params |= {level: r[level] for level in (*NCU_LEVELS, "kernels")
+                   if r.get(level) == r.get(level) and r.get(level) is not None}
+        flops = r["flops"] if r["flops"] == r["flops"] else 0.0
+        nbytes = r["bytes"] if r["bytes"] == r["bytes"] else None
+        rows.append({"op": workload, "variant": "aten_op", "batch": batch, "flops": flops,
+                     "bytes": nbytes, "time_s": r["time_s"], "timer": "torch_profiler",
+                     "status": "ok", "params": params,
+                     "message": "device self time per call from torch.profiler"})
+    return rows
 
 
 # ---- command line -----------------------------------------------------------------------------

@@ -12,6 +12,7 @@ that status and message; the other points go on.
 from __future__ import annotations
 
 import math
+import shutil
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,9 +38,20 @@ class WorkloadConfig(ExperimentConfig):
     max_call_s: float = MISSING  # skip a point whose predicted call is longer (slow CPUs)
     rotate_bytes_factor: float = MISSING  # rotate copies until they span this many LLCs
     max_copies: int = MISSING
+    profile_batches: list[int] = MISSING  # batches also broken down per aten op (torch.profiler)
+    ncu_batches: list[int] = MISSING  # ...and their kernels' DRAM/L2/L1 bytes measured by ncu
 
     def __post_init__(self):
         check_sizes("experiment.batches", self.batches)
+        for key in ("profile_batches", "ncu_batches"):
+            check_sizes(f"experiment.{key}", getattr(self, key) or [1])
+            if not set(getattr(self, key)) <= set(self.batches):
+                raise ConfigError(f"experiment.{key}={list(getattr(self, key))} must be among "
+                                  f"experiment.batches={list(self.batches)}")
+        if not set(self.ncu_batches) <= set(self.profile_batches):
+            raise ConfigError(f"experiment.ncu_batches={list(self.ncu_batches)} must be among "
+                              f"profile_batches={list(self.profile_batches)}: ncu's bytes join "
+                              "the profiler's ops")
         if ":" not in self.target:
             raise ConfigError(f"experiment.target={self.target!r}: give module:function or "
                               "path/to/file.py:function")
@@ -119,4 +131,40 @@ def run(cfg: WorkloadConfig, ctx: Context):
         row = ctx.point(base, lambda b=b: _point(ctx, cfg, factory, b, rates))
         row["params"] = params | (row["params"] if row.get("status") == "ok" else {})
         rates.update(row)
+        ops = []
+        if row.get("status") == "ok" and b in cfg.profile_batches:
+            ops = _per_op(ctx, cfg, factory, b, row)
         yield row
+        yield from ops
+
+
+def _per_op(ctx: Context, cfg: WorkloadConfig, factory, batch: int, row: dict) -> list[dict]:
+    """The call broken down per aten op (profiler times, counted work) and, where ncu runs, each
+    op's measured DRAM/L2/L1 bytes; the whole call's measured bytes go in `row`'s params. A
+    failure here is written in the row's params, never ends the job."""
+    try:
+        fn, args = place.build(factory, batch, torch_dtype(ctx.dtype), ctx.device, ctx.generator,
+                               cfg.kwargs)
+        with place.precision(ctx.dtype):
+            ops = place.profile_ops(fn, args, device=ctx.device)
+        del fn, args
+    except Exception as exc:  # noqa: BLE001 - the whole-call row stands without its breakdown
+        row["params"]["profile_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+        return []
+    measured = None
+    if batch in cfg.ncu_batches:
+        if ctx.device.type != "cuda":
+            row["params"]["ncu"] = "not run: Nsight Compute profiles GPU kernels"
+        elif shutil.which("ncu") is None:
+            row["params"]["ncu"] = "not run: ncu is not on PATH (bytes are counted, not measured)"
+        else:
+            try:
+                kernels = place.run_ncu(cfg.target, str(ctx.device), ctx.dtype, batch,
+                                        dict(cfg.kwargs))
+                measured = place.ncu_by_op(kernels)
+                row["params"] |= {"ncu": "ran"} | {  # a level counts if every op has it
+                    level: float(measured[level].sum()) if measured[level].notna().all()
+                    else None for level in place.NCU_LEVELS}
+            except Exception as exc:  # noqa: BLE001
+                row["params"]["ncu"] = f"failed: {type(exc).__name__}: {str(exc)[:300]}"
+    return place.op_rows(ops, cfg.workload, batch, measured)

@@ -97,3 +97,51 @@ def test_model_error_summary():
     assert s.loc["a", "p90_abs_error"] == pytest.approx(np.quantile(
         [0.1, 0.1, 0.2, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 1.0], 0.9))
     assert s.loc["b", "rows"] == 1 and s.loc["b", "median_abs_error"] == 0
+
+
+def _op_rows():
+    """An MLP step at batch 64 as its aten ops: a GEMM measured at the DRAM roof, and a GELU
+    whose kernel ncu saw move 3x its compulsory bytes (say, a spill)."""
+    gemm = {"aten_op": "aten::addmm", "input_shapes": "[[64, 1024]]", "bytes_source": "ncu",
+            "dram_bytes": 2.1e6, "l2_bytes": 4e6, "l1_bytes": 8e6}
+    gelu = {"aten_op": "aten::gelu", "input_shapes": "[[64, 4096]]", "bytes_source": "ncu",
+            "dram_bytes": 3 * 1e6, "l2_bytes": 3e6, "l1_bytes": 3e6}
+    out = []
+    for params, flops, nbytes, t in ((gemm, 1.3e8, 2e6, 2e6 / B), (gelu, 0.0, 1e6, 3e6 / B)):
+        out.append({"experiment": "workload", "op": "mlp", "variant": "aten_op", "dtype": "bfloat16",
+                    "batch": 64, "flops": flops, "bytes": nbytes, "time_s": t,
+                    "timer": "torch_profiler", "status": "ok", "system": SYS, "params": params})
+    return pd.DataFrame(out)
+
+
+def test_ops_are_placed_apart_from_whole_calls_with_their_measured_traffic():
+    whole = rows("mlp", [64], 1.3e8 / 64, 0, 3e6 / 64, lambda b, f, n: 5e6 / B)
+    ds = pd.concat([whole.assign(variant=None), _op_rows()], ignore_index=True)
+    placed = workloads.placements(ds, ceilings())
+    assert len(placed) == 1  # the ops are not whole calls
+    ops = workloads.op_placements(ds, ceilings()).set_index("aten_op")
+    assert list(ops.index) == ["aten::gelu", "aten::addmm"]  # the slowest first
+    assert ops.share_of_call.sum() == pytest.approx(1)
+    gelu = ops.loc["aten::gelu"]
+    # counted bytes put it at a third of its roof; the bytes ncu measured explain the time
+    assert gelu.fraction_of_roof != gelu.fraction_of_roof or gelu.bound == "memory"
+    assert gelu.predicted_time_s == pytest.approx(max(LAT, 1e6 / B))  # the graph floor
+    assert gelu.measured_bound == "DRAM" and ops.loc["aten::addmm"].measured_bound == "DRAM"
+    calls = workloads.call_from_ops(workloads.op_placements(ds, ceilings()), placed)
+    c = calls.iloc[0]
+    assert c.ops == 2 and c.ops_time_s == pytest.approx(5e6 / B)
+    predicted = max(LAT, 2e6 / B, 1.3e8 / P) + max(LAT, 1e6 / B)
+    assert c.ops_predicted_time_s == pytest.approx(predicted)
+    assert c.model_error == pytest.approx(5e6 / B / predicted - 1)
+
+
+def test_measured_bound_names_the_level_whose_traffic_takes_longest():
+    c = pd.concat([ceilings(), pd.DataFrame([
+        {"system": SYS, "ceiling": "l2_bw", "dtype": None, "value": 4 * B},
+        {"system": SYS, "ceiling": "l1_bw", "dtype": None, "value": 20 * B}])])
+    # little DRAM traffic but 100x as much through L1: L1 bounds it
+    levels = {"dram_bytes": 1e6, "l2_bytes": 2e6, "l1_bytes": 1e8}
+    assert workloads.measured_bound(c, SYS, "bfloat16", 0.0, levels) == "L1"
+    assert workloads.measured_bound(c, SYS, "bfloat16", 1e12, levels) == "compute"
+    # nothing measured: no verdict from counted bytes
+    assert workloads.measured_bound(c, SYS, "bfloat16", 1e12, {}) is None

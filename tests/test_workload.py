@@ -218,3 +218,53 @@ def test_workflow_plans_one_job_per_workload_device_dtype(tmp_path):
         "target": "experiments.workloads:make_mpl"}})
     run = snakemake(bad, "-n", "--cores", "2")
     assert run.returncode != 0 and "workloads.mlp.target" in run.stdout
+
+
+NCU_NVTX_CSV = '''"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
+"0","1","python3","h","aten::addmm|[[64], [64, 256], [256, 1024]]","1","7","(128, 1, 1)","(64, 2, 1)","0","9.0","m","dram__bytes_read.sum","byte","1000"
+"0","1","python3","h","aten::addmm|[[64], [64, 256], [256, 1024]]","1","7","(128, 1, 1)","(64, 2, 1)","0","9.0","m","dram__bytes_write.sum","byte","24"
+"0","1","python3","h","aten::addmm|[[64], [64, 256], [256, 1024]]","1","7","(128, 1, 1)","(64, 2, 1)","0","9.0","m","lts__t_bytes.sum","byte","2000"
+"0","1","python3","h","aten::addmm|[[64], [64, 256], [256, 1024]]","1","7","(128, 1, 1)","(64, 2, 1)","0","9.0","m","l1tex__t_bytes.sum","byte","4000"
+"1","1","python3","h","aten::addmm|[[64], [64, 256], [256, 1024]]","1","7","(128, 1, 1)","(64, 2, 1)","0","9.0","m","dram__bytes_read.sum","byte","10"
+"1","1","python3","h","aten::addmm|[[64], [64, 256], [256, 1024]]","1","7","(128, 1, 1)","(64, 2, 1)","0","9.0","m","dram__bytes_write.sum","byte","0"
+"1","1","python3","h","aten::addmm|[[64], [64, 256], [256, 1024]]","1","7","(128, 1, 1)","(64, 2, 1)","0","9.0","m","lts__t_bytes.sum","byte","20"
+"1","1","python3","h","aten::addmm|[[64], [64, 256], [256, 1024]]","1","7","(128, 1, 1)","(64, 2, 1)","0","9.0","m","l1tex__t_bytes.sum","byte","40"
+"2","1","python3","h","void at::native::elementwise_kernel<128>","1","7","(128, 1, 1)","(64, 2, 1)","0","9.0","m","dram__bytes_read.sum","byte","5"
+'''
+
+
+def test_ncu_kernels_join_the_ops_that_launched_them():
+    by_op = place.ncu_by_op(place.parse_ncu_csv(NCU_NVTX_CSV)).set_index("op")
+    mm = by_op.loc["aten::addmm"]
+    assert mm.input_shapes == "[[64], [64, 256], [256, 1024]]" and mm.kernels == 2
+    assert (mm.dram_bytes, mm.l2_bytes, mm.l1_bytes) == (1034, 2020, 4040)
+    # a kernel outside every range keeps its own name; a metric ncu did not report stays missing
+    other = by_op.loc["void at::native::elementwise_kernel<128>"]
+    assert other.kernels == 1 and pd.isna(other.dram_bytes)
+
+
+def test_profiled_batches_add_op_rows_that_sum_to_the_call(run_experiment):
+    rows = run_experiment("workload", "float32", [
+        "experiment.workload=mlp", "experiment.batches=[1,4]", "experiment.max_call_s=10",
+        "experiment.profile_batches=[4]", "experiment.ncu_batches=[4]",
+        f"++experiment.kwargs={{d_model: {D}, hidden: {H}}}"])
+    whole = rows[rows.variant.isna() | (rows.variant == "")]
+    ops = rows[rows.variant == "aten_op"]
+    assert list(whole.batch) == [1, 4] and (ops.batch == 4).all() and (ops.status == "ok").all()
+    params = ops.params.map(json.loads)
+    names = {p["aten_op"] for p in params}
+    assert {"aten::addmm", "aten::gelu"} <= names or {"aten::mm", "aten::gelu"} <= names, names
+    # the GEMMs' counted FLOPs add up to the whole call's FlopCounterMode count
+    assert ops.flops.sum() == pytest.approx(whole[whole.batch == 4].flops.iloc[0])
+    assert (ops.timer == "torch_profiler").all() and (ops.time_s > 0).all()
+    assert all(p["bytes_source"] == "counted" for p in params)  # no ncu on a CPU
+    assert "GPU kernels" in json.loads(whole[whole.batch == 4].params.iloc[0])["ncu"]
+
+
+def test_profile_batches_must_be_measured_batches():
+    from experiments.config import ConfigError, experiment_config
+
+    with pytest.raises(ConfigError, match="profile_batches"):
+        experiment_config("workload", batches=[1, 8], profile_batches=[4])
+    with pytest.raises(ConfigError, match="ncu_batches"):
+        experiment_config("workload", batches=[1, 8], profile_batches=[1], ncu_batches=[8])

@@ -27,6 +27,12 @@ from .decode import compute_for, measured_knee
 
 KNEE_AGREES = 2.0  # a predicted knee within this factor of the measured one agrees
 
+LEVELS = (("l1_bytes", "l1_bw", "L1"), ("l2_bytes", "l2_bw", "L2"), ("dram_bytes", "dram_bw", "DRAM"))
+OP_COLUMNS = ["system", "workload", "dtype", "batch", "aten_op", "input_shapes", "time_s",
+              "share_of_call", "flops", "bytes", "intensity", "attained_flop_per_s",
+              "attained_byte_per_s", "roof_flop_per_s", "fraction_of_roof", "bound",
+              "predicted_time_s", "bytes_source", "dram_bytes", "l2_bytes", "l1_bytes",
+              "measured_bound"]
 PLACEMENT_COLUMNS = ["system", "workload", "dtype", "batch", "flops", "bytes", "intensity",
                      "measured_time_s", "timer", "attained_flop_per_s", "attained_byte_per_s",
                      "roof_flop_per_s", "fraction_of_roof", "bound", "predicted_time_s",
@@ -39,8 +45,10 @@ KNEE_COLUMNS = ["system", "workload", "dtype", "batches", "bandwidth_Bps", "comp
 def place_row(row, ceilings: pd.DataFrame, system: str) -> dict:
     """One measured call against `system`'s ceilings (a row of the schema, dict or Series)."""
     flops, nbytes, t = float(row["flops"]), float(row["bytes"]), float(row["time_s"])
+    # device times (graph replay; an op's own time in the profiler) have the graph floor; eager
+    # launches timed from the host have the eager one
     pred = roofline.predict(ceilings, system, row["dtype"], flops, nbytes,
-                            graph=row.get("timer") == "cuda_event_graph")
+                            graph=row.get("timer") in ("cuda_event_graph", "torch_profiler"))
     attained = flops / t if t > 0 else math.nan
     roof = pred["roof_flops"]
     predicted = pred["time_s"]
@@ -54,10 +62,13 @@ def place_row(row, ceilings: pd.DataFrame, system: str) -> dict:
             "missing": ", ".join(pred["missing"])}
 
 
-def _rows(ds) -> pd.DataFrame:
+def _rows(ds, ops: bool = False) -> pd.DataFrame:
+    """ok workload rows: whole calls, or with ops=True their aten ops (variant aten_op)."""
     rows = ds.rows if hasattr(ds, "rows") else ds
     w = rows[(rows.experiment == "workload") & (rows.status == "ok")]
-    return w[w.time_s.notna() & (w.time_s > 0) & (w.flops > 0) & (w.bytes > 0)]
+    variant = w["variant"].fillna("") if "variant" in w else pd.Series("", index=w.index)
+    w = w[(variant == "aten_op") == ops]
+    return w[w.time_s.notna() & (w.time_s > 0) & (w.bytes > 0) & ((w.flops > 0) | ops)]
 
 
 def placements(ds, ceilings: pd.DataFrame) -> pd.DataFrame:
@@ -71,6 +82,69 @@ def placements(ds, ceilings: pd.DataFrame) -> pd.DataFrame:
                     "flops": row.flops, "bytes": row.bytes, "timer": row.timer}
                    | place_row(row, ceilings, row.system))
     return pd.DataFrame(out, columns=PLACEMENT_COLUMNS)
+
+
+def measured_bound(ceilings, system: str, dtype: str, flops: float, levels: dict) -> str | None:
+    """Which level bounds an op by the traffic ncu measured at each level: the largest of
+    bytes_level / B_level and FLOPs / P (levels without a fitted ceiling are left out)."""
+    terms = {}
+    for key, ceiling, name in LEVELS:
+        B = roofline.value(ceilings, system, ceiling)
+        if B and levels.get(key) == levels.get(key) and levels.get(key):
+            terms[name] = levels[key] / B
+    P, _ = compute_for(ceilings, system, dtype)
+    if P and flops:
+        terms["compute"] = flops / P
+    if set(terms) <= {"compute"}:
+        return None  # no measured traffic (or no ceiling for it): nothing to say
+    return max(terms, key=terms.get)
+
+
+def op_placements(ds, ceilings: pd.DataFrame) -> pd.DataFrame:
+    """Per aten op of a profiled call: its device time (torch.profiler), counted work, place on
+    the roofline and, where ncu measured them, its DRAM/L2/L1 bytes and the level they say bounds
+    it. share_of_call: the op's time over the sum of the call's op times."""
+    import json
+
+    out = []
+    systems = set(ceilings.system) if ceilings is not None and not ceilings.empty else set()
+    for _, row in _rows(ds, ops=True).iterrows():
+        if row.system not in systems:
+            continue
+        p = row.params if isinstance(row.params, dict) else json.loads(row.params or "{}")
+        levels = {key: p.get(key, math.nan) for key, _, _ in LEVELS}
+        placed = place_row(row, ceilings, row.system)
+        out.append({"workload": row["op"], "dtype": row["dtype"], "batch": row["batch"],
+                    "aten_op": p.get("aten_op"), "input_shapes": p.get("input_shapes"),
+                    "time_s": row.time_s, "flops": row.flops, "bytes": row.bytes,
+                    "bytes_source": p.get("bytes_source", "counted"), **levels,
+                    "measured_bound": measured_bound(ceilings, row.system, row["dtype"],
+                                                     row.flops, levels)}
+                   | {k: placed[k] for k in ("system", "intensity", "attained_flop_per_s",
+                                             "attained_byte_per_s", "roof_flop_per_s",
+                                             "fraction_of_roof", "bound", "predicted_time_s")})
+    table = pd.DataFrame(out, columns=OP_COLUMNS)
+    if len(table):
+        call = table.groupby(["system", "workload", "dtype", "batch"]).time_s.transform("sum")
+        table["share_of_call"] = table.time_s / call
+    return table.sort_values(["system", "workload", "dtype", "batch", "time_s"],
+                             ascending=[True, True, True, True, False], ignore_index=True)
+
+
+def call_from_ops(ops: pd.DataFrame, placed: pd.DataFrame) -> pd.DataFrame:
+    """Per profiled call: the measured whole-call time beside the sum of its ops' device times
+    and the sum of their roofline predictions (the model summed over kernels)."""
+    cols = ["system", "workload", "dtype", "batch", "ops", "measured_time_s", "ops_time_s",
+            "ops_predicted_time_s", "model_error"]
+    if ops.empty:
+        return pd.DataFrame(columns=cols)
+    g = ops.groupby(["system", "workload", "dtype", "batch"], as_index=False).agg(
+        ops=("aten_op", "size"), ops_time_s=("time_s", "sum"),
+        ops_predicted_time_s=("predicted_time_s", "sum"))
+    whole = placed[["system", "workload", "dtype", "batch", "measured_time_s"]]
+    g = g.merge(whole, on=["system", "workload", "dtype", "batch"], how="left")
+    g["model_error"] = g.measured_time_s / g.ops_predicted_time_s - 1
+    return g.reindex(columns=cols)
 
 
 def predicted_knee(b, flops, nbytes, B: float, P: float) -> tuple[float, str]:
