@@ -101,6 +101,8 @@ class JobConfig:
     use_graph: bool = MISSING
     seed: int = MISSING
     contention_threshold: float = MISSING
+    precision: float = MISSING
+    min_point_s: float = MISSING
     config_source: dict = MISSING
 
     def __post_init__(self):
@@ -113,6 +115,11 @@ class JobConfig:
         if not 0 < self.contention_threshold <= 1:
             raise ConfigError(f"contention_threshold={self.contention_threshold} must be in (0, 1]: "
                               "a share of the machine's CPU time")
+        if not 0 <= self.precision < 1:
+            raise ConfigError(f"precision={self.precision} must be in [0, 1): the relative "
+                              "half-width of a median's 95 % interval (0: use the whole budget)")
+        if not (math.isfinite(self.min_point_s) and self.min_point_s >= 0):
+            raise ConfigError(f"min_point_s={self.min_point_s} must be a finite number >= 0")
         if self.retries < 0:
             raise ConfigError(f"retries={self.retries} must be >= 0")
         if not self.out:

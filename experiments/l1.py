@@ -54,11 +54,11 @@ class L1Config(ExperimentConfig):
         check_warps("experiment.num_warps", [self.num_warps])
         for size in self.sizes:
             tiles = size / self.blocks_per_sm / self.block_bytes
-            if tiles < 1 or tiles != int(tiles) or int(tiles) & (int(tiles) - 1):
+            if tiles < 1 or tiles != int(tiles):
                 raise ConfigError(
                     f"experiment.sizes has {size}: bytes per SM / blocks_per_sm "
-                    f"({self.blocks_per_sm}) / block_bytes ({self.block_bytes}) must be a power "
-                    f"of two >= 1 (tiles per program), here {tiles:g}")
+                    f"({self.blocks_per_sm}) / block_bytes ({self.block_bytes}) must be a whole "
+                    f"number >= 1 (tiles per program), here {tiles:g}")
 
 
 Config = L1Config
@@ -71,7 +71,10 @@ def plan(cfg: L1Config, sms: int, size: int, item: int) -> dict:
 
     programs = sms * cfg.blocks_per_sm
     span_bytes = size // cfg.blocks_per_sm
-    passes = math.ceil(cfg.bytes_per_call / (programs * span_bytes) / UNROLL) * UNROLL
+    tiles = span_bytes // cfg.block_bytes
+    # passes x tiles loads, a multiple of UNROLL (the kernel's trip), so no tile is loaded extra
+    step = UNROLL // math.gcd(UNROLL, tiles)
+    passes = math.ceil(cfg.bytes_per_call / (programs * span_bytes) / step) * step
     return {"programs": programs, "span": span_bytes // item, "block": cfg.block_bytes // item,
             "passes": passes, "resident_bytes_per_sm": size, "blocks_per_sm": cfg.blocks_per_sm,
             "num_warps": cfg.num_warps}

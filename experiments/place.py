@@ -419,6 +419,7 @@ def profile_ops(fn, args, kwargs=None, device=None, calls: int = 3):
     kernels sit with the op that launched them), FLOPs (profiler's, else torch's formula) and
     compulsory bytes of its own inputs and outputs. Ops of no device time are left out."""
     import pandas as pd
+    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     kwargs = kwargs or {}
@@ -438,6 +439,8 @@ def profile_ops(fn, args, kwargs=None, device=None, calls: int = 3):
             torch.cuda.synchronize(dev)
     rows = []
     for evt in prof.key_averages(group_by_input_shape=True):
+        if evt.device_type != DeviceType.CPU:
+            continue  # a kernel's own event: its time is already its op's self device time
         self_us = (getattr(evt, "self_device_time_total", None) if dev.type == "cuda"
                    else evt.self_cpu_time_total) or 0.0
         if self_us <= 0:
@@ -528,6 +531,21 @@ NCU_LEVELS = {"dram_bytes": ("dram__bytes_read.sum", "dram__bytes_write.sum"),
               "l2_bytes": ("lts__t_bytes.sum",), "l1_bytes": ("l1tex__t_bytes.sum",)}
 
 
+def _nvtx_name(name: str) -> tuple[str, str]:
+    """(op, input shapes) from a kernel ncu renamed after its range: "aten::addmm|[[64], [64,
+    256]]/nvjet_..." (range, then the kernel's own name); a kernel outside every range: (its
+    name, "")."""
+    at, bar = name.find("aten::"), name.find("|")
+    if at < 0 or bar < at:
+        return name, ""
+    depth = 0
+    for end in range(bar + 1, len(name)):  # the shapes are one bracketed list: find its end
+        depth += {"[": 1, "]": -1}.get(name[end], 0)
+        if depth == 0:
+            return name[at:bar], name[bar + 1:end + 1]
+    return name[at:bar], name[bar + 1:]
+
+
 def ncu_by_op(kernels):
     """Per aten op (the NVTX range ncu named its kernels after): DRAM, L2 and L1 bytes measured
     over its kernels, and how many kernels it launched. Kernels outside any range keep their
@@ -537,12 +555,9 @@ def ncu_by_op(kernels):
     if kernels is None or kernels.empty:
         return pd.DataFrame(columns=["op", "input_shapes", *NCU_LEVELS, "kernels"])
     k = kernels.copy()
-    names = k.kernel.fillna("").astype(str)
-    # a renamed kernel reads "aten::mm|[[8, 64], [64, 64]]", possibly after a domain prefix
-    at = names.str.find("aten::")
-    named = (at >= 0) & names.str.contains("|", regex=False)
-    k["op"] = [n[a:].split("|", 1)[0] if ok else n for n, a, ok in zip(names, at, named)]
-    k["input_shapes"] = [n[a:].split("|", 1)[1] if ok else "" for n, a, ok in zip(names, at, named)]
+    named = [_nvtx_name(str(n)) for n in k.kernel.fillna("")]
+    k["op"] = [op for op, _ in named]
+    k["input_shapes"] = [shapes for _, shapes in named]
     for level, metrics in NCU_LEVELS.items():
         k[level] = k[list(metrics)].sum(axis=1, min_count=len(metrics))
     # an op's level is measured only if every one of its kernels reported it

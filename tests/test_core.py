@@ -261,3 +261,56 @@ def test_defaults_live_in_one_layer_the_yaml():
     for f in dataclasses.fields(JobConfig):
         assert f.default == MISSING, f"JobConfig.{f.name} has a default in its dataclass"
         assert f.name == "experiment" or f.name in job, f"config/job.yaml lacks {f.name}"
+
+
+def test_median_interval_narrows_with_samples_and_spread():
+    from experiments.core.timer import median_rel_halfwidth
+
+    rng = np.random.default_rng(0)
+    tight = 1.0 + 0.001 * rng.standard_normal(60)
+    wide = 1.0 + 0.2 * rng.standard_normal(60)
+    assert median_rel_halfwidth(tight) < 0.001 < 0.01 < median_rel_halfwidth(wide)
+    assert median_rel_halfwidth(wide[:10]) > median_rel_halfwidth(wide)  # more samples: narrower
+    assert median_rel_halfwidth([1.0] * 5) == math.inf  # too few to say
+
+
+class _Scripted:
+    """A timer whose samples come from a function of the sample's index: counts what it gave."""
+
+    name = "scripted"
+
+    def __init__(self, value):
+        self.value, self.given = value, 0
+
+    def sync(self):
+        pass
+
+    def run(self, fn, inner, samples):
+        out = np.array([self.value(self.given + i) for i in range(samples)])
+        self.given += samples
+        return out
+
+
+def test_sampling_stops_once_the_median_is_known_and_not_before():
+    from experiments.core.timer import sample
+
+    steady = _Scripted(lambda i: 1e-3 * (1 + 0.001 * math.sin(i)))
+    got = sample(steady, None, 1, 200, precision=0.01, min_samples=10)
+    assert 10 <= len(got) <= 30 and steady.given == len(got)  # a chunk or two, not 200
+    noisy = _Scripted(lambda i: 1e-3 * (1 + 0.5 * ((i * 7919) % 13 - 6) / 6))
+    assert len(sample(noisy, None, 1, 200, precision=0.01, min_samples=10)) == 200
+    # precision 0: the whole budget, as before
+    assert len(sample(_Scripted(lambda i: 1e-3), None, 1, 200, precision=0.0)) == 200
+    # never before min_time_s, however steady
+    t0 = time.perf_counter()
+    slow = _Scripted(lambda i: (time.sleep(0.002), 1e-3)[1])
+    sample(slow, None, 1, 200, precision=0.01, min_samples=10, min_time_s=0.1)
+    assert time.perf_counter() - t0 >= 0.1
+
+
+def test_cpu_timer_index_runs_on_across_chunks():
+    calls = []
+    timer = CpuTimer()
+    timer.run(lambda i: calls.append(i), inner=2, samples=2)
+    timer.run(lambda i: calls.append(i), inner=2, samples=1)
+    assert calls == [0, 1, 2, 3, 4, 5]

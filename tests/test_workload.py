@@ -221,14 +221,14 @@ def test_workflow_plans_one_job_per_workload_device_dtype(tmp_path):
 
 
 NCU_NVTX_CSV = '''"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
-"0","1","python3","h","aten::addmm|[[64], [64, 256], [256, 1024]]","1","7","(128, 1, 1)","(64, 2, 1)","0","9.0","m","dram__bytes_read.sum","byte","1000"
-"0","1","python3","h","aten::addmm|[[64], [64, 256], [256, 1024]]","1","7","(128, 1, 1)","(64, 2, 1)","0","9.0","m","dram__bytes_write.sum","byte","24"
-"0","1","python3","h","aten::addmm|[[64], [64, 256], [256, 1024]]","1","7","(128, 1, 1)","(64, 2, 1)","0","9.0","m","lts__t_bytes.sum","byte","2000"
-"0","1","python3","h","aten::addmm|[[64], [64, 256], [256, 1024]]","1","7","(128, 1, 1)","(64, 2, 1)","0","9.0","m","l1tex__t_bytes.sum","byte","4000"
-"1","1","python3","h","aten::addmm|[[64], [64, 256], [256, 1024]]","1","7","(128, 1, 1)","(64, 2, 1)","0","9.0","m","dram__bytes_read.sum","byte","10"
-"1","1","python3","h","aten::addmm|[[64], [64, 256], [256, 1024]]","1","7","(128, 1, 1)","(64, 2, 1)","0","9.0","m","dram__bytes_write.sum","byte","0"
-"1","1","python3","h","aten::addmm|[[64], [64, 256], [256, 1024]]","1","7","(128, 1, 1)","(64, 2, 1)","0","9.0","m","lts__t_bytes.sum","byte","20"
-"1","1","python3","h","aten::addmm|[[64], [64, 256], [256, 1024]]","1","7","(128, 1, 1)","(64, 2, 1)","0","9.0","m","l1tex__t_bytes.sum","byte","40"
+"0","1","python3","h","aten::addmm|[[64], [64, 256], [256, 1024]]/nvjet_sm90_tst_128x64_64x8_2x1_v_bz_bias_TNT","1","7","(128, 1, 1)","(64, 2, 1)","0","9.0","m","dram__bytes_read.sum","byte","1000"
+"0","1","python3","h","aten::addmm|[[64], [64, 256], [256, 1024]]/nvjet_sm90_tst_128x64_64x8_2x1_v_bz_bias_TNT","1","7","(128, 1, 1)","(64, 2, 1)","0","9.0","m","dram__bytes_write.sum","byte","24"
+"0","1","python3","h","aten::addmm|[[64], [64, 256], [256, 1024]]/nvjet_sm90_tst_128x64_64x8_2x1_v_bz_bias_TNT","1","7","(128, 1, 1)","(64, 2, 1)","0","9.0","m","lts__t_bytes.sum","byte","2000"
+"0","1","python3","h","aten::addmm|[[64], [64, 256], [256, 1024]]/nvjet_sm90_tst_128x64_64x8_2x1_v_bz_bias_TNT","1","7","(128, 1, 1)","(64, 2, 1)","0","9.0","m","l1tex__t_bytes.sum","byte","4000"
+"1","1","python3","h","aten::addmm|[[64], [64, 256], [256, 1024]]/nvjet_sm90_tst_128x64_64x8_2x1_v_bz_bias_TNT","1","7","(128, 1, 1)","(64, 2, 1)","0","9.0","m","dram__bytes_read.sum","byte","10"
+"1","1","python3","h","aten::addmm|[[64], [64, 256], [256, 1024]]/nvjet_sm90_tst_128x64_64x8_2x1_v_bz_bias_TNT","1","7","(128, 1, 1)","(64, 2, 1)","0","9.0","m","dram__bytes_write.sum","byte","0"
+"1","1","python3","h","aten::addmm|[[64], [64, 256], [256, 1024]]/nvjet_sm90_tst_128x64_64x8_2x1_v_bz_bias_TNT","1","7","(128, 1, 1)","(64, 2, 1)","0","9.0","m","lts__t_bytes.sum","byte","20"
+"1","1","python3","h","aten::addmm|[[64], [64, 256], [256, 1024]]/nvjet_sm90_tst_128x64_64x8_2x1_v_bz_bias_TNT","1","7","(128, 1, 1)","(64, 2, 1)","0","9.0","m","l1tex__t_bytes.sum","byte","40"
 "2","1","python3","h","void at::native::elementwise_kernel<128>","1","7","(128, 1, 1)","(64, 2, 1)","0","9.0","m","dram__bytes_read.sum","byte","5"
 '''
 

@@ -67,6 +67,8 @@ class Context:
     use_graph: bool = True
     seed: int = 0
     contention_threshold: float = DEFAULT_CONTENTION_THRESHOLD
+    precision: float = 0.0  # stop sampling a point once its median is known this well (0: never)
+    min_point_s: float = 0.0  # ...but not before this long
     # every GPU the job holds: [device] for most; the whole pool for an experiment between GPUs
     devices: list = field(default_factory=list)
     generator: torch.Generator = field(init=False)
@@ -85,7 +87,8 @@ class Context:
         device = overrides.pop("device", self.device)
         kwargs = dict(budget_s=self.point_budget_s, use_graph=self.use_graph,
                       cv_threshold=self.cv_threshold, retries=self.retries,
-                      contention_threshold=self.contention_threshold) | overrides
+                      contention_threshold=self.contention_threshold, precision=self.precision,
+                      min_time_s=self.min_point_s) | overrides
         timing = measure(fn, device, **kwargs)
         stats = timing.stats
         stats["noisy"] = bool(stats["cv"] > kwargs["cv_threshold"])
@@ -155,7 +158,8 @@ def _measure(job, module, device: str, dev: torch.device, devs=None, measured_on
     ctx = Context(device=dev, dtype=job.dtype.value, facts=facts,
                   point_budget_s=job.point_budget_s, cv_threshold=job.cv_threshold,
                   retries=job.retries, use_graph=job.use_graph, seed=job.seed,
-                  contention_threshold=job.contention_threshold, devices=devs or [dev])
+                  contention_threshold=job.contention_threshold, precision=job.precision,
+                  min_point_s=job.min_point_s, devices=devs or [dev])
     git = git_state()
     run_id = uuid.uuid4().hex[:12]
     identity = {

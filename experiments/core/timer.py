@@ -2,7 +2,8 @@
 
 Modelled on triton's do_bench: warm up, estimate one call, pick how many calls make one sample
 (so a sample is far past launch and timer overhead), pick how many samples fit the time budget,
-report the median and quantiles. GPUs are timed with CUDA events around a CUDA-graph replay of
+report the median and quantiles. Sampling stops before the budget once the median is known to
+`precision` (nvbench's approach: stop when more samples would not change the answer). GPUs are timed with CUDA events around a CUDA-graph replay of
 the inner calls (eager launches from Python cost ~9 us each and would hide short kernels); CPUs
 with perf_counter.
 """
@@ -68,6 +69,22 @@ def summarize(samples_s) -> dict:
     }
 
 
+def median_rel_halfwidth(samples_s) -> float:
+    """Half-width of the median's 95 % confidence interval, over the median: the distribution-free
+    interval between order statistics n/2 -/+ 1.96 sqrt(n)/2 (no normality assumed; written here
+    because it runs after every chunk of samples, where a bootstrap would cost more than the
+    samples). inf below 6 samples."""
+    s = np.sort(np.asarray(samples_s, dtype=np.float64))
+    n = s.size
+    if n < 6:
+        return math.inf
+    d = 1.96 * math.sqrt(n) / 2
+    # 1-based ranks floor(n/2 - d) and ceil(1 + n/2 + d), as 0-based indices
+    lo, hi = max(0, math.floor(n / 2 - d) - 1), min(n - 1, math.ceil(n / 2 + d))
+    median = float(np.median(s))
+    return (s[hi] - s[lo]) / 2 / median if median > 0 else math.inf
+
+
 def plan_counts(per_call_s: float, budget_s: float, sample_target_s: float,
                 min_samples: int = 5, max_samples: int = 200) -> tuple[int, int]:
     """(inner calls per sample, samples) for a call of `per_call_s` within `budget_s`."""
@@ -88,11 +105,13 @@ class CpuTimer:
 
     def run(self, fn: Callable[[int], object], inner: int, samples: int) -> np.ndarray:
         out = np.empty(samples)
-        for s in range(samples):
+        calls = getattr(self, "_calls", 0)  # i runs on across samples and runs: every buffer
+        for s in range(samples):             # rotates in
             t0 = self.clock()
-            for i in range(s * inner, (s + 1) * inner):  # i runs on across samples: every buffer rotates in
+            for i in range(calls + s * inner, calls + (s + 1) * inner):
                 fn(i)
             out[s] = self.clock() - t0
+        self._calls = calls + samples * inner
         return out / inner
 
 
@@ -120,6 +139,24 @@ class CudaTimer:
         return graph
 
     def run(self, fn, inner, samples) -> np.ndarray:
+        # measure() asks for samples in chunks: the graph captured for the first serves the rest
+        cached = getattr(self, "_body", None)
+        if cached is not None and cached[:3] == (fn, inner, self.use_graph):
+            body, self.name = cached[3], cached[4]
+        else:
+            body = self._body_for(fn, inner)
+            body()  # replay once before timing: first replay uploads the graph
+            self._body = (fn, inner, self.use_graph, body, self.name)
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(samples)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(samples)]
+        for s in range(samples):
+            starts[s].record()
+            body()
+            ends[s].record()
+        torch.cuda.synchronize(self.device)
+        return np.array([a.elapsed_time(b) for a, b in zip(starts, ends)]) / 1e3 / inner
+
+    def _body_for(self, fn, inner):
         body = None
         self.name = "cuda_event"
         if self.use_graph:
@@ -135,15 +172,7 @@ class CudaTimer:
             def body():
                 for _ in range(inner):
                     fn(next(calls))
-        body()  # replay once before timing: first replay uploads the graph
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(samples)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(samples)]
-        for s in range(samples):
-            starts[s].record()
-            body()
-            ends[s].record()
-        torch.cuda.synchronize(self.device)
-        return np.array([a.elapsed_time(b) for a, b in zip(starts, ends)]) / 1e3 / inner
+        return body
 
 
 def make_timer(device: torch.device, use_graph: bool = True):
@@ -166,17 +195,39 @@ def estimate_call(fn, timer, warmup: int = 2) -> float:
     return (time.perf_counter() - t0) / n
 
 
+def sample(timer, fn, inner: int, samples: int, precision: float = 0.0,
+           min_time_s: float = 0.0, min_samples: int = 5) -> np.ndarray:
+    """Up to `samples` samples, in chunks; stops early once at least `min_samples` samples and
+    `min_time_s` seconds are in and the median is known to `precision` (relative half-width of
+    its 95 % interval), as nvbench stops on its noise criterion. precision=0: all of them."""
+    if not precision:
+        return np.asarray(timer.run(fn, inner, samples), dtype=float)
+    chunk = max(min_samples, 6, math.ceil(samples / 8))
+    parts, taken, t0 = [], 0, time.perf_counter()
+    while taken < samples:
+        parts.append(np.asarray(timer.run(fn, inner, min(chunk, samples - taken)), dtype=float))
+        taken += parts[-1].size
+        if (taken < samples and taken >= min_samples
+                and time.perf_counter() - t0 >= min_time_s
+                and median_rel_halfwidth(np.concatenate(parts)) <= precision):
+            break
+    return np.concatenate(parts)
+
+
 def measure(fn: Callable[[int], object], device: torch.device, budget_s: float, *,
             timer=None, use_graph: bool = True, cv_threshold: float = 0.1,
             retries: int = 1, min_samples: int = 5, max_samples: int = 200,
             contention_threshold: float = DEFAULT_CONTENTION_THRESHOLD,
-            force_graph: bool = False) -> Timing:
+            force_graph: bool = False, precision: float = 0.0,
+            min_time_s: float = 0.0) -> Timing:
     """Time fn(i) (i picks a rotating buffer). Retries a noisy, contended (CPU: other processes
     used more than `contention_threshold` of the machine) or throttled (GPU) point; returns
     per-call times and the conditions they were taken under.
 
     A point still noisy, contended or throttled after `retries` is returned all the same, with
-    its flags; the row builder flags noise. `force_graph` replays calls longer than GRAPH_BELOW_S
+    its flags; the row builder flags noise. `budget_s` is the most a run may sample: with
+    `precision` > 0 it stops once the median is known that well (see sample()). `force_graph`
+    replays calls longer than GRAPH_BELOW_S
     from a graph too, for ops that production runs as graph replays (a decode step);
     `use_graph=False` still wins, and a CPU has no graphs, so there it does nothing.
     """
@@ -189,7 +240,7 @@ def measure(fn: Callable[[int], object], device: torch.device, budget_s: float, 
     best = None
     for _ in range(retries + 1):
         with Conditions(device) as conditions:
-            times = timer.run(fn, inner, samples)
+            times = sample(timer, fn, inner, samples, precision, min_time_s, min_samples)
         timing = Timing(times, inner, timer.name)
         timing.conditions = conditions.summary(timing.stats["time_s"], contention_threshold)
         if best is None or timing.rank() < best.rank():
