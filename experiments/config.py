@@ -81,6 +81,20 @@ def yaml_error(path) -> str | None:
     return None
 
 
+def parse_cpus(text: str) -> set[int]:
+    """'0,4-7' -> {0, 4, 5, 6, 7}; '' or 'all' -> empty (no pinning). Raises ValueError."""
+    cpus: set[int] = set()
+    if str(text).strip() == "all":
+        return cpus
+    for part in filter(None, (p.strip() for p in str(text or "").split(","))):
+        lo, _, hi = part.partition("-")
+        lo, hi = int(lo), int(hi or lo)
+        if lo < 0 or hi < lo:
+            raise ValueError(part)
+        cpus |= set(range(lo, hi + 1))
+    return cpus
+
+
 @dataclass
 class ExperimentConfig:
     name: str = MISSING
@@ -103,6 +117,7 @@ class JobConfig:
     contention_threshold: float = MISSING
     precision: float = MISSING
     min_point_s: float = MISSING
+    cpus: str = MISSING
     config_source: dict = MISSING
 
     def __post_init__(self):
@@ -120,6 +135,11 @@ class JobConfig:
                               "half-width of a median's 95 % interval (0: use the whole budget)")
         if not (math.isfinite(self.min_point_s) and self.min_point_s >= 0):
             raise ConfigError(f"min_point_s={self.min_point_s} must be a finite number >= 0")
+        try:
+            parse_cpus(self.cpus)
+        except ValueError:
+            raise ConfigError(f"cpus={self.cpus!r}: give CPU numbers and ranges, e.g. '2-15' or "
+                              "'0,4-7'; empty or 'all': every CPU") from None
         if self.retries < 0:
             raise ConfigError(f"retries={self.retries} must be >= 0")
         if not self.out:

@@ -419,3 +419,23 @@ def test_energy_table_uses_the_top_plateau_and_dram_rows():
     assert table.loc["matmul", "sm_clock_mhz"] == 1400.0 and table.loc["matmul", "power_w"] == 700.0
     assert table.loc["bandwidth", "unit"] == "pJ/byte" and table.loc["bandwidth", "points"] == 3
     assert table.loc["bandwidth", "value"] == pytest.approx(20.0)
+
+
+def test_cpu_time_is_counted_on_the_jobs_own_cpus(tmp_path):
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  300 0 100 1000 0 0 0 5 0 0\n"
+                    "cpu0 200 0 50 100 0 0 0 5 0 0\n"   # a GPU job's core: busy
+                    "cpu1 50 0 25 450 0 0 0 0 0 0\n"
+                    "cpu2 50 0 25 450 0 0 0 0 0 0\n")
+    every = conditions.proc_stat(str(stat))
+    assert every["busy"] == 400 and every["ncpu"] == 3 and every["steal"] == 5
+    own = conditions.proc_stat(str(stat), cpus={1, 2})
+    assert own["busy"] == 150 and own["ncpu"] == 2 and own["steal"] == 0 and own["total"] == 1050
+
+
+def test_a_pinned_job_runs_on_its_cpus(tmp_path):
+    script = ("import os, torch; from experiments.core.runner import pin; pin('0', 'cpu'); "
+              "print(sorted(os.sched_getaffinity(0)), torch.get_num_threads())")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert done.stdout.split() == ["[0]", "1"], done.stderr[-2000:]

@@ -187,3 +187,23 @@ def test_jobs_between_gpus_take_the_whole_pool(tmp_path):
     for exp in ("peer_copy", "collectives"):
         assert asked[exp]["cuda0_1"] == "2" and asked[exp]["gpu"] == "2", asked[exp]
     assert asked["bandwidth"]["cuda0_1"] == "1" and asked["bandwidth"]["gpu"] == "1"
+
+
+def test_cpu_and_gpu_jobs_overlap_on_cores_of_their_own(tmp_path):
+    """16 cores and one GPU: the CPU job gets 15 of them, pinned to 1-15, and the GPU job core 0,
+    so they run side by side; on 2 cores (or overlap off) the CPU job takes every core."""
+    repo = copy_repo(tmp_path / "repo")
+
+    def plan(cores, *config):
+        run = snakemake(repo, "-n", "-p", "--cores", str(cores), "--config",
+                        'devices=["cpu","cuda:0"]', *config)
+        assert run.returncode == 0, run.stdout[-3000:]
+        return run.stdout
+
+    wide = plan(16)
+    assert re.search(r"device=cpu .*cpus=1-15", wide) and re.search(r"device=cuda:0 .*cpus=0-0", wide)
+    assert re.search(r"threads: 15", wide)
+    narrow = plan(2)
+    assert "cpus=all" in narrow and "cpus=1-" not in narrow and re.search(r"threads: 2", narrow)
+    off = plan(16, "cpu_gpu_overlap=false")
+    assert "cpus=all" in off and re.search(r"threads: 16", off)

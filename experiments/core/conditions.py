@@ -121,21 +121,32 @@ def _hz() -> int:
         return 100
 
 
-def proc_stat(path: str = "/proc/stat") -> dict | None:
-    """Machine-wide jiffies: busy (user, nice, system, irq, softirq), steal, total, and the CPU
-    count. None off Linux."""
+def own_cpus() -> set[int] | None:
+    """The CPUs this process may run on (a job pinned beside GPU jobs has fewer than all)."""
+    try:
+        return set(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+
+
+def proc_stat(path: str = "/proc/stat", cpus: set[int] | None = None) -> dict | None:
+    """Jiffies of the given CPUs (all of them when None): busy (user, nice, system, irq,
+    softirq), steal, total, and the CPU count. None off Linux."""
     try:
         lines = Path(path).read_text().splitlines()
     except OSError:
         return None
-    head = lines[0].split()
-    if head[0] != "cpu":
+    if not lines or lines[0].split()[0] != "cpu":
         return None
+    per_cpu = {int(line.split()[0][3:]): line.split() for line in lines
+               if line.startswith("cpu") and line[3:4].isdigit()}
+    chosen = [per_cpu[c] for c in sorted(cpus or ()) if c in per_cpu] if cpus else []
+    rows = chosen or [lines[0].split()]  # the first line sums every CPU
     # user nice system idle iowait irq softirq steal (guest time is already inside user and nice)
-    v = [int(x) for x in head[1:9]] + [0] * max(0, 9 - len(head))
-    ncpu = sum(1 for line in lines if line.startswith("cpu") and line[3:4].isdigit())
-    return {"busy": v[0] + v[1] + v[2] + v[5] + v[6], "steal": v[7], "total": sum(v[:8]),
-            "ncpu": ncpu or os.cpu_count() or 1}
+    v = [sum(int(r[i]) if i < len(r) else 0 for r in rows) for i in range(1, 9)]
+    ncpu = len(chosen) or len(per_cpu) or os.cpu_count() or 1
+    return {"busy": v[0] + v[1] + v[2] + v[5] + v[6], "steal": v[7], "total": sum(v),
+            "ncpu": ncpu}
 
 
 def self_ticks(path: str = "/proc/self/stat") -> int | None:
@@ -223,7 +234,10 @@ class Conditions:
         self._thread.start()
         # the counters last, so the window is as close to the timed run as can be, and the
         # energy counter next to the clock that divides it
-        self.stat0, self.self0 = proc_stat(), self_ticks()
+        # other processes on this process's own CPUs: a job pinned beside GPU jobs is not
+        # disturbed by them on theirs
+        self.cpus = own_cpus()
+        self.stat0, self.self0 = proc_stat(cpus=self.cpus), self_ticks()
         self.energy0 = self.nvml.energy_mj()
         self.t0 = self.clock()
         return self
@@ -231,7 +245,7 @@ class Conditions:
     def __exit__(self, *exc):
         self.t1 = self.clock()
         self.energy1 = self.nvml.energy_mj()
-        self.self1, self.stat1 = self_ticks(), proc_stat()
+        self.self1, self.stat1 = self_ticks(), proc_stat(cpus=self.cpus)
         self._stop.set()
         self._thread.join()
         self._sample(with_freq=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import socket
 import time
 import uuid
@@ -133,12 +134,32 @@ def _plain(obj):
     return asdict(obj) if is_dataclass(obj) else obj
 
 
+def pin(cpus: str, device: str) -> None:
+    """Run on `cpus` only (threads started later inherit it; torch's pool is sized to them on a
+    CPU job). CPUs outside what this process may use (a Slurm allocation's) are dropped; none
+    left: no pinning."""
+    from ..config import parse_cpus
+
+    wanted = parse_cpus(cpus)
+    if not wanted or not hasattr(os, "sched_setaffinity"):
+        return
+    allowed = wanted & set(os.sched_getaffinity(0))
+    if not allowed:
+        log.warning("cpus=%s: none of them is available to this process; not pinned", cpus)
+        return
+    os.sched_setaffinity(0, allowed)
+    if str(device) == "cpu":
+        torch.set_num_threads(len(allowed))
+    log.info("pinned to CPUs %s", ",".join(map(str, sorted(allowed))))
+
+
 def run_job(job, module) -> Path:
     """Measure every point of `module` for the job, then write the file atomically.
 
     A module with ALL_GPUS = True (peer_copy, collectives) holds every GPU of the job's pool at once;
     its rows' `measured_on` is the pool, and its Context's `devices` lists them."""
     all_gpus = bool(getattr(module, "ALL_GPUS", False))
+    pin(getattr(job, "cpus", ""), job.device)
     with claim_device(job.device, all_gpus=all_gpus) as held:
         devs = list(held) if all_gpus else [held]
         dev = devs[0]

@@ -9,7 +9,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from experiments import registry
-from experiments.config import ConfigError, check_sweep, check_workloads
+from experiments.config import ConfigError, check_sweep, check_workloads, parse_cpus
 from experiments.core import devicenames
 
 
@@ -97,6 +97,35 @@ def hydra_value(value):
         escaped = value.replace("\\", "\\\\").replace("'", "\\'")
         return f"'{escaped}'"
     return json.dumps(value)
+
+
+def overlap_cpus():
+    """(the CPU job's cores, the GPU jobs' cores) as CPU lists when CPU and GPU measurements run
+    side by side on this machine, else None. One core is left to each GPU job and the CPU job
+    pinned to the rest (`auto`: only when that leaves it at least 3/4 of the cores, and only for a
+    local run: on Slurm a CPU job has its node to itself)."""
+    mode = str(config.get("cpu_gpu_overlap", "auto")).lower()  # auto, true or false
+    gpus = sum(pool_gpus(s) for s in DEVICES if s != "cpu")
+    cores = all_cores()
+    if (mode == "false" or not gpus or "cpu" not in DEVICES or not workflow.local_exec
+            or cores - gpus < 1 or (mode == "auto" and cores < 4 * gpus)):
+        return None
+    return f"{gpus}-{cores - 1}", f"0-{gpus - 1}"
+
+
+def job_threads(wildcards):
+    """A CPU measurement takes every core, or all but the GPU jobs' when they overlap."""
+    if wildcards.device != "cpu":
+        return 1
+    pins = overlap_cpus()
+    return all_cores() - len(parse_cpus(pins[1])) if pins else all_cores()
+
+
+def pin_cpus(wildcards):
+    """The job's CPUs: its side of overlap_cpus(), else all. A resource, not a param: the
+    machine's core count is not a sweep value, and a change of it reruns nothing."""
+    pins = overlap_cpus()
+    return (pins[0] if wildcards.device == "cpu" else pins[1]) if pins else "all"
 
 
 def job_args(wildcards):

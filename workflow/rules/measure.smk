@@ -16,17 +16,19 @@ rule measure:
         args=job_args,
     conda:
         "../../environment.yml"
-    # A CPU measurement takes every core so no other job disturbs it; a GPU job takes one GPU (of
-    # its pool: the job locks whichever is free), and a job between GPUs (peer_copy, collectives) all
-    # of them (it locks every one).
-    threads: lambda wildcards: all_cores() if wildcards.device == "cpu" else 1
+    # A CPU measurement takes every core so no other job disturbs it (or all but one per GPU,
+    # pinned away from the GPU jobs running beside it: cpu_gpu_overlap); a GPU job takes one GPU
+    # (of its pool: the job locks whichever is free), and a job between GPUs (peer_copy,
+    # collectives) all of them (it locks every one).
+    threads: job_threads
     resources:
+        pin_cpus=pin_cpus,
         **{devicenames.resource(slug): (lambda wildcards, s=slug: device_units(wildcards, s))
            for slug in DEVICES},
         **{key: (lambda wildcards, key=key: slurm_resource(wildcards, key))
            for key in SLURM_JOB["cpu"]},
     shell:
-        "python -m experiments {params.args} > {log:q} 2>&1"
+        "python -m experiments {params.args} cpus={resources.pin_cpus} > {log:q} 2>&1"
 
 
 # One job per (workload, device, dtype) of config/config.yaml's `workloads:`: the workload
@@ -45,11 +47,12 @@ rule measure_workload:
         args=workload_args,
     conda:
         "../../environment.yml"
-    threads: lambda wildcards: all_cores() if wildcards.device == "cpu" else 1
+    threads: job_threads
     resources:
+        pin_cpus=pin_cpus,
         **{devicenames.resource(slug): (lambda wildcards, s=slug: int(wildcards.device == s))
            for slug in DEVICES},
         **{key: (lambda wildcards, key=key: SLURM_JOB[device_kind(wildcards.device)][key])
            for key in SLURM_JOB["cpu"]},
     shell:
-        "python -m experiments {params.args} > {log:q} 2>&1"
+        "python -m experiments {params.args} cpus={resources.pin_cpus} > {log:q} 2>&1"
