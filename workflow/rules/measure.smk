@@ -9,7 +9,7 @@ rule measure:
         # only this machine's files: another host's, copied in, are inputs, never re-measured here
         host=re.escape(HOST),
         device="cpu|cuda[0-9]+([+][0-9]+)*",
-        experiment="[a-z_]+",
+        experiment="[a-z_][a-z0-9_]*",
         dtype="[a-z0-9_]+",
     params:
         # every override of the job, out= included: a changed sweep value reruns just its jobs
