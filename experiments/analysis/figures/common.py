@@ -22,7 +22,6 @@ import math
 import re
 import textwrap
 from dataclasses import dataclass
-from html import escape
 from pathlib import Path
 
 import matplotlib
@@ -266,24 +265,19 @@ def legend_below(ax, groups_titles=("dtype", "experiment")):
         leg.get_texts()[i].set_weight("bold")
 
 
+TIP = "rooflab-tip:"  # marks our per-point links, which save() turns into SVG <title>s
+
+
 def tooltips(collection, labels: list[str]):
-    """Name each point of a scatter on hover: save() adds an SVG <title> per point, in order."""
-    fig = root(collection)
-    gid = f"points-{len(getattr(fig, 'rooflab_tips', []))}"
-    collection.set_gid(gid)
-    fig.rooflab_tips = getattr(fig, "rooflab_tips", []) + [(gid, list(labels))]
+    """Name each point of a scatter on hover. Matplotlib writes a collection's per-point urls as
+    <a> around each point's element (whichever way it draws them); save() makes each a <g> with
+    a <title>, which browsers show on hover."""
+    collection.set_urls([TIP + label for label in labels])
 
 
-def _with_tooltips(svg: str, tips) -> str:
-    for gid, labels in tips:
-        start = svg.find(f'<g id="{gid}"')
-        if start < 0:
-            continue
-        names = iter(labels)  # matplotlib writes one <use> per point, in the offsets' order
-        tail = re.sub(r"<use [^>]*/>", lambda m: f"<g><title>{escape(next(names))}</title>"
-                      f"{m.group(0)}</g>", svg[start:], count=len(labels))
-        svg = svg[:start] + tail
-    return svg
+def _with_tooltips(svg: str) -> str:
+    return re.sub(rf'<a xlink:href="{TIP}([^"]*)"[^>]*>(.*?)</a>', r"<g><title>\1</title>\2</g>",
+                  svg, flags=re.S)
 
 
 # --- the decorator and its grid ----------------------------------------------------------------
@@ -368,6 +362,8 @@ def freeze_layout(fig):
     constrained-layout pass, which costs as much as drawing."""
     if not isinstance(fig.get_layout_engine(), matplotlib.layout_engine.ConstrainedLayoutEngine):
         return
+    if cjk_font() is None:  # before the layout measures the text
+        drop_cjk(fig)
     fig.draw_without_rendering()
     fig.set_layout_engine("none")
 
@@ -376,12 +372,9 @@ def save(fig, outdir: Path, name: str):
     """<name>.svg (the HTML report inlines it; points named on hover) and <name>.png (Snakemake's
     report), from one layout. Constrained layout keeps everything inside the figure, so no
     bbox_inches="tight" (it would draw each file twice)."""
-    if cjk_font() is None:
-        drop_cjk(fig)
     freeze_layout(fig)
     buf = io.StringIO()
     fig.savefig(buf, format="svg", metadata={"Date": None})
-    (outdir / f"{name}.svg").write_text(_with_tooltips(buf.getvalue(),
-                                                       getattr(fig, "rooflab_tips", [])))
+    (outdir / f"{name}.svg").write_text(_with_tooltips(buf.getvalue()), encoding="utf-8")
     fig.savefig(outdir / f"{name}.png", dpi=DPI)
 

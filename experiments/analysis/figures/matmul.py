@@ -37,6 +37,8 @@ def matmul(g: Grid):
                          estimator="median", errorbar=None, ax=ax_err, legend=False)
             ax_err.set(xscale="log", yscale="log")
             ticks_at(ax_err.xaxis, e.n)
+            # 1e-3, not 10^-3: a superscript would be the figure's smallest text
+            log_ticks(ax_err.yaxis, lambda v, _: f"{v:.0e}".replace("e-0", "e-"))
         ax_err.set(xlabel="matrix side n", ylabel="relative error vs float64")
         title(ax_err, "error against a float64 product (same colours)")
         legend_right(ax_err, source=ax, title="dtype")  # right of the pair, not between

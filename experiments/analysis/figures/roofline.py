@@ -25,8 +25,8 @@ def _dodge(values, span, gap=0.045):
 
 def _point_name(r) -> str:
     """What a point is, for its tooltip: experiment, op, dtype, size, and where it lands."""
-    size = (f"ws {bytes_label(r.working_set_bytes)}" if r.working_set_bytes > 0
-            else f"batch {r.batch:.0f}" if r.batch > 0 else f"n {r.n:.0f}" if r.n > 0 else "")
+    size = (f"batch {r.batch:.0f}" if r.batch > 0 else f"n {r.n:.0f}" if r.experiment == "matmul"
+            else f"ws {bytes_label(r.working_set_bytes)}" if r.working_set_bytes > 0 else "")
     what = " ".join(str(v) for v in (r.experiment, r.op, r.dtype, size) if v and v == v)
     return (f"{what}: {si(r.flop_per_s, 'FLOP/s')} at {r.intensity:.3g} FLOP/B"
             + (f", {si(r.byte_per_s, 'B/s')}" if r.byte_per_s > 0 else ""))
