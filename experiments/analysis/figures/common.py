@@ -42,7 +42,7 @@ from ..dataset import Dataset, ok  # noqa: E402
 DPI = 150  # the PNG (Snakemake's report); the HTML report inlines the SVG
 MAX_COLUMNS = 2  # panels side by side: more would shrink the text below ~10 px at 800 px wide
 DTYPE_ORDER = ["float64", "float32", "tf32", "float16", "bfloat16", "float8_e4m3"]
-NOTE = 9.5  # points: annotations, the smallest text of a figure
+NOTE = 10  # points: annotations, the smallest text of a figure
 
 
 class Missing(Exception):
@@ -127,9 +127,9 @@ def style():
     cjk = cjk_font()
     plt.rcParams.update({
         "svg.fonttype": "none", "svg.hashsalt": "rooflab", "figure.dpi": DPI,
-        "font.size": 10.5, "axes.titlesize": 11, "axes.labelsize": 11,
-        "xtick.labelsize": 10, "ytick.labelsize": 10, "legend.fontsize": 10,
-        "legend.title_fontsize": 10.5, "figure.titlesize": 12,
+        "font.size": 11, "axes.titlesize": 11.5, "axes.labelsize": 11.5,
+        "xtick.labelsize": 10.5, "ytick.labelsize": 10.5, "legend.fontsize": 10.5,
+        "legend.title_fontsize": 11, "figure.titlesize": 12,
         # the CJK font after the Latin one: matplotlib falls back to it glyph by glyph
         "font.family": ["sans-serif"] + ([cjk] if cjk else [])})
 
@@ -306,6 +306,9 @@ def _layout(systems: list[str], panels: int, panel, columns: int):
     nrows = math.ceil(panels / ncols)
     fig = plt.figure(figsize=(panel[0] * ncols, panel[1] * nrows * len(systems)),
                      layout="constrained")
+    # a wider margin than matplotlib's 3 pt: a browser's font, a little larger than the one
+    # measured, must not put the y label's first letter past the SVG's edge
+    fig.get_layout_engine().set(w_pad=6 / 72, h_pad=4 / 72)
     subs = fig.subfigures(len(systems), 1, squeeze=False)[:, 0]
     axes = []
     for sub, system in zip(subs, systems):

@@ -6,11 +6,11 @@ import seaborn as sns
 
 from ..decode import gemv_rows
 from ..units import si
-from .common import Grid, figure, legend_right, log_ticks, palette, ticks_at, title
+from .common import NOTE, Grid, figure, legend_right, log_ticks, palette, ticks_at, title
 
 
 @figure("decode", where=gemv_rows, missing="no decode rows (x @ W, op gemv_gemm, with a batch)",
-        panels=2, panel=(4.8, 4.2))
+        panels=2, panel=(8.0, 4.2), columns=1)  # one above the other: the legend is long
 def decode(g: Grid):
     per_row, knees = g.inp.per_row, g.inp.knees
     pred = per_row.assign(curve=per_row.dtype + " C=" + per_row.C.astype(str))
@@ -40,4 +40,5 @@ def decode(g: Grid):
         title(ax_k, "throughput")
         legend_right(ax_k, title="dtype, C")
     g.fig.suptitle("solid: measured; dashed: predicted max(bytes/B, FLOPs/P) from the fitted "
-                   "ceilings; dotted: predicted knee", fontsize=10, x=0.01, ha="left", color="0.3")
+                   "ceilings; dotted: predicted knee", fontsize=NOTE, x=0.01, ha="left",
+                   color="0.3")

@@ -9,7 +9,7 @@ from .common import Grid, figure, legend_right, log_ticks, palette, ticks_at, ti
 
 
 @figure("matmul", where=lambda r: r[r.flop_per_s > 0], missing="no matmul rows", panels=2,
-        panel=(4.8, 4.2))
+        panel=(4.5, 4.2))
 def matmul(g: Grid):
     colors = palette(g.rows.dtype)
     for (ax, ax_err), system, r in g:

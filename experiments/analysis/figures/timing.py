@@ -20,7 +20,7 @@ def _with_events(rows):
 
 
 @figure("timing", where=_with_events, missing="no timing rows with CUDA events (GPU only)",
-        panels=4, panel=(4.8, 4.0))
+        panels=4, panel=(4.5, 4.0))
 def timing(g: Grid):
     colors = palette(g.rows.variant.dropna())
     for (ax_r, ax_cv, ax_l, ax_key), system, rows in g:
