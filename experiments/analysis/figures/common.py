@@ -5,13 +5,14 @@ A figure is a function of a `Grid`, registered under its catalog name:
 
     @figure("bandwidth", where=lambda r: r[r.byte_per_s > 0], missing="no bandwidth rows")
     def bandwidth(g: Grid):
-        for ax, system, rows in g:  # one row of panels per system
+        for ax, system, rows in g:  # each system: its panels, its rows
             ...
 
 The decorator keeps the ok rows of the figure's experiments (catalog.FIGURES), narrows them with
 `where`, raises Missing (the figure becomes a placeholder naming what is missing) when no system
-has any, and stacks one row of `panels` axes per system (at most two side by side, so the text
-stays readable on a narrow screen). The registered function takes Inputs and returns the Figure.
+has any, and stacks the systems, one subfigure of `panels` axes each (at most two side by side,
+so the text stays readable on a narrow screen). The registered function takes Inputs and returns
+the Figure.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib import font_manager  # noqa: E402
+from matplotlib.layout_engine import ConstrainedLayoutEngine  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 from matplotlib.ticker import (FixedLocator, Formatter, FuncFormatter, LogLocator,  # noqa: E402
@@ -287,7 +289,7 @@ DRAW: dict = {}  # name -> function(Inputs) -> Figure, filled by @figure
 
 @dataclass
 class Grid:
-    """One row of panels per system; iterating gives (axes, system, that system's rows)."""
+    """The panels of each system; iterating gives (axes, system, that system's rows)."""
     fig: plt.Figure
     axes: list  # per system: its panels (one Axes, or a tuple)
     inp: Inputs
@@ -363,7 +365,7 @@ def placeholder(name: str, reason: str):
 def freeze_layout(fig):
     """Lay the figure out once and keep it: every later draw (the SVG, the PNG) skips the
     constrained-layout pass, which costs as much as drawing."""
-    if not isinstance(fig.get_layout_engine(), matplotlib.layout_engine.ConstrainedLayoutEngine):
+    if not isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine):
         return
     if cjk_font() is None:  # before the layout measures the text
         drop_cjk(fig)
