@@ -284,6 +284,7 @@ def metadata(dev, experiment):
         "config": {"job": {"experiment": {"name": experiment}}}, "config_hash": "abc123def4567890",
         "device_state_start": {"sm_clock_mhz": 1980, "temperature_c": 35} if gpu else {},
         "device_state_end": {"sm_clock_mhz": 1755, "temperature_c": 71} if gpu else {},
+        "started": "2026-01-01T00:00:00+00:00", "wall_s": 90.0,  # each job 1.5 min, all at once
     }
 
 

@@ -2,13 +2,16 @@
 
 import json
 import re
+from markupsafe import escape as html_escape  # as Jinja escapes
 
 import numpy as np
 import pandas as pd
 import pytest
 
 import analysis_fixtures as fx
+from experiments.analysis import report
 from experiments.analysis.__main__ import main
+from experiments.analysis.figures import common as figures_common
 from experiments.analysis.catalog import FIGURES
 from experiments.analysis.claims import CLAIM_IDS
 
@@ -60,7 +63,7 @@ def test_report_holds_every_claim_and_every_figure(rendered):
     for name in FIGURES:
         assert (figures / f"{name}.png").stat().st_size > 0
         assert (figures / f"{name}.svg").stat().st_size > 0
-        assert re.search(rf'<figure id="fig-{name}">\s*<img src="data:image/png;base64,', html)
+        assert re.search(rf'<figure id="fig-{name}">\s*<svg', html)  # inlined: text, tooltips
     assert "<h2 id=\"comparison\">Side by side</h2>" in html  # two systems
     assert "NVIDIA H200 SXM" in html  # the datasheet matched by name
 
@@ -196,3 +199,99 @@ def test_a_workload_without_a_compute_roof_reads_without_nan(tmp_path):
     html, _, _ = _pipeline(tmp_path, run)
     section = html[html.index('id="workloads"'):html.index('id="claims"')]
     assert "<circle" in section and not re.search(r"\bnan\b", section, re.I)
+
+
+# --- what a person reads: fonts, sizes, folds, the first screen -----------------------------------
+
+def _svg_texts(svg: str) -> list[str]:
+    return re.findall(r"<text[^>]*>([^<]*)</text>", svg)
+
+
+def test_figure_text_is_readable_on_a_narrow_screen(rendered):
+    """At 800 px (764 px of text column) no figure text is under 10 px: panels stack rather than
+    shrink, and the smallest font is big enough for the scale the page applies."""
+    _, figures, _ = rendered
+    for name in FIGURES:
+        svg = (figures / f"{name}.svg").read_text()
+        width_px = float(re.search(r'<svg[^>]* width="([\d.]+)pt"', svg).group(1)) * 96 / 72
+        smallest_pt = min(map(float, re.findall(r"font-size: ([\d.]+)px", svg)))  # user units
+        shown = smallest_pt * 96 / 72 * min(1.0, 764 / width_px)
+        assert shown >= 10, (name, smallest_pt, width_px)
+
+
+def test_roofline_points_are_named_on_hover(rendered):
+    html, figures, _ = rendered
+    svg = (figures / "roofline.svg").read_text()
+    rows = pd.read_parquet(figures.parent / "measurements.parquet")
+    drawn = rows[(rows.status == "ok") & rows.experiment.isin(FIGURES["roofline"][2])
+                 & (rows.intensity > 0) & (rows.flop_per_s > 0)]
+    titles = re.findall(r"<title>([^<]+)</title>", svg)
+    assert len(titles) == len(drawn) and "rooflab-tip" not in svg
+    assert any(t.startswith("matmul gemm bfloat16 n 4096:") and "TFLOP/s" in t for t in titles)
+    block = html[html.index('<figure id="fig-roofline">'):]
+    assert "<title>matmul gemm bfloat16 n 4096:" in block[:block.index("</figure>")]
+
+
+def test_long_claim_numbers_are_folded_short_ones_shown(rendered):
+    html, figures, _ = rendered
+    table = pd.read_parquet(figures.parent / "claims.parquet")
+    texts = [t for t in table.measurement.dropna() if t]
+    long = [t for t in texts if len(t) > report.FOLD]
+    assert long and len(long) < len(texts)
+    for text in texts:
+        at = html.index(str(html_escape(text)))
+        folded = html.rfind("<details>", 0, at) > html.rfind("</details>", 0, at)
+        assert folded == (text in long), text
+
+
+def test_without_a_cjk_font_no_figure_text_is_cjk(tmp_path, monkeypatch):
+    """Matplotlib draws CJK it has no font for as empty boxes: then CJK text reads [CJK]."""
+    monkeypatch.setattr(figures_common, "cjk_font", lambda: None)
+    _draw_with_chinese(tmp_path)
+    for svg in tmp_path.glob("*.svg"):
+        assert not any(figures_common.CJK.search(t) for t in _svg_texts(svg.read_text())), svg
+    assert "[CJK]" in (tmp_path / "bandwidth.svg").read_text()
+
+
+def test_with_a_cjk_font_figures_keep_the_chinese(tmp_path):
+    if figures_common.cjk_font() is None:
+        pytest.skip("no CJK font on this machine")
+    _draw_with_chinese(tmp_path)
+    assert any("拷贝" in t for t in _svg_texts((tmp_path / "bandwidth.svg").read_text()))
+
+
+def _draw_with_chinese(outdir):
+    from experiments.analysis import figures
+    from experiments.analysis.dataset import from_rows
+    rows = [r | {"op": "拷贝" if r["op"] == "copy" else r["op"], "host": "实验室"}
+            for r in fx.bandwidth_rows(fx.CPU, np.random.default_rng(0), ("float32",))]
+    empty = pd.DataFrame(columns=["system", "value", "ceiling", "unit", "dtype"])
+    status = figures.draw_all(figures.Inputs(from_rows(rows), empty, [], pd.DataFrame(),
+                                             pd.DataFrame()), outdir)
+    assert status["bandwidth"] is None
+
+
+def test_the_first_screen_says_what_ran_how_long_and_what_went_wrong(tmp_path):
+    rows = fx.gpu_rows(seed=0)
+    for r in rows["decode"]:
+        if r["op"] == "block_decode":  # C18 does not hold (see test_analysis_claims)
+            r["time_s"] *= 10
+    for r in rows["bandwidth"][:3]:
+        r["noisy"] = True
+    failed = "RuntimeError: CUDA error: an illegal memory access was encountered. " * 5
+    rows["launch"][0] |= {"status": "error", "time_s": None, "message": failed}
+    run = fx.write_files(tmp_path / "run", rows, fx.GPU)
+    html, _, _ = _pipeline(tmp_path, run)
+    first = re.sub(r"<[^>]+>", " ", html[html.index('id="summary"'):html.index('id="systems"')])
+    first = re.sub(r"\s+", " ", first)
+    n = sum(len(v) for v in rows.values())
+    assert f"{n} rows of {len(rows)} experiments" in first
+    # the fixture's jobs: 90 s each, all started at once
+    assert f"{len(rows)} jobs, {len(rows) * 1.5:.1f} min of job time" in first
+    assert "00:00 to 00:01 UTC (1.5 min)" in first
+    oom = [r for rs in rows.values() for r in rs if r["status"] == "oom"]
+    assert f"{len(oom)} oom ({', '.join(sorted({r['experiment'] for r in oom}))})" in first
+    assert "1 error (launch)" in first and "3 noisy points" in first
+    assert "does not hold: 1" in first and re.search(r"Do not hold: C18\b", first)
+    statuses = html[html.index('id="statuses"'):]
+    assert "<details><summary>RuntimeError: CUDA error: an illegal memory access was " in statuses

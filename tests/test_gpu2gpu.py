@@ -191,9 +191,9 @@ def test_copy_matrix_and_figures_from_rows(tmp_path):
 def test_figures_are_placeholders_without_ok_rows():
     rows = [r | {"status": "not_applicable", "time_s": None, "message": "not measurable here: x"}
             for r in synthetic()]
-    for draw in (figures.peer_copy, figures.collectives):
+    for name in ("peer_copy", "collectives"):
         with pytest.raises(Missing, match="no ok"):
-            draw(_inputs(rows))
+            figures.DRAW[name](_inputs(rows))
 
 
 def test_report_section_tabulates_or_says_not_measurable():

@@ -57,7 +57,7 @@ def test_tiny_sweep_end_to_end(tmp_path):
         for ext in ("png", "svg"):
             assert (repo / "results" / "figures" / f"{name}.{ext}").stat().st_size > 1000
     html = (repo / "results" / "report.html").read_text()
-    assert len(re.findall(r"<img[^>]+src=\"data:image/png;base64,", html)) >= len(FIGURES)
+    assert len(re.findall(r"<figure[^>]*>\s*<svg", html)) >= len(FIGURES)  # inlined
     for claim in CLAIM_IDS:
         assert claim in html
 

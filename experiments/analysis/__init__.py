@@ -7,7 +7,7 @@ render the report. One module per concern:
     roofline    fitted ceilings with bootstrap intervals -> results/roofline/ceilings.parquet
     decode      the decode knee and tokens/s predicted from the ceilings
     claims      C1-C20, one check each
-    figures     one function per figure (PNG + SVG)
+    figures     one module per figure, registered by @figure (SVG + PNG)
     report      the self-contained HTML report
 
 Command line: python -m experiments.analysis {collect,roofline,figures,report,claims} --help

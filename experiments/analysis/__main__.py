@@ -83,8 +83,9 @@ def main(argv=None) -> int:
         return 2
     import pandas as pd
 
-    from . import claims, datasheets, decode, figures, report, roofline
+    from . import datasheets
     if args.command == "roofline":
+        from . import roofline
         table = roofline.fit(ds)
         _write(table, args.out)
         fitted = table[table.value.notna()]
@@ -94,6 +95,7 @@ def main(argv=None) -> int:
     ceilings = pd.read_parquet(args.ceilings)
     sheets = datasheets.load(args.datasheets)
     if args.command == "decode":
+        from . import decode
         per_row, knees = decode.predict(ds, ceilings)
         _write(knees.reindex(columns=decode.KNEE_COLUMNS), args.out)
         _write(per_row, args.points)
@@ -101,6 +103,7 @@ def main(argv=None) -> int:
         return 0
     knees = pd.read_parquet(args.knees)
     if args.command == "claims":
+        from . import claims
         table = claims.evaluate(ds, ceilings, sheets, knees)
         if args.out:
             _write(table, args.out)
@@ -108,7 +111,8 @@ def main(argv=None) -> int:
             text = "; ".join(t for t in (r.measurement, r.reason) if t)
             print(f"{r.claim:<4} {r.verdict:<20} {r.system}: {text}",
                   file=sys.stderr if args.out else sys.stdout)
-    elif args.command == "figures":
+    elif args.command == "figures":  # each step imports only what it needs: matplotlib is slow
+        from . import figures
         per_row = pd.read_parquet(args.decode_model)
         status = figures.draw_all(figures.Inputs(ds, ceilings, sheets, per_row, knees),
                                   args.outdir)
@@ -117,6 +121,7 @@ def main(argv=None) -> int:
             print(f"rooflab: figure {name}: " + (f"placeholder ({why})" if why else "drawn"),
                   file=sys.stderr)
     elif args.command == "report":
+        from . import report
         report.render(ds, ceilings, sheets, args.figures, pd.read_parquet(args.claims), knees,
                       out=args.out)
         print(f"rooflab: report -> {args.out}", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""The report: one self-contained HTML file (figures embedded as PNG data), in the article's order.
+"""The report: one self-contained HTML file (figures inlined as SVG), in the article's order.
 
 Everything shown is computed here from the merged rows, the fitted ceilings and the datasheets.
 Jinja2 autoescapes every value, so text from configs and device names cannot inject markup.
@@ -6,8 +6,8 @@ Jinja2 autoescapes every value, so text from configs and device names cannot inj
 
 from __future__ import annotations
 
-import base64
 import json
+import re
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
@@ -48,9 +48,24 @@ METHOD = (
     "robust fit of time = max(t0, c b).")
 
 
-def _png(path: Path) -> str | None:
-    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode() \
-        if path.exists() else None
+def _svg(path: Path) -> str | None:
+    """A figure's SVG to inline, without its XML prolog: text stays text (the browser's fonts
+    draw any CJK), and points keep their hover titles."""
+    if not path.exists():
+        return None
+    svg = path.read_text(encoding="utf-8")
+    return svg[svg.index("<svg"):]
+
+
+def _inliner(figures: dict):
+    """inline(name): the figure's SVG with its ids prefixed, so that several SVGs (or the same
+    one twice: a figure can serve two sections) share one page without clashing ids."""
+    copies = Counter()
+
+    def inline(name: str) -> str:
+        copies[name] += 1
+        return re.sub(r'(\bid="|url\(#|href="#)', rf"\1{name}{copies[name]}-", figures[name]["svg"])
+    return inline
 
 
 def _provenance(ds: Dataset) -> list[dict]:
@@ -79,9 +94,6 @@ def _provenance(ds: Dataset) -> list[dict]:
             "ran_on": ", ".join(f"{d} ({n} files)" for d, n in sorted(ran_on.items()))
             if set(ran_on) != {s.device} else "",
             "experiments": ", ".join(sorted(rows.experiment.unique())),
-            "missing": [e for e in EXPERIMENTS if e not in set(rows.experiment)],
-            "not_ok": {e: ", ".join(sorted(g.status.unique())) for e, g in
-                       rows.groupby("experiment") if not (g.status == "ok").any()},
             "state_start": starts[0] if starts else {}, "state_end": ends[-1] if ends else {},
             "measured": _span(rows.measured_at),
         })
@@ -187,7 +199,8 @@ def _statuses(ds: Dataset) -> list[dict]:
         msgs = msgs[msgs != ""]
         out.append({"system": system, "experiment": exp, "status": status, "count": len(g),
                     "ops": ", ".join(sorted(g.op.unique())),
-                    "example": msgs.iloc[0] if len(msgs) else ""})
+                    "example": msgs.iloc[0] if len(msgs) else "",
+                    "short": _fold(msgs.iloc[0]) if len(msgs) else None})
     return out
 
 
@@ -216,10 +229,23 @@ def _claim_sections(table: pd.DataFrame) -> list[dict]:
     return out
 
 
+FOLD = 160  # characters: a longer text shows its first clause; the rest is a click away
+
+
+def _fold(text) -> str | None:
+    """The visible start of a long text (its first clause, at most ~120 characters), or None
+    when the text is short enough to show whole."""
+    if not isinstance(text, str) or len(text) <= FOLD:
+        return None
+    head = text.split("; ")[0]
+    return head if len(head) <= 120 else head[:120].rsplit(" ", 1)[0]
+
+
 def _records(rows: pd.DataFrame) -> list[dict]:
-    """Rows for the template, with numbers as text (never 'nan')."""
+    """Rows for the template, with numbers as text (never 'nan'), long texts folded."""
     out = []
     for r in rows.to_dict("records"):
+        r["short"] = _fold(r["measurement"])
         v = r["value"]
         r["value_text"] = (f"{v:.3g}" if finite(v) else "") if r["kind"] == claims_mod.MEASURED \
             else (si(v) if finite(v) else "")
@@ -291,22 +317,63 @@ def _workloads(ds: Dataset, ceilings: pd.DataFrame, sheets) -> dict:
             "sheets": sheet_rows}
 
 
-def _summary(table: pd.DataFrame, systems: list[str], ds: Dataset) -> dict:
-    """Measured verdicts per system, the conditions they ran under, and the worked examples
-    counted apart."""
+def _duration(seconds: float) -> str:
+    return (f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min" if seconds < 5400
+            else f"{seconds / 3600:.1f} h")
+
+
+def _took(ds: Dataset, system: str, rows: pd.DataFrame) -> str:
+    """How long the system's jobs ran: their summed wall time and the span from the first start
+    to the last end (file metadata), else the span of the rows' timestamps."""
+    metas = [m for m in ds.file_metas(system) if m.get("started") and finite(m.get("wall_s"))]
+    if not metas:
+        return _span(rows.measured_at)
+    start = pd.to_datetime([m["started"] for m in metas], utc=True)
+    end = start + pd.to_timedelta([m["wall_s"] for m in metas], unit="s")
+    wall = sum(m["wall_s"] for m in metas)
+    span = f"{start.min():%Y-%m-%d %H:%M} to {end.max():%H:%M} UTC" \
+        if start.min().date() == end.max().date() else _span(pd.Series([start.min(), end.max()]))
+    return (f"{len(metas)} jobs, {_duration(wall)} of job time; {span} "
+            f"({_duration((end.max() - start.min()).total_seconds())})")
+
+
+def _problems(rows: pd.DataFrame) -> list[str]:
+    """What went wrong in the rows: each status that is not ok (with its experiments), and the
+    points flagged noisy, contended or throttled."""
+    out = [f"{len(g)} {status} ({', '.join(sorted(g.experiment.unique()))})"
+           for status, g in rows[rows.status != "ok"].groupby("status")]
+    flagged = {f: int(rows[f].fillna(False).astype(bool).sum())
+               for f in ("noisy", "contended", "throttled") if f in rows}
+    out += [f"{n} {flag} points" for flag, n in flagged.items() if n]
+    out += [f"{e} rows but none ok ({', '.join(sorted(g.status.unique()))}): the claims that "
+            "need them are not measurable here" for e, g in rows.groupby("experiment")
+            if not (g.status == "ok").any()]
+    return out
+
+
+def _summary(table: pd.DataFrame, ds: Dataset) -> dict:
+    """The first screen, per system: what was measured, how long it took, what went wrong and
+    its measured verdicts; the conditions they ran under; the worked examples counted apart."""
     conds = conditions.system_conditions(ds.rows)
     measured = table[table.kind == claims_mod.MEASURED]
     verdicts = (claims_mod.HOLDS, claims_mod.FAILS, claims_mod.NOT_MEASURABLE)
-    counts = [{"system": s, **{v: int(((measured.system == s) & (measured.verdict == v)).sum())
-                               for v in verdicts},
-               "failed": sorted(measured[(measured.system == s)
-                                         & (measured.verdict == claims_mod.FAILS)].claim),
-               "conditions": conds.get(s, {}).get("summary", ""),
-               "under_load": claims_mod.under_load(conds.get(s, {}))}
-              for s in systems if (measured.system == s).any()]
+    systems = []
+    for s in ds.systems().system:
+        rows = ds.rows[ds.rows.system == s]
+        mine = measured[measured.system == s]
+        systems.append({
+            "system": s, "rows": len(rows), "experiments": sorted(rows.experiment.unique()),
+            "missing": [e for e in EXPERIMENTS if e not in set(rows.experiment)],
+            "took": _took(ds, s, rows), "problems": _problems(rows),
+            "judged": len(mine), **{v: int((mine.verdict == v).sum()) for v in verdicts},
+            "failed": sorted(mine[mine.verdict == claims_mod.FAILS].claim),
+            "errors": sorted(mine[mine.reason.fillna("").str.contains(
+                claims_mod.ANALYSIS_ERROR, regex=False)].claim),
+            "conditions": conds.get(s, {}).get("summary", ""),
+            "under_load": claims_mod.under_load(conds.get(s, {}))})
     worked = table[table.kind == claims_mod.WORKED]
     same = worked.measurement.str.endswith("as the article says")
-    return {"verdicts": verdicts, "counts": counts, "worked": len(worked),
+    return {"verdicts": verdicts, "systems": systems, "worked": len(worked),
             "worked_same": int(same.sum())}
 
 
@@ -364,7 +431,7 @@ def render(ds: Dataset, ceilings: pd.DataFrame, sheets: list, figures_dir,
     figures_dir = Path(figures_dir)
     index = figures_dir / "index.json"
     placeholders = json.loads(index.read_text()) if index.exists() else {}
-    figures = {name: {"src": _png(figures_dir / f"{name}.png"), "title": info[1],
+    figures = {name: {"svg": _svg(figures_dir / f"{name}.svg"), "title": info[1],
                       "category": info[0], "missing": placeholders.get(name)}
                for name, info in FIGURES.items()}
     systems = list(ds.systems().system)
@@ -373,9 +440,10 @@ def render(ds: Dataset, ceilings: pd.DataFrame, sheets: list, figures_dir,
     html = env.get_template("report.html.j2").render(
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         n_rows=len(ds.rows), systems=systems,
-        sources=sorted(ds.rows.source.unique()), summary=_summary(table, systems, ds),
+        sources=sorted(ds.rows.source.unique()), summary=_summary(table, ds),
         energy=_energy(ds), workloads=_workloads(ds, ceilings, sheets),
         sections=_claim_sections(table), all_claims=_records(table), figures=figures,
+        inline=_inliner(figures), shown=[],
         provenance=_provenance(ds), comparison=_comparison(ceilings, ds, sheets),
         ceilings=_ceiling_table(ceilings, sheets), knees=knees.to_dict("records"),
         statuses=_statuses(ds), ignored=[(_short(p), why) for p, why in sorted(ds.ignored.items())],

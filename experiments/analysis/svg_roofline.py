@@ -39,8 +39,9 @@ def draw(title: str, roofs: list[tuple[str, float]], peaks: list[tuple[str, floa
         return H - PAD_B - (math.log10(v) - math.log10(y_lo)) / (
             math.log10(y_hi) - math.log10(y_lo)) * (H - PAD_B - PAD_T)
 
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" role="img" '
-           f'style="max-width:100%;height:auto;font:11px sans-serif">',
+    # width: its natural size on a wide screen (not blown up), shrunk to fit a narrow one
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" '
+           f'role="img" style="max-width:100%;height:auto;font:12px sans-serif">',
            f"<title>{escape(title)}</title>",
            f'<rect x="{PAD_L}" y="{PAD_T}" width="{W - PAD_L - PAD_R}" '
            f'height="{H - PAD_B - PAD_T}" fill="none" stroke="#ccc"/>']
@@ -57,6 +58,7 @@ def draw(title: str, roofs: list[tuple[str, float]], peaks: list[tuple[str, floa
     out.append(f'<text x="{(W - PAD_R + PAD_L) / 2}" y="{H - 8}" text-anchor="middle">'
                "arithmetic intensity (FLOP/byte)</text>")
     peak = max((v for _, v in peaks), default=None)
+    label_y = -math.inf  # the last slope label's y: the next one goes at least a line below
     for label, bw in sorted(roofs, key=lambda r: -r[1]):
         x_end = min(x_hi, peak / bw) if peak else x_hi  # the slope meets the top compute roof
         y0 = bw * x_lo
@@ -64,7 +66,8 @@ def draw(title: str, roofs: list[tuple[str, float]], peaks: list[tuple[str, floa
                    f'y2="{Y(bw * x_end):.1f}" stroke="#444" stroke-width="{1.5 if label.startswith("DRAM") else 1}">'
                    f"<title>{escape(label)}: {escape(si(bw, 'B/s'))}</title></line>")
         x_t = x_lo * 1.5  # the label sits on its slope, at the left where the slopes part
-        out.append(f'<text x="{X(x_t) + 4:.1f}" y="{Y(max(bw * x_t, y_lo)) - 5:.1f}">'
+        label_y = max(Y(max(bw * x_t, y_lo)) - 5, label_y + 13)
+        out.append(f'<text x="{X(x_t) + 4:.1f}" y="{label_y:.1f}">'
                    f"{escape(label)} {escape(si(bw, 'B/s'))}</text>")
     for label, p in peaks:
         x0 = max(x_lo, min((p / bw for _, bw in roofs), default=x_lo))

@@ -23,7 +23,6 @@ import threading
 import time
 from pathlib import Path
 
-import torch
 
 GPU_POLL_S = 0.005  # NVML's clock and power readings change on a ms scale
 CPU_POLL_S = 0.1  # the CPU frequency only: keep wake-ups off the cores being measured
@@ -200,6 +199,8 @@ class Conditions:
     """Samples what a device runs under between __enter__ and __exit__; summary() gives the columns."""
 
     def __init__(self, device, *, poll_s: float | None = None, clock=time.perf_counter):
+        import torch  # here, not at the top: the analysis imports this module for its thresholds
+
         self.device = torch.device(device)
         self.gpu = self.device.type == "cuda"
         self.poll_s = poll_s or (GPU_POLL_S if self.gpu else CPU_POLL_S)
