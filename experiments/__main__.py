@@ -12,7 +12,11 @@ import logging
 import sys
 from pathlib import Path
 
-import hydra
+from .core.cpus import pin_from_argv
+
+pin_from_argv(sys.argv[1:])  # before torch and the rest load: their import runs on the job's CPUs
+
+import hydra  # noqa: E402
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ValidationError
 

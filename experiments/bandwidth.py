@@ -57,12 +57,22 @@ def _check(op, a, b, out, dtype) -> float:
     return check_close(out, lambda: OPS[op][3](pick(a), pick(b)), TOLERANCE[dtype], op, step=step)
 
 
-def _measure(ctx: Context, op: str, n: int) -> dict:
+def _arrays(ctx: Context, n: int, cache: dict):
+    """a, b (random) and out for arrays of n elements, drawn once per size and shared by every op
+    (drawing 1 GiB of random numbers on a CPU takes longer than timing a copy of it)."""
+    if cache.get("n") != n:
+        cache.clear()  # the last size's arrays go first
+        dt = torch_dtype(ctx.dtype)
+        cache.update(n=n, a=ctx.randn(n, dtype=dt), b=ctx.randn(n, dtype=dt),
+                     out=torch.empty(n, device=ctx.device, dtype=dt))
+    return cache["a"], cache["b"], cache["out"]
+
+
+def _measure(ctx: Context, op: str, n: int, cache: dict) -> dict:
     n_in, flops_per, kernel, _ = OPS[op]
-    dt = torch_dtype(ctx.dtype)
-    a = ctx.randn(n, dtype=dt)
-    b = ctx.randn(n, dtype=dt) if n_in == 2 else None
-    out = torch.full((n,), float("nan"), device=ctx.device, dtype=dt)
+    a, b, out = _arrays(ctx, n, cache)
+    b = b if n_in == 2 else None
+    out.fill_(float("nan"))  # what the kernel leaves unwritten shows
     kernel(a, b, out)
     ctx.sync()
     err = _check(op, a, b, out, ctx.dtype)
@@ -72,17 +82,19 @@ def _measure(ctx: Context, op: str, n: int) -> dict:
 
 def run(cfg: BandwidthConfig, ctx: Context):
     size = itemsize(ctx.dtype)
-    for op in cfg.ops:
-        n_in, flops_per = OPS[op][:2]
-        for nbytes in cfg.sizes:
+    cache: dict = {}
+    for nbytes in cfg.sizes:
+        for op in cfg.ops:
+            n_in, flops_per = OPS[op][:2]
             n = max(1, nbytes // size)
             moved = (n_in + 1) * n * size
             base = {"op": op, "n": n, "working_set_bytes": moved, "bytes": float(moved),
                     "flops": float(flops_per * n), "claims": ["C10", "C13"] if op == "add_one" else ["C8"]}
 
-            def body(op=op, n=n, moved=moved):
+            def body(op=op, n=n):
                 need_storage_dtype(ctx.dtype)
-                need_host_memory(ctx, moved)
-                return _measure(ctx, op, n)
+                need_host_memory(ctx, 3 * n * size)  # a, b and out, whatever the op reads
+                return _measure(ctx, op, n, cache)
 
             yield ctx.point(base, body)
+    cache.clear()

@@ -18,6 +18,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from .core.cpus import parse_cpus
 from .core.devicenames import DeviceError, check as check_device
 from .core.dtypes import Dtype
 
@@ -79,20 +80,6 @@ def yaml_error(path) -> str | None:
         context = getattr(exc, "context", None)
         return f"{where}: not valid YAML: {problem}" + (f" ({context})" if context else "")
     return None
-
-
-def parse_cpus(text: str) -> set[int]:
-    """'0,4-7' -> {0, 4, 5, 6, 7}; '' or 'all' -> empty (no pinning). Raises ValueError."""
-    cpus: set[int] = set()
-    if str(text).strip() == "all":
-        return cpus
-    for part in filter(None, (p.strip() for p in str(text or "").split(","))):
-        lo, _, hi = part.partition("-")
-        lo, hi = int(lo), int(hi or lo)
-        if lo < 0 or hi < lo:
-            raise ValueError(part)
-        cpus |= set(range(lo, hi + 1))
-    return cpus
 
 
 @dataclass

@@ -44,6 +44,10 @@ class MatmulConfig(ExperimentConfig):
     sizes: list[int] = MISSING
     max_call_s: float = MISSING  # skip a size whose predicted single call is longer (slow CPUs)
     check_max: int = MISSING  # check the result against float64 up to this size
+    # GPU: a point samples at least this long. GEMMs are power-bound: a short run times the clock
+    # before the power cap pulls it down (an H200's bf16 GEMM read 795 TFLOP/s at 1958 MHz in
+    # 0.05 s points, 676 at 1748 MHz in 0.4 s ones)
+    steady_s: float = MISSING
     rotate_bytes_factor: float = MISSING  # rotate operand sets until they span this many LLCs
     # Hopper's fp8 GEMMs reach full rate only with fast (lower-precision) accumulation, as
     # production fp8 training and inference use it; the rows' rel_error shows what it costs.
@@ -124,7 +128,8 @@ def _measure(ctx: Context, cfg: MatmulConfig, n: int) -> dict:
             if not errors["arithmetic_error"] <= TOLERANCE[ctx.dtype]:
                 raise WrongResult(f"arithmetic error {errors['arithmetic_error']:.3g} "
                                   f"above {TOLERANCE[ctx.dtype]:g}")
-        stats = ctx.time(lambda i: kernel(*triples[i % sets]))
+        steady = {"min_time_s": cfg.steady_s} if ctx.device.type == "cuda" else {}
+        stats = ctx.time(lambda i: kernel(*triples[i % sets]), **steady)
     params = {"operand_sets": sets, "tf32": ctx.dtype == "tf32",
               "input_rounding_error": errors["input_rounding_error"],
               "arithmetic_error": errors["arithmetic_error"]}

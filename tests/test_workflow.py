@@ -190,8 +190,9 @@ def test_jobs_between_gpus_take_the_whole_pool(tmp_path):
 
 
 def test_cpu_and_gpu_jobs_overlap_on_cores_of_their_own(tmp_path):
-    """16 cores and one GPU: the CPU job gets 15 of them, pinned to 1-15, and the GPU job core 0,
-    so they run side by side; on 2 cores (or overlap off) the CPU job takes every core."""
+    """16 cores and one GPU: the CPU job gets 14 of them, pinned to 2-15, and the GPU jobs (the
+    measuring one and the next, starting) cores 0-1, so they run side by side; on 2 cores (or
+    overlap off) the CPU job takes every core."""
     repo = copy_repo(tmp_path / "repo")
 
     def plan(cores, *config):
@@ -201,9 +202,9 @@ def test_cpu_and_gpu_jobs_overlap_on_cores_of_their_own(tmp_path):
         return run.stdout
 
     wide = plan(16)
-    assert re.search(r"device=cpu .*cpus=1-15", wide) and re.search(r"device=cuda:0 .*cpus=0-0", wide)
-    assert re.search(r"threads: 15", wide)
+    assert re.search(r"device=cpu .*cpus=2-15", wide) and re.search(r"device=cuda:0 .*cpus=0-1", wide)
+    assert re.search(r"threads: 14", wide)
     narrow = plan(2)
-    assert "cpus=all" in narrow and "cpus=1-" not in narrow and re.search(r"threads: 2", narrow)
+    assert "cpus=all" in narrow and "cpus=2-" not in narrow and re.search(r"threads: 2", narrow)
     off = plan(16, "cpu_gpu_overlap=false")
     assert "cpus=all" in off and re.search(r"threads: 16", off)

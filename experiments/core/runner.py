@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
 import socket
 import time
 import uuid
@@ -15,6 +14,7 @@ from typing import Callable
 
 import torch
 
+from .cpus import parse_cpus, pin_process
 from .conditions import DEFAULT_CONTENTION_THRESHOLD, job_conditions, loadavg
 from .device import DeviceFacts, claim_device, device_facts, device_state
 from .devicenames import gpu_indices
@@ -135,19 +135,13 @@ def _plain(obj):
 
 
 def pin(cpus: str, device: str) -> None:
-    """Run on `cpus` only (threads started later inherit it; torch's pool is sized to them on a
-    CPU job). CPUs outside what this process may use (a Slurm allocation's) are dropped; none
-    left: no pinning."""
-    from ..config import parse_cpus
-
-    wanted = parse_cpus(cpus)
-    if not wanted or not hasattr(os, "sched_setaffinity"):
-        return
-    allowed = wanted & set(os.sched_getaffinity(0))
+    """Run on `cpus` only (experiments/__main__ pinned the process already; this covers jobs run
+    from Python); a CPU job sizes torch's thread pool to them."""
+    allowed = pin_process(cpus)
     if not allowed:
-        log.warning("cpus=%s: none of them is available to this process; not pinned", cpus)
+        if parse_cpus(cpus):
+            log.warning("cpus=%s: none of them is available to this process; not pinned", cpus)
         return
-    os.sched_setaffinity(0, allowed)
     if str(device) == "cpu":
         torch.set_num_threads(len(allowed))
     log.info("pinned to CPUs %s", ",".join(map(str, sorted(allowed))))

@@ -47,10 +47,14 @@ MEASUREMENT = f"{RESULTS}/measurements/{{host}}/{{device}}/{{experiment}}/{{dtyp
 # (the `-` keeps it apart from MEASUREMENT's {dtype}, which has none).
 WORKLOAD_MEASUREMENT = f"{RESULTS}/measurements/{{host}}/{{device}}/workload/{{workload}}-{{dtype}}.parquet"
 
-# One measurement job per GPU at a time: each device is a resource holding its GPUs (1 for a CPU).
+# Each device is a resource. A CPU's capacity is 1: its jobs run one at a time. A GPU's is
+# PREFETCH per GPU: the next job starts (Python, torch, Hydra: seconds) while one measures, and
+# waits for the GPU's lock (experiments/core/device.py) before touching the GPU, so one job still
+# measures per GPU at a time.
+PREFETCH = 2
 for _slug in DEVICES:
-    workflow.register_resource(devicenames.resource(_slug),
-                               max(1, len(devicenames.gpu_indices(devicenames.from_slug(_slug)))))
+    _gpus = len(devicenames.gpu_indices(devicenames.from_slug(_slug)))
+    workflow.register_resource(devicenames.resource(_slug), PREFETCH * _gpus if _gpus else 1)
 
 
 def grid():
@@ -101,11 +105,12 @@ def hydra_value(value):
 
 def overlap_cpus():
     """(the CPU job's cores, the GPU jobs' cores) as CPU lists when CPU and GPU measurements run
-    side by side on this machine, else None. One core is left to each GPU job and the CPU job
-    pinned to the rest (`auto`: only when that leaves it at least 3/4 of the cores, and only for a
-    local run: on Slurm a CPU job has its node to itself)."""
+    side by side on this machine, else None. The GPU jobs get one core per job that may run at
+    once (PREFETCH per GPU: the measuring one and the next, starting), the CPU job the rest
+    (`auto`: only when that leaves it at least 3/4 of the cores, and only for a local run: on
+    Slurm a CPU job has its node to itself)."""
     mode = str(config.get("cpu_gpu_overlap", "auto")).lower()  # auto, true or false
-    gpus = sum(pool_gpus(s) for s in DEVICES if s != "cpu")
+    gpus = PREFETCH * sum(pool_gpus(s) for s in DEVICES if s != "cpu")
     cores = all_cores()
     if (mode == "false" or not gpus or "cpu" not in DEVICES or not workflow.local_exec
             or cores - gpus < 1 or (mode == "auto" and cores < 4 * gpus)):
@@ -211,7 +216,8 @@ def device_units(wildcards, slug):
     job one GPU (the CPU's capacity is 1)."""
     if wildcards.device != slug:
         return 0
-    return max(1, pool_gpus(slug)) if registry.all_gpus(wildcards.experiment) else 1
+    # a job between GPUs takes the whole resource: no job waits beside it, holding nothing
+    return PREFETCH * pool_gpus(slug) if registry.all_gpus(wildcards.experiment) else 1
 
 
 def slurm_resource(wildcards, key):
