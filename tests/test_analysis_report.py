@@ -187,7 +187,8 @@ def test_workloads_are_placed_on_the_roofline_in_the_report(tmp_path):
     run = fx.write_files(tmp_path / "run", rows, fx.GPU)
     html, _, _ = _pipeline(tmp_path, run)
     section = html[html.index('id="workloads"'):html.index('id="claims"')]
-    assert section.count("<circle") == 5 and "<title>mlp bfloat16 batch 64:" in section
+    assert len(re.findall(r"<circle[^>]*><title>", section)) == 5
+    assert "<title>mlp bfloat16 batch 64:" in section
     assert "How well the roofline predicts" in section and "NVIDIA GeForce RTX 3090" in section
 
 
@@ -295,3 +296,35 @@ def test_the_first_screen_says_what_ran_how_long_and_what_went_wrong(tmp_path):
     assert "does not hold: 1" in first and re.search(r"Do not hold: C18\b", first)
     statuses = html[html.index('id="statuses"'):]
     assert "<details><summary>RuntimeError: CUDA error: an illegal memory access was " in statuses
+
+
+def test_workload_ops_show_as_kernels_with_their_measured_traffic(tmp_path):
+    """A profiled MLP step: its GEMM op lands on the roofline at its counted intensity and again
+    at FLOPs / DRAM, L2 and L1 bytes ncu measured; the op table and the summed model show."""
+    rows = fx.gpu_rows(seed=0)
+    gemm_flops, gemm_bytes = 2 * 64 * 4096**2 * 2, 4096**2 * 2
+    t = gemm_bytes / fx.GPU["dram_bw"]
+    rows["workload"] = [
+        fx._row(fx.GPU, "workload", "mlp", "bfloat16", 1.2 * t, gemm_flops, gemm_bytes, batch=64,
+                timer="cuda_event_graph"),
+        fx._row(fx.GPU, "workload", "mlp", "bfloat16", t, gemm_flops, gemm_bytes, batch=64,
+                timer="torch_profiler", variant="aten_op",
+                params={"aten_op": "aten::mm", "input_shapes": "[[64, 4096], [4096, 4096]]",
+                        "bytes_source": "ncu", "dram_bytes": 1.05 * gemm_bytes,
+                        "l2_bytes": 2 * gemm_bytes, "l1_bytes": 0.1 * gemm_bytes}),
+        fx._row(fx.GPU, "workload", "mlp", "bfloat16", 0.2 * t, 0.0, 64 * 4096 * 4, batch=64,
+                timer="torch_profiler", variant="aten_op",
+                params={"aten_op": "aten::gelu", "input_shapes": "[[64, 4096]]",
+                        "bytes_source": "counted"})]
+    run = fx.write_files(tmp_path / "run", rows, fx.GPU)
+    html, _, _ = _pipeline(tmp_path, run)
+    section = html[html.index('id="workloads"'):html.index('id="claims"')]
+    # one whole call, the GEMM op, and the op at DRAM, L2 and L1 bytes; gelu has no FLOPs
+    points = re.findall(r"<circle[^>]*><title>([^<]*)</title>", section)
+    assert len(points) == 5, points
+    assert sum("measured by ncu" in p for p in points) == 3
+    assert ">op, L1 bytes (ncu)<" in section  # the legend names each kind of point
+    assert "of DRAM traffic measured by ncu" in section and "aten op" in section
+    ops = section[section.index("as their aten ops"):]
+    assert "aten::gelu" in ops and "aten::mm" in ops and "ncu" in ops
+    assert "summed over a call" in section

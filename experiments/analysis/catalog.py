@@ -10,8 +10,9 @@ from __future__ import annotations
 FIGURES = {
     "roofline": ("Roofline", "measured and datasheet rooflines with every experiment's points",
                  ("bandwidth", "matmul", "intensity", "decode")),
-    "bandwidth": ("Memory", "bandwidth vs working-set size, with cache levels and plateaus",
-                  ("bandwidth",)),
+    "bandwidth": ("Memory", "bandwidth vs working-set size, with cache levels and plateaus "
+                  "(GPUs: blocks rereading resident tiles, `reread`, show L1)",
+                  ("bandwidth", "l1")),
     "matmul": ("Compute", "GEMM TFLOP/s and error against float64 per dtype", ("matmul",)),
     "decode": ("Decode", "x @ W time per step and tokens/s vs batch, with the prediction",
                ("decode",)),

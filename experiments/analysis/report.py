@@ -270,6 +270,7 @@ def _workloads(ds: Dataset, ceilings: pd.DataFrame, sheets) -> dict:
     placed = workloads.placements(ds, ceilings)
     if placed.empty:
         return {}
+    ops = workloads.op_placements(ds, ceilings)
     figures, rows = [], []
     for system, g in placed.groupby("system", sort=False):
         c = ceilings[(ceilings.system == system) & ceilings.value.notna()]
@@ -287,6 +288,7 @@ def _workloads(ds: Dataset, ceilings: pd.DataFrame, sheets) -> dict:
                                           if finite(r["fraction_of_roof"]) else "")
                            + f"{r['bound'] or 'no'}-bound; {si(r['measured_time_s'], 's')} "
                            f"measured, {si(r['predicted_time_s'], 's')} predicted"} for r in g]
+        points += _op_points(ops[ops.system == system])
         figures.append({"system": system, "svg": svg_roofline.draw(
             f"Workloads on the roofline of {system}", roofs, peaks, points)})
         for r in g:
@@ -299,7 +301,12 @@ def _workloads(ds: Dataset, ceilings: pd.DataFrame, sheets) -> dict:
                          if finite(r["fraction_of_roof"]) else "", "bound": r["bound"] or "",
                          "predicted": si(r["predicted_time_s"], "s"),
                          "error": f"{r['model_error']:+.0%}" if finite(r["model_error"]) else ""})
-    errors = workloads.model_error_summary(placed).to_dict("records")
+    errors = [e | {"what": "whole calls"} for e in
+              workloads.model_error_summary(placed).to_dict("records")]
+    op_err = ops.assign(model_error=ops.time_s / ops.predicted_time_s - 1)
+    errors += [e | {"what": "aten ops"} for e in
+               workloads.model_error_summary(op_err).to_dict("records")]
+    calls = workloads.call_from_ops(ops, placed)
     knees = workloads.knees(ds, ceilings).to_dict("records")
     sheet_rows = []
     for sheet in sheets:  # the same model on the datasheets' numbers alone (no latency floor)
@@ -314,7 +321,54 @@ def _workloads(ds: Dataset, ceilings: pd.DataFrame, sheets) -> dict:
                                "dtype": r["dtype"], "batch": f"{r['batch']:.0f}",
                                "time": si(t, "s")})
     return {"figures": figures, "rows": rows, "errors": errors, "knees": knees,
-            "sheets": sheet_rows}
+            "sheets": sheet_rows, "ops": _op_rows(ops), "calls": [
+                {"system": c["system"], "workload": c["workload"], "dtype": c["dtype"],
+                 "batch": f"{c['batch']:.0f}", "ops": c["ops"],
+                 "measured": si(c["measured_time_s"], "s"), "ops_time": si(c["ops_time_s"], "s"),
+                 "predicted": si(c["ops_predicted_time_s"], "s"),
+                 "error": f"{c['model_error']:+.0%}" if finite(c["model_error"]) else ""}
+                for c in calls.to_dict("records")]}
+
+
+LEVEL_KINDS = (("dram_bytes", "DRAM"), ("l2_bytes", "L2"), ("l1_bytes", "L1"))
+
+
+def _op_points(ops: pd.DataFrame) -> list[dict]:
+    """An aten op's point at its counted intensity, and where ncu measured its traffic, one point
+    per memory level at FLOPs / that level's bytes (the hierarchical roofline)."""
+    out = []
+    for r in ops.to_dict("records"):
+        if not (finite(r["flops"]) and r["flops"] > 0 and r["time_s"] > 0):
+            continue  # no FLOPs: not on a FLOP/s roofline (the table lists it)
+        rate = r["flops"] / r["time_s"]
+        where = f"{r['workload']} {r['dtype']} b={r['batch']:.0f}: {r['aten_op']} {r['input_shapes']}"
+        out.append({"name": r["aten_op"], "intensity": r["intensity"], "flop_per_s": rate,
+                    "kind": "kernel", "text": f"{where}: {si(r['time_s'], 's')}, "
+                    f"{si(rate, 'FLOP/s')} at {r['intensity']:.3g} FLOP/B counted, "
+                    f"{r['bound'] or 'no'}-bound"})
+        for key, level in LEVEL_KINDS:
+            if finite(r.get(key)) and r[key] > 0:
+                out.append({"name": f"{r['aten_op']} ({level})", "intensity": r["flops"] / r[key],
+                            "flop_per_s": rate, "kind": level,
+                            "text": f"{where}: {si(r[key], 'B')} of {level} traffic measured by "
+                            f"ncu, {r['flops'] / r[key]:.3g} FLOP/B"})
+    return out
+
+
+def _op_rows(ops: pd.DataFrame) -> list[dict]:
+    def size(v, unit="B"):
+        return si(v, unit) if finite(v) else ""
+
+    return [{"system": r["system"], "workload": r["workload"], "dtype": r["dtype"],
+             "batch": f"{r['batch']:.0f}", "op": r["aten_op"], "shapes": r["input_shapes"],
+             "time": si(r["time_s"], "s"), "share": f"{r['share_of_call']:.0%}",
+             "flops": size(r["attained_flop_per_s"], "FLOP/s") if r["flops"] else "",
+             "bytes": size(r["attained_byte_per_s"], "B/s"),
+             "intensity": f"{r['intensity']:.3g}" if finite(r["intensity"]) and r["flops"] else "",
+             "fraction": f"{r['fraction_of_roof']:.0%}" if finite(r["fraction_of_roof"]) else "",
+             "bound": r["bound"] or "", "source": r["bytes_source"],
+             "dram": size(r["dram_bytes"]), "l2": size(r["l2_bytes"]), "l1": size(r["l1_bytes"]),
+             "measured_bound": r["measured_bound"] or ""} for r in ops.to_dict("records")]
 
 
 def _duration(seconds: float) -> str:

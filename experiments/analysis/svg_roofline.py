@@ -13,7 +13,10 @@ from html import escape
 from .units import si
 
 W, H, PAD_L, PAD_B, PAD_T, PAD_R = 720, 420, 70, 45, 15, 150
-COLORS = {"workload": "#1f77b4", "kernel": "#ff7f0e", "predicted": "#999999"}
+# workloads, their aten ops at counted intensity, and the ops again at FLOPs / measured bytes of
+# each memory level (ncu): the hierarchical roofline
+COLORS = {"workload": "#1f77b4", "kernel": "#ff7f0e", "predicted": "#999999", "DRAM": "#2ca02c",
+          "L2": "#9467bd", "L1": "#8c564b"}
 
 
 def _ticks(lo: float, hi: float) -> list[float]:
@@ -78,9 +81,18 @@ def draw(title: str, roofs: list[tuple[str, float]], peaks: list[tuple[str, floa
     for p in pts:
         color = COLORS.get(p.get("kind"), "#1f77b4")
         r = 5 if p.get("kind") == "workload" else 3.5
-        fill = "none" if p.get("kind") == "predicted" else color
+        fill = "none" if p.get("kind") in ("predicted", "DRAM", "L2", "L1") else color
         out.append(f'<circle cx="{X(p["intensity"]):.1f}" cy="{Y(p["flop_per_s"]):.1f}" '
                    f'r="{r}" fill="{fill}" stroke="{color}" fill-opacity="0.75">'
                    f'<title>{escape(p.get("text") or p["name"])}</title></circle>')
+    kinds = [k for k in COLORS if any(p.get("kind") == k for p in pts)]
+    for i, k in enumerate(kinds if len(kinds) > 1 else []):  # a legend once there is a choice
+        y = PAD_T + 30 + 16 * i
+        out.append(f'<circle cx="{W - PAD_R + 10}" cy="{y - 4}" r="4" fill="{COLORS[k]}"/>'
+                   f'<text x="{W - PAD_R + 18}" y="{y}">{escape(LEGEND.get(k, k))}</text>')
     out.append("</svg>")
     return "\n".join(out)
+
+
+LEGEND = {"workload": "whole call", "kernel": "aten op", "predicted": "predicted",
+          "DRAM": "op, DRAM bytes (ncu)", "L2": "op, L2 bytes (ncu)", "L1": "op, L1 bytes (ncu)"}
