@@ -173,8 +173,9 @@ def test_changed_or_deleted_results_rerun_exactly_what_they_touch(tmp_path):
 
 
 def test_jobs_between_gpus_take_the_whole_pool(tmp_path):
-    """On a pool of two GPUs (faked: a dry run needs none), peer_copy and collectives ask for both
-    units of the pool's resource and, on Slurm, both GPUs; any other job for one."""
+    """On a pool of two GPUs (faked: a dry run needs none), peer_copy and collectives ask for the
+    pool's whole resource (two units per GPU: one measuring job and the next starting) and, on
+    Slurm, both GPUs; any other job for one unit."""
     sweep = {"bandwidth": {"dtypes": ["float32"], "cpu": {"sizes": [16384]}},
              "peer_copy": {"dtypes": ["float32"]}, "collectives": {"dtypes": ["float32"]}}
     repo = copy_repo(tmp_path / "repo", experiments=sweep)
@@ -185,7 +186,7 @@ def test_jobs_between_gpus_take_the_whole_pool(tmp_path):
     asked = {exp: dict(kv.split("=", 1) for kv in res.split(", ")) for exp, res in jobs}
     assert set(asked) == set(sweep), plan.stdout[-3000:]
     for exp in ("peer_copy", "collectives"):
-        assert asked[exp]["cuda0_1"] == "2" and asked[exp]["gpu"] == "2", asked[exp]
+        assert asked[exp]["cuda0_1"] == "4" and asked[exp]["gpu"] == "2", asked[exp]
     assert asked["bandwidth"]["cuda0_1"] == "1" and asked["bandwidth"]["gpu"] == "1"
 
 
