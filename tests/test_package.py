@@ -46,6 +46,8 @@ def test_wheel_holds_every_module_and_the_workflow_files(wheel):
                for p in (ROOT / part).rglob("*") if p.is_file() and p.suffix != ".html"}
     shipped |= {"experiments/_workflow/Snakefile", "experiments/_workflow/environment.yml"}
     assert shipped <= names, sorted(shipped - names)
+    entry = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt")))
+    assert b"rooflab = experiments.cli:main" in entry
 
 
 def test_unpacked_wheel_finds_its_files_from_another_directory(wheel, tmp_path):
@@ -62,3 +64,15 @@ def test_unpacked_wheel_finds_its_files_from_another_directory(wheel, tmp_path):
     root = site / "experiments" / "_workflow"
     assert where.stdout.split() == [str(root), str(root / "config")]
 
+    # the packaged workflow plans the quick sweep there: its config, rules and published sets
+    # resolve beside its Snakefile, results in the working directory
+    plan = subprocess.run([sys.executable, "-m", "experiments.cli", "run", "--quick", "--cores",
+                           "1", "-n", "-p", "--config", "devices=[cpu]"],
+                          cwd=elsewhere, env=env, capture_output=True, text=True)
+    out = plan.stdout + plan.stderr
+    assert plan.returncode == 0, out[-4000:]
+    assert f"--snakefile {root / 'Snakefile'}" in out
+    assert f"--published {root / 'results/published/h200/measurements.parquet'}" in out
+    assert f"--datasheets {root / 'config/datasheets.yaml'}" in out
+    assert "results/measurements.parquet" in out and "experiment=bandwidth" in out
+    assert "point_budget_s=0.05" in out  # the quick preset's budget
