@@ -94,3 +94,8 @@ def run(cfg: BandwidthConfig, ctx: Context):
                 return _measure(ctx, op, n)
 
             yield ctx.point(base, body)
+
+
+def points(cfg: BandwidthConfig, ctx: Context) -> int:
+    """Rows `run` yields (the progress a job shows)."""
+    return len(cfg.ops) * len(cfg.sizes)

@@ -118,3 +118,8 @@ def run(cfg: WorkloadConfig, ctx: Context):
         row["params"] = params | (row["params"] if row.get("status") == "ok" else {})
         rates.update(row)
         yield row
+
+
+def points(cfg: WorkloadConfig, ctx: Context) -> int:
+    """Rows `run` yields (the progress a job shows): one per batch."""
+    return len(cfg.batches)
