@@ -22,9 +22,9 @@ def workflow_root() -> Path:
     sits in (an editable install, or running from the checkout) first, else the copy installed
     with the package."""
     for root in (PACKAGE.parent, SHIPPED):
-        if (root / "Snakefile").is_file() and (root / "config" / "job.yaml").is_file():
+        if (root / "config" / "job.yaml").is_file():  # every command needs it; run the Snakefile
             return root
-    raise MissingFiles(f"rooflab's workflow files (Snakefile, config/job.yaml) are neither in "
+    raise MissingFiles(f"rooflab's workflow files (config/job.yaml, Snakefile) are neither in "
                        f"{PACKAGE.parent} (a checkout) nor in {SHIPPED} (an installed package); "
                        "reinstall rooflab")
 
