@@ -93,8 +93,9 @@ def _with(args: list[str], names: tuple[str, ...], values: list[str]) -> list[st
 
 def snakemake_args(args, extra: list[str], root: Path) -> list[str]:
     """`python -m snakemake` arguments for `rooflab run`."""
-    if "--" in extra:
-        extra = [a for i, a in enumerate(extra) if i != extra.index("--")]
+    if "--" in extra:  # argparse leaves it in; Snakemake would take what follows as targets
+        i = extra.index("--")
+        extra = extra[:i] + extra[i + 1:]
     cmd = ["--snakefile", str(root / "Snakefile")]
     if not any(a.split("=")[0] == "--workflow-profile" for a in extra):
         # Snakemake finds the default profile only beside a Snakefile in the working directory
@@ -187,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     except MissingFiles as exc:
         print(f"rooflab: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Snakemake, in our process group, got it too and stops its jobs
+        return 130
 
 
 if __name__ == "__main__":

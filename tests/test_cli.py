@@ -9,7 +9,7 @@ import yaml
 
 import analysis_fixtures as fx
 from experiments import cli
-from experiments.analysis import dataset
+from experiments.analysis import compare as cmp, dataset
 from workflow_copy import ROOT, SWEEP, python
 
 
@@ -134,3 +134,15 @@ def test_run_from_an_empty_directory_takes_its_config_and_writes_its_results(tmp
     log = (work / "out" / "logs" / "ci" / "cpu" / "bandwidth" / "float32.log").read_text()
     assert "\nbandwidth on cpu in float32: 2 points, about 1 s (an estimate" in "\n" + log
     assert "point/s" not in log  # no bar under Snakemake
+
+
+def test_compare_pairs_systems_by_device_when_a_side_has_several():
+    def side(*devs):
+        rows = [r for dev, rows in devs for rs in rows.values() for r in rs]
+        return cmp.Side(None, dataset.from_rows(rows), None, None)
+
+    gpu, cpu = (fx.GPU, fx.gpu_rows()), (fx.CPU, fx.cpu_rows())
+    assert cmp.pairs(side(gpu, cpu), side(gpu)) == [
+        ("NVIDIA H200 @ h200-ref", "NVIDIA H200 @ h200-ref"), ("Test CPU 9000 @ laptop", None)]
+    # one system a side: compared whatever their devices
+    assert cmp.pairs(side(cpu), side(gpu)) == [("Test CPU 9000 @ laptop", "NVIDIA H200 @ h200-ref")]

@@ -150,10 +150,14 @@ def text(a: Side, b: Side, ceilings: pd.DataFrame, table: pd.DataFrame) -> str:
     if differ.empty:
         lines.append(f"Claims: all {table.claim.nunique()} measured claims have the same verdict "
                      "on both")
-    else:
-        lines.append("Claims that differ:")
+        return "\n".join(lines)
+    lines.append("Claims that differ:")
+    several = table[["system_a", "system_b"]].drop_duplicates().shape[0] > 1
+    for (sys_a, sys_b), group in differ.groupby(["system_a", "system_b"], sort=False):
+        if several:
+            lines.append(f"  {sys_a or '(none)'}  vs  {sys_b or '(none)'}")
         lines += [f"  {r.claim:<4} A: {r.verdict_a or '-':<20} B: {r.verdict_b or '-'}"
-                  for r in differ.itertuples()]
+                  for r in group.itertuples()]
     return "\n".join(lines)
 
 
