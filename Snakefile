@@ -1,18 +1,28 @@
 # rooflab: measure, collect, fit the roofline, report.  Run: snakemake --cores all
 # Rules only wire; the logic is in the `experiments` package (python -m experiments ...).
+import os
+
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
 
 from experiments.config import yaml_error
+from experiments.paths import shipped
 
 min_version("8.0")
 
+# This file's folder: the checkout, or the copy inside an installed package (`rooflab run` runs
+# that with the working directory elsewhere; results land there). Files the workflow ships
+# (config/..., results/published/...) are the working directory's own if it has them, else
+# this folder's: shipped(path, ROOT).
+ROOT = os.path.abspath(workflow.basedir or ".")
+CONFIG = str(shipped("config/config.yaml", ROOT))
+
 # Snakemake's own message for a YAML error names neither the file nor the line.
-if _why := yaml_error("config/config.yaml"):
+if _why := yaml_error(CONFIG):
     raise WorkflowError(_why)
 
 
-configfile: "config/config.yaml"
+configfile: CONFIG
 
 
 report: "workflow/report/workflow.rst"

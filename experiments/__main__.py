@@ -21,11 +21,11 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ValidationError
 
 from . import registry
-from .config import ConfigError, register_configs, yaml_error
+from .config import CONFIG_DIR as _CONFIG_DIR, ConfigError, register_configs, yaml_error
 from .core.device import DeviceError, resolve_pool
 from .core.runner import run_job
 
-CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "config")
+CONFIG_DIR = str(_CONFIG_DIR)
 MODULES = registry.all_modules()
 register_configs({name: m.Config for name, m in MODULES.items()})
 log = logging.getLogger("rooflab")

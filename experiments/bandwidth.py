@@ -98,3 +98,8 @@ def run(cfg: BandwidthConfig, ctx: Context):
 
             yield ctx.point(base, body)
     cache.clear()
+
+
+def points(cfg: BandwidthConfig, ctx: Context) -> int:
+    """Rows `run` yields (the progress a job shows)."""
+    return len(cfg.ops) * len(cfg.sizes)

@@ -327,3 +327,7 @@ def run(cfg: CollectivesConfig, ctx: Context):
     spec = spec_for(cfg, ctx, "nccl", [d.index for d in gpus])
     yield from measure_group(cfg, spec, len(gpus))
 
+
+def points(cfg: CollectivesConfig, ctx: Context) -> int:
+    """Rows `run` yields (the progress a job shows): one per op and size, measured or not."""
+    return len(cfg.ops) * len(cfg.sizes)

@@ -21,9 +21,10 @@ from omegaconf.errors import OmegaConfBaseException
 from .core.cpus import parse_cpus
 from .core.devicenames import DeviceError, check as check_device
 from .core.dtypes import Dtype
+from .paths import config_dir
 
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"  # job.yaml, experiment/*.yaml
+CONFIG_DIR = config_dir()  # job.yaml, experiment/*.yaml: the checkout's, else the installed copy
 
 
 class ConfigError(ValueError):

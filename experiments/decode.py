@@ -300,3 +300,10 @@ def run(cfg: DecodeConfig, ctx: Context):
                         "claims": ["C18"]}
                 body = lambda p=phase, b=b, L=L, c=c: _block(ctx, cfg, p, b, L, c)
                 yield budget.point(ctx, base, body)
+
+
+def points(cfg: DecodeConfig, ctx: Context) -> int:
+    """Rows `run` yields (the progress a job shows), skipped ones included."""
+    gemv = len(cfg.channels) * len(cfg.batches) if "gemv_gemm" in cfg.ops else 0
+    blocks = sum(f"block_{phase}" in cfg.ops for phase in ("prefill", "decode"))
+    return gemv + blocks * len(cfg.block_batches) * len(cfg.block_contexts)

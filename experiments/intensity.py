@@ -121,3 +121,8 @@ def run(cfg: IntensityConfig, ctx: Context):
                 "bytes": float(moved), "working_set_bytes": moved,
                 "params": params | {"fmas": fmas}}
         yield ctx.point(base, lambda fmas=fmas: _measure(ctx, cfg, fmas, cache, use_triton=gpu))
+
+
+def points(cfg: IntensityConfig, ctx: Context) -> int:
+    """Rows `run` yields (the progress a job shows)."""
+    return len(cfg.fmas)

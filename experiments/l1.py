@@ -114,3 +114,8 @@ def run(cfg: L1Config, ctx: Context):
         base |= {"n": n, "working_set_bytes": n * item, "bytes": float(n * item * p["passes"]),
                  "flops": float(n * p["passes"]), "params": p}
         yield ctx.point(base, lambda p=p: _measure(ctx, cfg, p))
+
+
+def points(cfg: L1Config, ctx: Context) -> int:
+    """Rows `run` yields (the progress a job shows): one per size."""
+    return len(cfg.sizes)

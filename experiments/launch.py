@@ -122,3 +122,8 @@ def run(cfg: LaunchConfig, ctx: Context):
                  "working_set_bytes": 2 * n * size}
         yield ctx.point(base, lambda grid=grid, nw=num_warps, p=params:
                         _measure(ctx, cfg, grid, nw, p))
+
+
+def points(cfg: LaunchConfig, ctx: Context) -> int:
+    """Rows `run` yields (the progress a job shows), on any device."""
+    return len(wave_points(cfg)) + len(cfg.warps) * len(cfg.warp_waves)

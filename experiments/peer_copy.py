@@ -243,3 +243,13 @@ def run(cfg: PeerCopyConfig, ctx: Context):
                     base = _base(method, direction, size, elem) | {"params": params}
                     yield ctx.point(base, lambda m=method, d=direction, a=a, b=b, n=base["n"],
                                     link=link: _point(ctx, m, d, a, b, n, link))
+
+
+def points(cfg: PeerCopyConfig, ctx: Context) -> int:
+    """Rows `run` yields (the progress a job shows): per method and size, every ordered pair one
+    way and every pair both ways; one row per method, direction and size where not measurable."""
+    gpus, why = gpu_group(ctx.devices, NO_GPU, ONE_GPU)
+    if why:
+        return len(cfg.methods) * len(cfg.directions) * len(cfg.sizes)
+    per_direction = {"uni": len(ordered_pairs(len(gpus))), "bi": len(unordered_pairs(len(gpus)))}
+    return len(cfg.methods) * len(cfg.sizes) * sum(per_direction[d] for d in cfg.directions)

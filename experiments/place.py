@@ -630,8 +630,8 @@ def print_row(row: dict, file=sys.stdout) -> None:
             print(f"  {key:<{width}}  {val}", file=file)
 
 
-def parse_args(argv):
-    p = argparse.ArgumentParser(prog="python -m experiments place", description=__doc__.split(
+def parse_args(argv, prog="python -m experiments place"):
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split(
         "\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("target", help="module:make_fn or path/to/file.py:make_fn (a factory)")
     p.add_argument("--device", default="auto")
@@ -649,7 +649,7 @@ def parse_args(argv):
     return p.parse_args(argv)
 
 
-def main(argv) -> int:
+def main(argv, prog="python -m experiments place") -> int:
     """`python -m experiments place ...`: the workload experiment for one batch, then placed."""
     import pandas as pd
 
@@ -659,7 +659,7 @@ def main(argv) -> int:
     from .core.runner import run_job
     from .core.store import read_measurements
 
-    args = parse_args(argv)
+    args = parse_args(argv, prog)
     try:
         factory = load_target(args.target)
         if not is_factory(factory):

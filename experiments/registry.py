@@ -1,5 +1,6 @@
-"""Every experiment, by name. Adding one: a module with NAME, DESCRIPTION, CLAIMS, Config and
-run(cfg, ctx); a YAML file in config/experiment/; one line here."""
+"""Every experiment, by name. Adding one: a module with NAME, DESCRIPTION, CLAIMS, Config,
+run(cfg, ctx) and points(cfg, ctx) (the rows run yields: a job's progress); a YAML file in
+config/experiment/; one line here."""
 
 from __future__ import annotations
 

@@ -285,3 +285,9 @@ def run(cfg: TimingConfig, ctx: Context):
     n = cfg.stream_order_size
     yield ctx.point({"op": "stream_order", "n": n, "m": n, "k": n, "claims": ["C7"]},
                     lambda: _stream_order(ctx, n))
+
+
+def points(cfg: TimingConfig, ctx: Context) -> int:
+    """Rows `run` yields (the progress a job shows): each size timed every way, the two launch
+    rows, the stream-order check."""
+    return len(cfg.kernel_sizes) * len(METHODS) + 2 + 1

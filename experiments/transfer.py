@@ -286,3 +286,10 @@ def run(cfg: TransferConfig, ctx: Context):
                 "params": {"case": case.case, "raised": None, "error_type": None,
                            "expected_raise": case.expect_raise}}
         yield ctx.point(base, lambda v=variant: _cross(ctx, v))
+
+
+def points(cfg: TransferConfig, ctx: Context) -> int:
+    """Rows `run` yields (the progress a job shows): the device copy, every variant and size,
+    one model row per variant, the creation ops per size, the mixed-device cases."""
+    return (1 + len(VARIANTS) * len(cfg.sizes) + len(VARIANTS)
+            + len(CREATE_OPS) * len(cfg.create_sizes) + len(MIXED))

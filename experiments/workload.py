@@ -168,3 +168,9 @@ def _per_op(ctx: Context, cfg: WorkloadConfig, factory, batch: int, row: dict) -
             except Exception as exc:  # noqa: BLE001
                 row["params"]["ncu"] = f"failed: {type(exc).__name__}: {str(exc)[:300]}"
     return place.op_rows(ops, cfg.workload, batch, measured)
+
+
+def points(cfg: WorkloadConfig, ctx: Context) -> int | None:
+    """Rows `run` yields (the progress a job shows): one per batch; a profiled batch adds one
+    per aten op, known only once it ran (None: no total)."""
+    return None if cfg.profile_batches else len(cfg.batches)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
@@ -34,6 +36,11 @@ def run_experiment(tmp_path):
         job = compose_job([f"experiment={name}", "device=cpu", f"dtype={dtype}",
                            f"out={out}", "point_budget_s=0.02", *overrides])
         run_job(job, MODULES[name])
-        return pd.read_parquet(out)
+        rows = pd.read_parquet(out)
+        # the count a job's progress shows up front is the rows it writes
+        cpu = SimpleNamespace(device=torch.device("cpu"), devices=[torch.device("cpu")])
+        planned = MODULES[name].points(job.experiment, cpu)  # None: not known up front
+        assert planned is None or len(rows) == planned, (name, len(rows), planned)
+        return rows
 
     return run

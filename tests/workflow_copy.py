@@ -44,8 +44,15 @@ def copy_repo(dest: Path, **overrides) -> Path:
 
 def snakemake(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """Run snakemake in `cwd`; on timeout kill its whole process group (only what it started)."""
-    env = os.environ | {"PYTHONUNBUFFERED": "1"}  # job logs show each row as it is measured
-    proc = subprocess.Popen([sys.executable, "-m", "snakemake", *args], cwd=cwd, env=env,
+    return python(cwd, "-m", "snakemake", *args, timeout=timeout)
+
+
+def python(cwd: Path, *args: str, timeout: float = 120, env: dict | None = None
+           ) -> subprocess.CompletedProcess:
+    """Run this Python with `args` in `cwd` (and `env` added to the environment), stdout and
+    stderr together; on timeout kill its whole process group (only what it started)."""
+    env = os.environ | {"PYTHONUNBUFFERED": "1"} | (env or {})  # job logs show each row live
+    proc = subprocess.Popen([sys.executable, *args], cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     try:
@@ -53,5 +60,5 @@ def snakemake(cwd: Path, *args: str, timeout: float = 120) -> subprocess.Complet
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
-        raise AssertionError(f"snakemake {' '.join(args)} ran past {timeout} s:\n{out[-5000:]}")
+        raise AssertionError(f"python {' '.join(args)} ran past {timeout} s:\n{out[-5000:]}")
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, "")

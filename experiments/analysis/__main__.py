@@ -20,8 +20,9 @@ import sys
 from pathlib import Path
 
 from ..core.store import DatasetError, write_atomic
+from ..paths import config_dir
 
-DATASHEETS = str(Path(__file__).resolve().parents[2] / "config" / "datasheets.yaml")
+DATASHEETS = str(config_dir() / "datasheets.yaml")
 
 
 def _common(p, ceilings=True, knees=False, claims=False):

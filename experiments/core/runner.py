@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Callable
 
 import torch
+from tqdm import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
 
 from .cpus import parse_cpus, pin_process
 from .conditions import DEFAULT_CONTENTION_THRESHOLD, job_conditions, loadavg
@@ -147,6 +149,27 @@ def pin(cpus: str, device: str) -> None:
     log.info("pinned to CPUs %s", ",".join(map(str, sorted(allowed))))
 
 
+def planned_points(module, cfg, ctx: Context) -> int | None:
+    """How many rows the job will write: the experiment's `points(cfg, ctx)`; None for a module
+    without one (its progress then has no total)."""
+    points = getattr(module, "points", None)
+    return points(cfg, ctx) if points else None
+
+
+def start_line(name: str, device: str, dtype: str, total: int | None, budget_s: float) -> str:
+    """The job's first log line: what it measures and roughly for how long."""
+    head = f"{name} on {device} in {dtype}:"
+    if total is None:
+        return f"{head} points not known up front"
+    return (f"{head} {total} points, at most about {_duration(total * budget_s)} (an estimate: "
+            f"{total} points x point_budget_s {budget_s:g} s, before warm-ups and retries; a "
+            "point stops sooner once its median is known)")
+
+
+def _duration(seconds: float) -> str:
+    return f"{max(seconds, 1):.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
 def run_job(job, module) -> Path:
     """Measure every point of `module` for the job, then write the file atomically.
 
@@ -186,13 +209,21 @@ def _measure(job, module, device: str, dev: torch.device, devs=None, measured_on
     config = {"job": {k: _plain(v) for k, v in asdict(job).items()}}
     started = datetime.now(timezone.utc)
     state_start, load_start = device_state(dev), loadavg()
+    total = planned_points(module, job.experiment, ctx)
+    log.info("%s", start_line(module.NAME, measured_on, ctx.dtype, total, ctx.point_budget_s))
     t0 = time.perf_counter()
     rows = []
-    for row in module.run(job.experiment, ctx):
-        row = identity | {"claims": list(module.CLAIMS), "measured_at": datetime.now(timezone.utc)} | row
-        rows.append(row)
-        log.info("%s %s %s n=%s: %s %s", module.NAME, row.get("op"), ctx.dtype, row.get("n"),
-                 row.get("status"), f"{row.get('time_s', 0) or 0:.3e}s")
+    # A bar only in a terminal (tqdm: disable=None is off when stderr is not a TTY); the row
+    # lines are logged through it there, so they do not break the bar.
+    with logging_redirect_tqdm(), tqdm(total=total, unit="point", disable=None,
+                                       desc=f"{module.NAME} {measured_on} {ctx.dtype}") as bar:
+        for row in module.run(job.experiment, ctx):
+            row = identity | {"claims": list(module.CLAIMS),
+                              "measured_at": datetime.now(timezone.utc)} | row
+            rows.append(row)
+            log.info("%s %s %s n=%s: %s %s", module.NAME, row.get("op"), ctx.dtype, row.get("n"),
+                     row.get("status"), f"{row.get('time_s', 0) or 0:.3e}s")
+            bar.update()
     metadata = {
         "run_id": run_id, "host": host, "experiment": module.NAME, "device": device,
         "measured_on": measured_on, "dtype": ctx.dtype, "device_facts": facts.to_dict(), "git": git,

@@ -9,9 +9,13 @@ from experiments.analysis.catalog import FIGURES
 
 
 # Published datasets that may be absent (not committed, not yet fetched): skip them, saying so.
-PUBLISHED = [p for p in config.get("published", []) if os.path.exists(p)]
-for _path in sorted(set(config.get("published", [])) - set(PUBLISHED)):
+# A relative path not in the working directory is looked up beside the Snakefile (shipped sets).
+PUBLISHED = [str(shipped(p, ROOT)) for p in config.get("published", [])
+             if shipped(p, ROOT).exists()]
+for _path in sorted({p for p in config.get("published", []) if not shipped(p, ROOT).exists()}):
     print(f"rooflab: published dataset {_path} not found; skipped", file=sys.stderr)
+# The reference devices: the working directory's config/datasheets.yaml, else the shipped one.
+DATASHEETS = str(shipped("config/datasheets.yaml", ROOT))
 
 
 # Light work on data already written: run where Snakemake runs, not as cluster jobs.
@@ -76,7 +80,7 @@ rule claims:
         data=f"{RESULTS}/measurements.parquet",
         ceilings=f"{RESULTS}/roofline/ceilings.parquet",
         knees=f"{RESULTS}/roofline/knees.parquet",
-        datasheets="config/datasheets.yaml",
+        datasheets=DATASHEETS,
     output:
         f"{RESULTS}/claims.parquet",
     conda:
@@ -95,7 +99,7 @@ rule figures:
         ceilings=f"{RESULTS}/roofline/ceilings.parquet",
         knees=f"{RESULTS}/roofline/knees.parquet",
         model=f"{RESULTS}/roofline/decode_model.parquet",
-        datasheets="config/datasheets.yaml",
+        datasheets=DATASHEETS,
     output:
         [
             report(
@@ -125,7 +129,7 @@ rule report:
         ceilings=f"{RESULTS}/roofline/ceilings.parquet",
         knees=f"{RESULTS}/roofline/knees.parquet",
         claims=f"{RESULTS}/claims.parquet",
-        datasheets="config/datasheets.yaml",
+        datasheets=DATASHEETS,
         figures=expand(f"{RESULTS}/figures/{{name}}.png", name=FIGURES),
         index=f"{RESULTS}/figures/index.json",
     output:

@@ -1,0 +1,148 @@
+"""The `rooflab` command: compare two datasets, rebuild a report, the Snakemake command `run`
+builds, the sweep from an empty directory, and one-line errors on bad input."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import yaml
+
+import analysis_fixtures as fx
+from experiments import cli
+from experiments.analysis import compare as cmp, dataset
+from workflow_copy import ROOT, SWEEP, python
+
+
+def _results(folder, rows_by_experiment, dev):
+    """A results folder as the workflow leaves it: job files collected into measurements.parquet."""
+    files = fx.write_files(folder / "measurements", rows_by_experiment, dev)
+    dataset.collect(files, out=folder / "measurements.parquet", log=lambda msg: None)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def two_gpus(tmp_path_factory):
+    """A: a GPU as the article says; B: the same with float32 GEMMs 10x slower (claim C11 fails)."""
+    tmp = tmp_path_factory.mktemp("compare")
+    a = _results(tmp / "a", fx.gpu_rows(seed=0), fx.GPU)
+    slow = fx.gpu_rows(seed=0)
+    for r in slow["matmul"]:
+        if r["dtype"] == "float32":
+            r["time_s"] *= 10
+    b = _results(tmp / "b", slow, fx.GPU)
+    return a, b / "measurements.parquet"  # a folder and a file: both are accepted
+
+
+def test_compare_shows_ceilings_with_ratio_and_the_claims_that_differ(two_gpus, tmp_path, capsys):
+    a, b = two_gpus
+    assert cli.main(["compare", str(a), str(b), "--out", str(tmp_path / "cmp.csv")]) == 0
+    shown = capsys.readouterr().out
+    assert "GEMM ceiling" in shown and "Claims that differ:" in shown
+    # float32 GEMM also sets the FP32 compute C8 compares and the float32 knee C17 predicts
+    slow_gemm = ["C8", "C11", "C17"]
+    assert [line.split()[0] for line in shown.split("Claims that differ:")[1].splitlines()[1:]] \
+        == slow_gemm
+
+    ceilings = pd.read_csv(tmp_path / "cmp.csv", keep_default_na=False)
+    ratio = ceilings.set_index(["ceiling", "dtype"]).ratio.astype(float)
+    assert ratio["matrix_flops", "float32"] == pytest.approx(0.1, rel=0.1)
+    assert ratio["matrix_flops", "bfloat16"] == pytest.approx(1, rel=0.01)
+    assert ratio["dram_bw", ""] == pytest.approx(1, rel=0.01)
+    claims = pd.read_csv(tmp_path / "cmp.claims.csv").set_index("claim")
+    assert (claims.verdict_a == "holds").all()
+    assert (claims.loc[slow_gemm, "verdict_b"] == "does not hold").all()
+    assert claims.index[claims.differ].tolist() == slow_gemm
+
+    assert cli.main(["compare", str(a), str(b), "--out", str(tmp_path / "cmp.html")]) == 0
+    html = (tmp_path / "cmp.html").read_text()
+    assert html.count("<table") == 2 and "GEMM ceiling" in html and "C11" in html
+
+
+def test_compare_names_a_missing_file_in_one_line(two_gpus, tmp_path, capsys):
+    a, _ = two_gpus
+    assert cli.main(["compare", str(a), str(tmp_path / "nope.parquet")]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"rooflab compare: {tmp_path / 'nope.parquet'}: no such file or folder"
+    assert cli.main(["compare", str(tmp_path), str(a)]) == 2  # a folder with no dataset
+    assert f"{tmp_path / 'measurements.parquet'} not found" in capsys.readouterr().err
+    assert cli.main(["compare", str(a), str(a), "--out", "x.pdf"]) == 2
+    assert "give a .html or .csv file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["frobnicate"], "rooflab: argument COMMAND: invalid choice: 'frobnicate'"),
+    (["report", "--bogus"], "rooflab report: unrecognized arguments: --bogus"),
+    (["compare", "only-one"], "rooflab compare: the following arguments are required: B"),
+    (["run", "--cores", "0"], "rooflab run: argument --cores: --cores '0': give a number > 0"),
+])
+def test_bad_input_is_one_line_and_exit_status_2(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and err.startswith(message) and err.count("\n") == 1, err
+
+
+def test_report_rebuilds_from_a_results_folder_without_measuring(tmp_path, capsys):
+    res = _results(tmp_path / "res", fx.cpu_rows(), fx.CPU)
+    assert cli.main(["report", "--results", str(res)]) == 0
+    for name in ("roofline/ceilings.parquet", "roofline/knees.parquet", "claims.parquet",
+                 "figures/index.json", "report.html"):
+        assert (res / name).is_file(), name
+    assert "Test CPU 9000" in (res / "report.html").read_text()
+    assert cli.main(["report", "--results", str(tmp_path / "none")]) == 2
+    assert "measurements.parquet not found" in capsys.readouterr().err
+
+
+def _args(*argv):
+    args, extra = cli.parser().parse_known_args(["run", *argv])
+    return cli.snakemake_args(args, extra, ROOT)
+
+
+def test_run_builds_snakemakes_command_line():
+    quick = str(ROOT / "config" / "presets" / "quick.yaml")
+    cmd = _args("--quick", "--results", "out", "--cores", "3", "results/x.parquet", "--config",
+                "host=a", "--", "-n")
+    assert cmd[:2] == ["--snakefile", str(ROOT / "Snakefile")]
+    assert cmd[cmd.index("--workflow-profile") + 1] == str(ROOT / "workflow/profiles/default")
+    assert cmd[cmd.index("--cores") + 1] == "3"
+    # targets before --config (its list runs to the next option); ours first in the user's list
+    assert cmd.index("results/x.parquet") < cmd.index("--config")
+    assert cmd[cmd.index("--config"):][:3] == ["--config", "results=out", "host=a"]
+    assert cmd[-2:] == ["--configfile", quick] and "-n" in cmd and "--" not in cmd
+    # a configfile of the user's own comes after the preset, so it wins
+    cmd = _args("--full", "--configfile=mine.yaml", "--workflow-profile", "p")
+    full = str(ROOT / "config" / "presets" / "full.yaml")
+    assert cmd[cmd.index("--configfile"):][:3] == ["--configfile", full, "mine.yaml"]
+    assert cmd.count("--workflow-profile") == 1 and cmd[cmd.index("--workflow-profile") + 1] == "p"
+    with pytest.raises(SystemExit):
+        _args("--quick", "--full")
+
+
+def test_run_from_an_empty_directory_takes_its_config_and_writes_its_results(tmp_path):
+    work = tmp_path / "work"
+    (work / "config").mkdir(parents=True)  # the user's own sweep: the CI one, 2 tiny points
+    (work / "config" / "config.yaml").write_text(yaml.safe_dump(yaml.safe_load(SWEEP.read_text())))
+    run = python(work, "-m", "experiments.cli", "run", "--cores", "2", "--results", "out",
+                 timeout=600, env={"PYTHONPATH": str(ROOT)})  # this checkout's package
+    assert run.returncode == 0, run.stdout[-4000:]
+    assert f"--snakefile {ROOT / 'Snakefile'}" in run.stdout
+    assert (work / "out" / "report.html").stat().st_size > 10_000
+    rows = pd.read_parquet(work / "out" / "measurements" / "ci" / "cpu" / "bandwidth" /
+                           "float32.parquet")
+    assert set(rows.op) == {"copy"} and len(rows) == 2  # the sweep of ./config/config.yaml
+    assert sorted(p.name for p in work.iterdir()) == [".snakemake", "config", "out"]
+    log = (work / "out" / "logs" / "ci" / "cpu" / "bandwidth" / "float32.log").read_text()
+    assert "\nbandwidth on cpu in float32: 2 points, about 1 s (an estimate" in "\n" + log
+    assert "point/s" not in log  # no bar under Snakemake
+
+
+def test_compare_pairs_systems_by_device_when_a_side_has_several():
+    def side(*devs):
+        rows = [r for dev, rows in devs for rs in rows.values() for r in rs]
+        return cmp.Side(None, dataset.from_rows(rows), None, None)
+
+    gpu, cpu = (fx.GPU, fx.gpu_rows()), (fx.CPU, fx.cpu_rows())
+    assert cmp.pairs(side(gpu, cpu), side(gpu)) == [
+        ("NVIDIA H200 @ h200-ref", "NVIDIA H200 @ h200-ref"), ("Test CPU 9000 @ laptop", None)]
+    # one system a side: compared whatever their devices
+    assert cmp.pairs(side(cpu), side(gpu)) == [("Test CPU 9000 @ laptop", "NVIDIA H200 @ h200-ref")]

@@ -1,0 +1,44 @@
+"""A job's progress: one start line with its point count and an estimate, a bar only in a terminal.
+(That each experiment's count is the rows it writes: the run_experiment fixture checks it.)"""
+
+from __future__ import annotations
+
+import io
+import logging
+import sys
+
+from conftest import MODULES, compose_job
+from experiments.core.runner import run_job
+
+SIZES = "experiment.sizes=[16384,65536]"  # bandwidth: 5 ops x 2 sizes = 10 points
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def _run(tmp_path, monkeypatch, stderr):
+    monkeypatch.setattr(sys, "stderr", stderr)
+    job = compose_job(["experiment=bandwidth", "device=cpu", "dtype=float32", SIZES,
+                       "point_budget_s=0.02", f"out={tmp_path / 'bw.parquet'}"])
+    run_job(job, MODULES["bandwidth"])
+
+
+def test_start_line_names_the_job_its_points_and_says_the_time_is_an_estimate(
+        tmp_path, monkeypatch, caplog):
+    with caplog.at_level(logging.INFO, logger="rooflab"):
+        _run(tmp_path, monkeypatch, io.StringIO())
+    first = caplog.messages[0]
+    assert first.startswith("bandwidth on cpu in float32: 10 points, about 1 s")
+    assert "an estimate: 10 points x point_budget_s 0.02 s" in first
+
+
+def test_bar_only_in_a_terminal(tmp_path, monkeypatch):
+    piped = io.StringIO()  # Snakemake's jobs: stderr is a file, no bar
+    _run(tmp_path, monkeypatch, piped)
+    assert "point/s" not in piped.getvalue() and "10/10" not in piped.getvalue()
+
+    terminal = Terminal()
+    _run(tmp_path, monkeypatch, terminal)
+    assert "bandwidth cpu float32" in terminal.getvalue() and "10/10" in terminal.getvalue()
