@@ -30,7 +30,7 @@ def test_start_line_names_the_job_its_points_and_says_the_time_is_an_estimate(
     with caplog.at_level(logging.INFO, logger="rooflab"):
         _run(tmp_path, monkeypatch, io.StringIO())
     first = caplog.messages[0]
-    assert first.startswith("bandwidth on cpu in float32: 10 points, about 1 s")
+    assert first.startswith("bandwidth on cpu in float32: 10 points, at most about 1 s")
     assert "an estimate: 10 points x point_budget_s 0.02 s" in first
 
 
