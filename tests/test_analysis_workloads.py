@@ -145,3 +145,16 @@ def test_measured_bound_names_the_level_whose_traffic_takes_longest():
     assert workloads.measured_bound(c, SYS, "bfloat16", 1e12, levels) == "compute"
     # nothing measured: no verdict from counted bytes
     assert workloads.measured_bound(c, SYS, "bfloat16", 1e12, {}) is None
+
+
+def test_a_system_without_ceilings_is_placed_on_its_device_models_roofline():
+    c = ceilings().assign(device_name="GPU X")
+    ds = pd.concat([rows("mlp", [64], 2e6, 1e8, 4e3, roofline_time).assign(device_name="GPU X"),
+                    rows("mlp", [64], 2e6, 1e8, 4e3, roofline_time).assign(
+                        system="GPU X @ ncu-run", device_name="GPU X"),
+                    rows("mlp", [64], 2e6, 1e8, 4e3, roofline_time).assign(
+                        system="GPU Y @ other", device_name="GPU Y")])
+    p = workloads.placements(ds, c).set_index("system")
+    assert set(p.index) == {SYS, "GPU X @ ncu-run"}  # GPU Y has no roofline of its model
+    assert p.loc["GPU X @ ncu-run", "roofline_of"] == SYS
+    assert p.loc["GPU X @ ncu-run", "model_error"] == pytest.approx(0)

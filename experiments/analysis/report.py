@@ -273,7 +273,8 @@ def _workloads(ds: Dataset, ceilings: pd.DataFrame, sheets) -> dict:
     ops = workloads.op_placements(ds, ceilings)
     figures, rows = [], []
     for system, g in placed.groupby("system", sort=False):
-        c = ceilings[(ceilings.system == system) & ceilings.value.notna()]
+        roof = g.roofline_of.iloc[0]  # its own, or the same device model's (roofline_systems)
+        c = ceilings[(ceilings.system == roof) & ceilings.value.notna()]
         cs = c.to_dict("records")  # records: a row's "dtype" is its value, not the frame's
         roofs = [(roofline.label(r["ceiling"]).replace(" bandwidth", ""), float(r["value"]))
                  for r in cs if r["ceiling"].endswith("_bw") and r["ceiling"] != "intensity_bw"]
@@ -289,8 +290,10 @@ def _workloads(ds: Dataset, ceilings: pd.DataFrame, sheets) -> dict:
                            + f"{r['bound'] or 'no'}-bound; {si(r['measured_time_s'], 's')} "
                            f"measured, {si(r['predicted_time_s'], 's')} predicted"} for r in g]
         points += _op_points(ops[ops.system == system])
-        figures.append({"system": system, "svg": svg_roofline.draw(
-            f"Workloads on the roofline of {system}", roofs, peaks, points)})
+        figures.append({"system": system if roof == system else
+                        f"{system}, placed on the roofline of {roof} (the same device model)",
+                        "svg": svg_roofline.draw(f"Workloads on the roofline of {roof}", roofs,
+                                                 peaks, points)})
         for r in g:
             rows.append({"system": system, "workload": r["workload"], "dtype": r["dtype"],
                          "batch": f"{r['batch']:.0f}", "time": si(r["measured_time_s"], "s"),

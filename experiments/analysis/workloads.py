@@ -36,7 +36,7 @@ OP_COLUMNS = ["system", "workload", "dtype", "batch", "aten_op", "input_shapes",
 PLACEMENT_COLUMNS = ["system", "workload", "dtype", "batch", "flops", "bytes", "intensity",
                      "measured_time_s", "timer", "attained_flop_per_s", "attained_byte_per_s",
                      "roof_flop_per_s", "fraction_of_roof", "bound", "predicted_time_s",
-                     "model_error", "missing"]
+                     "model_error", "missing", "roofline_of"]
 KNEE_COLUMNS = ["system", "workload", "dtype", "batches", "bandwidth_Bps", "compute_flops",
                 "measured", "measured_low", "measured_high", "measured_note", "predicted",
                 "predicted_note", "ratio", "agrees"]
@@ -71,16 +71,40 @@ def _rows(ds, ops: bool = False) -> pd.DataFrame:
     return w[w.time_s.notna() & (w.time_s > 0) & (w.bytes > 0) & ((w.flops > 0) | ops)]
 
 
+def roofline_systems(rows: pd.DataFrame, ceilings: pd.DataFrame) -> dict:
+    """system -> the system whose fitted ceilings place its rows: its own, else those of a system
+    of the same device model in the dataset (a workload measured under another host label, e.g.
+    a run of its own under Nsight Compute); systems with neither are left out."""
+    fitted = ceilings[ceilings.value.notna()] if ceilings is not None and not ceilings.empty \
+        else pd.DataFrame(columns=["system", "device_name"])
+    own = set(fitted.system)
+    by_model = {}
+    if "device_name" in fitted:
+        for system, name in fitted[["system", "device_name"]].drop_duplicates().itertuples(
+                index=False):
+            by_model.setdefault(name, system)
+    out = {}
+    for system, name in rows[["system", "device_name"]].drop_duplicates().itertuples(index=False) \
+            if "device_name" in rows else ((s, None) for s in rows.system.unique()):
+        if system in own:
+            out[system] = system
+        elif name in by_model:
+            out[system] = by_model[name]
+    return out
+
+
 def placements(ds, ceilings: pd.DataFrame) -> pd.DataFrame:
     """Per ok workload row of a system with fitted ceilings: where it sits on the roofline."""
     out = []
-    systems = set(ceilings.system) if ceilings is not None and not ceilings.empty else set()
-    for _, row in _rows(ds).iterrows():
-        if row.system not in systems:
+    rows = _rows(ds)
+    roof_of = roofline_systems(rows, ceilings)
+    for _, row in rows.iterrows():
+        if row.system not in roof_of:
             continue
         out.append({"workload": row["op"], "dtype": row["dtype"], "batch": row["batch"],
                     "flops": row.flops, "bytes": row.bytes, "timer": row.timer}
-                   | place_row(row, ceilings, row.system))
+                   | place_row(row, ceilings, roof_of[row.system])
+                   | {"system": row.system, "roofline_of": roof_of[row.system]})
     return pd.DataFrame(out, columns=PLACEMENT_COLUMNS)
 
 
@@ -107,13 +131,14 @@ def op_placements(ds, ceilings: pd.DataFrame) -> pd.DataFrame:
     import json
 
     out = []
-    systems = set(ceilings.system) if ceilings is not None and not ceilings.empty else set()
-    for _, row in _rows(ds, ops=True).iterrows():
-        if row.system not in systems:
+    rows = _rows(ds, ops=True)
+    roof_of = roofline_systems(rows, ceilings)
+    for _, row in rows.iterrows():
+        if row.system not in roof_of:
             continue
         p = row.params if isinstance(row.params, dict) else json.loads(row.params or "{}")
         levels = {key: p.get(key, math.nan) for key, _, _ in LEVELS}
-        placed = place_row(row, ceilings, row.system)
+        placed = place_row(row, ceilings, roof_of[row.system]) | {"system": row.system}
         out.append({"workload": row["op"], "dtype": row["dtype"], "batch": row["batch"],
                     "aten_op": p.get("aten_op"), "input_shapes": p.get("input_shapes"),
                     "time_s": row.time_s, "flops": row.flops, "bytes": row.bytes,
