@@ -439,8 +439,8 @@ def profile_ops(fn, args, kwargs=None, device=None, calls: int = 3):
             torch.cuda.synchronize(dev)
     rows = []
     for evt in prof.key_averages(group_by_input_shape=True):
-        if evt.device_type != DeviceType.CPU:
-            continue  # a kernel's own event: its time is already its op's self device time
+        if evt.device_type != DeviceType.CPU or not evt.key.startswith("aten::"):
+            continue  # a kernel's own event (its time is its op's already), or the profiler's
         self_us = (getattr(evt, "self_device_time_total", None) if dev.type == "cuda"
                    else evt.self_cpu_time_total) or 0.0
         if self_us <= 0:
