@@ -3,9 +3,9 @@
 Modelled on triton's do_bench: warm up, estimate one call, pick how many calls make one sample
 (so a sample is far past launch and timer overhead), pick how many samples fit the time budget,
 report the median and quantiles. Sampling stops before the budget once the median is known to
-`precision` (nvbench's approach: stop when more samples would not change the answer). GPUs are timed with CUDA events around a CUDA-graph replay of
-the inner calls (eager launches from Python cost ~9 us each and would hide short kernels); CPUs
-with perf_counter.
+`precision` (nvbench's approach: stop when more samples would not change the answer). GPUs are
+timed with CUDA events around a CUDA-graph replay of the inner calls (eager launches from Python
+cost ~9 us each and would hide short kernels); CPUs with perf_counter.
 """
 
 from __future__ import annotations
@@ -227,8 +227,7 @@ def measure(fn: Callable[[int], object], device: torch.device, budget_s: float, 
     A point still noisy, contended or throttled after `retries` is returned all the same, with
     its flags; the row builder flags noise. `budget_s` is the most a run may sample: with
     `precision` > 0 it stops once the median is known that well (see sample()). `force_graph`
-    replays calls longer than GRAPH_BELOW_S
-    from a graph too, for ops that production runs as graph replays (a decode step);
+    replays calls longer than GRAPH_BELOW_S from a graph too, for ops that production runs as graph replays (a decode step);
     `use_graph=False` still wins, and a CPU has no graphs, so there it does nothing.
     """
     timer = timer or make_timer(device, use_graph)
