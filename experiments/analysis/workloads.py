@@ -191,14 +191,16 @@ def knees(ds, ceilings: pd.DataFrame) -> pd.DataFrame:
     """Per (system, workload, dtype) with >= 3 batch sizes: measured and predicted knees."""
     out = []
     w = _rows(ds)
+    roof_of = roofline_systems(w, ceilings)
     for (system, name, dtype), g in w.groupby(["system", "op", "dtype"], sort=True):
+        roof = roof_of.get(system, system)
         g = g.sort_values("batch")
         b = g.batch.to_numpy(float)
         if np.unique(b).size < 3:
             continue
         k, lo, hi, note = measured_knee(b, g.time_s.to_numpy(float))
-        B = roofline.value(ceilings, system, "dram_bw")
-        P, _ = compute_for(ceilings, system, dtype)
+        B = roofline.value(ceilings, roof, "dram_bw")
+        P, _ = compute_for(ceilings, roof, dtype)
         if B and P:
             pk, pnote = predicted_knee(b, g.flops, g.bytes, B, P)
         else:
