@@ -284,7 +284,9 @@ class Conditions:
         power cap. Between two steps it is exact. None with fewer than two steps."""
         seen = [(x["t"], x["energy"]) for x in self.window_samples()
                 if x.get("energy") is not None]
-        steps = [seen[i] for i in range(1, len(seen)) if seen[i][1] != seen[i - 1][1]]
+        # a step happened between the poll that first saw it and the one before: take the middle
+        steps = [((seen[i - 1][0] + seen[i][0]) / 2, seen[i][1]) for i in range(1, len(seen))
+                 if seen[i][1] != seen[i - 1][1]]
         if len(steps) < 2 or steps[-1][0] <= steps[0][0]:
             return None
         return (steps[-1][1] - steps[0][1]) / 1000 / (steps[-1][0] - steps[0][0])
