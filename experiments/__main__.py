@@ -8,11 +8,15 @@
 
 from __future__ import annotations
 
-import logging
-import sys
-from pathlib import Path
+from .core.forkserver import delegate
 
-from .core.cpus import pin_from_argv
+delegate("experiments")  # to the run's fork server if any (imports done there)
+
+import logging  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from .core.cpus import pin_from_argv  # noqa: E402
 
 pin_from_argv(sys.argv[1:])  # before torch and the rest load: their import runs on the job's CPUs
 

@@ -14,6 +14,10 @@ DATASET is the merged file `collect` writes (results/measurements.parquet)."""
 
 from __future__ import annotations
 
+from ..core.forkserver import delegate
+
+delegate("experiments.analysis")  # to the run's fork server if any (imports done there)
+
 import argparse
 import json
 import sys

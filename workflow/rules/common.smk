@@ -217,7 +217,9 @@ def device_units(wildcards, slug):
     if wildcards.device != slug:
         return 0
     # a job between GPUs takes the whole resource: no job waits beside it, holding nothing
-    return PREFETCH * pool_gpus(slug) if registry.all_gpus(wildcards.experiment) else 1
+    # (on a pool of one GPU it is a job like any other: it prefetches too)
+    whole = registry.all_gpus(wildcards.experiment) and pool_gpus(slug) > 1
+    return PREFETCH * pool_gpus(slug) if whole else 1
 
 
 def slurm_resource(wildcards, key):
