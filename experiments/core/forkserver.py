@@ -42,6 +42,10 @@ PRELOAD = (
     "experiments.core.runner", "experiments.core.store", "experiments.analysis.dataset",
     "experiments.analysis.roofline", "experiments.analysis.claims", "experiments.analysis.report",
     "experiments.analysis.figures", "matplotlib.pyplot", "seaborn",
+    # a workload job: the profiler, and what FlopCounterMode's first call imports (dynamo, sympy:
+    # about 1 s here, several on an H200 host)
+    "experiments.place", "experiments.workloads", "experiments.analysis.workloads",
+    "torch.profiler", "torch._dynamo", "torch.fx.experimental.symbolic_shapes",
 )
 MAX_MESSAGE = 1 << 20
 START_TIMEOUT_S = 60.0

@@ -188,10 +188,13 @@ def _duration(seconds: float) -> str:
 def run_job(job, module) -> Path:
     """Measure every point of `module` for the job, then write the file atomically.
 
+    The device is held only while the points are measured: the provenance is read before, the
+    table written after, so the next job waiting for the GPU starts sooner.
     A module with ALL_GPUS = True (peer_copy, collectives) holds every GPU of the job's pool at once;
     its rows' `measured_on` is the pool, and its Context's `devices` lists them."""
     all_gpus = bool(getattr(module, "ALL_GPUS", False))
     pin(getattr(job, "cpus", ""), job.device)
+    provenance = {"git": git_state(), "packages": package_versions()}
     with claim_device(job.device, all_gpus=all_gpus) as held:
         devs = list(held) if all_gpus else [held]
         dev = devs[0]
@@ -201,19 +204,21 @@ def run_job(job, module) -> Path:
             # events, graphs and Triton launch on the current device: make it the one measured
             torch.cuda.set_device(dev)
         measured_on = device if all_gpus and len(devs) > 1 else str(dev)
-        return _measure(job, module, device, dev, devs, measured_on)
+        rows, metadata = _measure(job, module, device, dev, devs, measured_on, provenance)
+    return write_atomic(to_table(rows, metadata), job.out)
 
 
-def _measure(job, module, device: str, dev: torch.device, devs=None, measured_on=None) -> Path:
+def _measure(job, module, device: str, dev: torch.device, devs, measured_on,
+             provenance: dict) -> tuple[list[dict], dict]:
+    """The job's rows and its file's metadata."""
     facts = device_facts(dev)
     host = job.host or socket.gethostname()
-    measured_on = measured_on or str(dev)
     ctx = Context(device=dev, dtype=job.dtype.value, facts=facts,
                   point_budget_s=job.point_budget_s, cv_threshold=job.cv_threshold,
                   retries=job.retries, use_graph=job.use_graph, seed=job.seed,
                   contention_threshold=job.contention_threshold, precision=job.precision,
-                  min_point_s=job.min_point_s, devices=devs or [dev])
-    git = git_state()
+                  min_point_s=job.min_point_s, devices=devs)
+    git = provenance["git"]
     run_id = uuid.uuid4().hex[:12]
     identity = {
         "experiment": module.NAME, "host": host, "device": device, "measured_on": measured_on,
@@ -243,9 +248,9 @@ def _measure(job, module, device: str, dev: torch.device, devs=None, measured_on
     metadata = {
         "run_id": run_id, "host": host, "experiment": module.NAME, "device": device,
         "measured_on": measured_on, "dtype": ctx.dtype, "device_facts": facts.to_dict(), "git": git,
-        "packages": package_versions(), "config": config, "config_hash": config_hash(config),
+        "packages": provenance["packages"], "config": config, "config_hash": config_hash(config),
         "started": started.isoformat(), "wall_s": time.perf_counter() - t0,
         "device_state_start": state_start, "device_state_end": device_state(dev),
         "conditions": job_conditions(rows, ctx.contention_threshold, load_start, loadavg()),
     }
-    return write_atomic(to_table(rows, metadata), job.out)
+    return rows, metadata

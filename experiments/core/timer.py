@@ -186,11 +186,11 @@ def estimate_call(fn, timer, warmup: int = 2) -> float:
     timer.sync()
     t0 = time.perf_counter()
     n = 0
-    while True:  # at least 3 calls or 20 ms, so one slow call does not skew the plan; a call
+    while True:  # at least 3 calls and 5 ms, so one slow call does not skew the plan; a call
         fn(n)       # past 0.1 s is known well enough from one (it only sets inner=1 and the count)
         n += 1
         timer.sync()
-        if n >= 3 and time.perf_counter() - t0 > 0.02 or time.perf_counter() - t0 > 0.1:
+        if n >= 3 and time.perf_counter() - t0 > 0.005 or time.perf_counter() - t0 > 0.1:
             break
     return (time.perf_counter() - t0) / n
 
