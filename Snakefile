@@ -1,13 +1,23 @@
 # rooflab: measure, collect, fit the roofline, report.  Run: snakemake --cores all
 # Rules only wire; the logic is in the `experiments` package (python -m experiments ...).
 import os
+import sys
 
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
 
-from experiments.config import yaml_error
 from experiments.core import forkserver
-from experiments.paths import shipped
+
+# Jobs fork from one process that has imported torch, pandas and Hydra once (experiments/core/
+# forkserver.py): ~1.5 s of start-up per job saved. Local runs only: a cluster job runs as its
+# own process; ROOFLAB_FORKSERVER=off turns it off. Launched first, so its imports run beside
+# Snakemake's (torch's, below) and its DAG; onstart waits for it, or stops it when the jobs go
+# to a cluster.
+if forkserver.runs_jobs(sys.argv) and not (workflow.remote_exec or workflow.subprocess_exec):
+    forkserver.launch()
+
+from experiments.config import yaml_error  # noqa: E402 (imports torch)
+from experiments.paths import shipped  # noqa: E402
 
 min_version("8.0")
 
@@ -29,11 +39,10 @@ configfile: CONFIG
 report: "workflow/report/workflow.rst"
 
 
-# Jobs fork from one process that has imported torch, pandas and Hydra once (experiments/core/
-# forkserver.py): ~1.5 s of start-up per job saved. Local runs only: a cluster job runs as its
-# own process. ROOFLAB_FORKSERVER=off turns it off.
 onstart:
-    if not workflow.non_local_exec:
+    if workflow.non_local_exec:
+        forkserver.stop()
+    else:
         forkserver.start()
 
 

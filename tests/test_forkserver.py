@@ -157,3 +157,17 @@ def test_start_and_stop_from_the_workflow(monkeypatch):
     assert forkserver.ENV not in os.environ and not Path(path).exists()
     monkeypatch.setenv(forkserver.ENV, "off")
     assert forkserver.start(modules=("json",)) is None
+
+
+@pytest.mark.parametrize("argv, runs", [
+    (["snakemake", "--cores", "all"], True),
+    (["snakemake", "-c4", "-p", "--config", "host=x"], True),
+    (["snakemake", "-n"], False),
+    (["snakemake", "-np", "--cores", "1"], False),
+    (["snakemake", "--dry-run"], False),
+    (["snakemake", "--lint"], False),
+    (["snakemake", "--dag"], False),
+    (["snakemake", "--summary"], False),
+])
+def test_no_server_for_a_snakemake_run_without_jobs(argv, runs):
+    assert forkserver.runs_jobs(argv) is runs

@@ -30,24 +30,32 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ENV = "ROOFLAB_FORKSERVER"  # "hostname:socket path" of this run's server
-# What every job imports: loaded once in the server. Nothing here may start a thread or touch a
-# GPU at import (a fork keeps only the forking thread; CUDA cannot be used after a fork).
+# What the jobs import, loaded once in the server. Nothing here may start a thread or touch a GPU
+# at import (a fork keeps only the forking thread; CUDA cannot be used after a fork).
+# First what every job needs (the server says "ready" after these), then, between requests,
+# what only some need: a job forked before those are in imports them itself.
 PRELOAD = (
     "torch", "numpy", "pandas", "pyarrow", "pyarrow.parquet", "tqdm", "omegaconf", "hydra",
     "hydra.main", "hydra._internal.utils", "hydra._internal.hydra",
     "hydra._internal.config_loader_impl", "experiments.config", "experiments.registry",
-    "experiments.core.runner", "experiments.core.store", "experiments.analysis.dataset",
-    "experiments.analysis.roofline", "experiments.analysis.claims", "experiments.analysis.report",
-    "experiments.analysis.figures", "matplotlib.pyplot", "seaborn",
+    "experiments.core.runner", "experiments.core.store",
+)
+PRELOAD_LATER = (
     # a workload job: the profiler, and what FlopCounterMode's first call imports (dynamo, sympy:
     # about 1 s here, several on an H200 host)
-    "experiments.place", "experiments.workloads", "experiments.analysis.workloads",
-    "torch.profiler", "torch._dynamo", "torch.fx.experimental.symbolic_shapes",
+    "experiments.place", "experiments.workloads", "torch.profiler", "torch._dynamo",
+    "torch.fx.experimental.symbolic_shapes",
+    # the analysis steps
+    "experiments.analysis.dataset", "experiments.analysis.roofline",
+    "experiments.analysis.claims", "experiments.analysis.workloads",
+    "experiments.analysis.report", "experiments.analysis.figures", "matplotlib.pyplot", "seaborn",
 )
 MAX_MESSAGE = 1 << 20
+IDLE_EXIT_S = 600.0  # no job running nor asked for this long: nobody will (a dry run's server)
 START_TIMEOUT_S = 60.0
 
 
@@ -109,12 +117,13 @@ def preload(modules=PRELOAD) -> None:
             pass
 
 
-def serve(path: str, modules=PRELOAD) -> None:
+def serve(path: str, modules=PRELOAD, later=PRELOAD_LATER) -> None:
     """Listen on `path`; fork one child per request. Returns when the parent process exits or on
     SIGTERM, ending the jobs still running."""
     parent = os.getppid()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     preload(modules)
+    later = list(later)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(64)
@@ -123,8 +132,17 @@ def serve(path: str, modules=PRELOAD) -> None:
     jobs: dict[int, tuple] = {}  # pid -> (client connection, pidfd)
     print("ready", flush=True)  # start() waits for this line
     try:
+        idle_since = time.monotonic()
         while os.getppid() == parent:
-            for key, _ in sel.select(timeout=0.5):
+            events = sel.select(timeout=0 if later else 0.5)
+            if events or jobs:
+                idle_since = time.monotonic()
+            elif time.monotonic() - idle_since > IDLE_EXIT_S:
+                break
+            if not events and later:  # idle: load the next module some jobs need
+                preload(later[:1])
+                del later[0]
+            for key, _ in events:
                 if key.data is None:
                     _accept(listener, sel, jobs)
                     continue
@@ -249,29 +267,56 @@ def _child(request: dict, fds: list[int]) -> None:
 
 # -- the workflow's side ------------------------------------------------------------------------
 
-_SERVER: tuple | None = None  # (process, socket path) of the server start() began
+_SERVER: tuple | None = None  # (process, socket path) of the server launch() began
+
+# Snakemake options under which it runs no job: no server for them
+NO_JOBS = {"-n", "--dry-run", "--dryrun", "--lint", "--list", "-l", "--list-rules", "--summary",
+           "-S", "--detailed-summary", "-D", "--dag", "--rulegraph", "--filegraph", "--unlock",
+           "--cleanup-metadata", "--touch", "-t", "--list-changes", "--lc", "--report",
+           "--archive", "--containerize", "--print-compilation", "--d3dag", "--version"}
 
 
-def start(python: str = sys.executable, modules: tuple = ()) -> subprocess.Popen | None:
-    """Start this run's server (the Snakefile's onstart; `modules` to preload, default PRELOAD)
-    and point jobs at it through the environment they inherit. None, and jobs run as plain
-    processes, where fork servers cannot work, ROOFLAB_FORKSERVER=off, or it does not come up."""
+def runs_jobs(argv: list[str]) -> bool:
+    """Whether a Snakemake command line may run jobs (not a dry run, a listing, a report...);
+    a short-option group such as -np counts as its letters."""
+    short = set("nlSDt")
+    return not any(arg in NO_JOBS or (arg[:1] == "-" and arg[1:2] not in ("-", "")
+                                      and short & set(arg[1:])) for arg in argv[1:])
+
+
+def usable() -> bool:
+    return sys.platform.startswith("linux") and hasattr(os, "pidfd_open") and \
+        os.environ.get(ENV) != "off"
+
+
+def launch(python: str = sys.executable, modules: tuple = ()) -> None:
+    """Start the server without waiting for it (the Snakefile, while Snakemake goes on parsing and
+    building its DAG); `modules` to preload instead of PRELOAD and PRELOAD_LATER."""
     global _SERVER
-    if not sys.platform.startswith("linux") or not hasattr(os, "pidfd_open") or \
-            os.environ.get(ENV) == "off":
-        return None
+    if _SERVER is not None or not usable():
+        return
     path = os.path.join(tempfile.mkdtemp(prefix="rooflab-forkserver-"), "socket")
     proc = subprocess.Popen([python, "-m", "experiments.core.forkserver", path, *modules],
                             stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
-    # "ready" once its imports are done; a server that fails or hangs leaves jobs on their own
+    _SERVER = (proc, path)
+
+
+def start(python: str = sys.executable, modules: tuple = ()) -> subprocess.Popen | None:
+    """Wait until the server is ready (launching it if launch() did not; the Snakefile's onstart)
+    and point jobs at it through the environment they inherit. None, and jobs run as plain
+    processes, where fork servers cannot work, ROOFLAB_FORKSERVER=off, or it does not come up."""
+    launch(python, modules)
+    if _SERVER is None:
+        return None
+    proc, path = _SERVER
+    if os.environ.get(ENV, "").endswith(":" + path):
+        return proc  # ready already
+    # "ready" once its first imports are done; a server that fails or hangs leaves jobs alone
     ready, _, _ = select.select([proc.stdout], [], [], START_TIMEOUT_S)
     if not ready or proc.stdout.readline().strip() != "ready":
-        proc.kill()
-        proc.wait()
-        _remove(path)
+        stop()
         return None
     os.environ[ENV] = f"{socket.gethostname()}:{path}"
-    _SERVER = (proc, path)
     return proc
 
 
@@ -300,4 +345,4 @@ def _remove(path: str) -> None:
 
 
 if __name__ == "__main__":  # python -m experiments.core.forkserver SOCKET [MODULE ...]
-    serve(sys.argv[1], sys.argv[2:] or PRELOAD)
+    serve(sys.argv[1], *((sys.argv[2:], ()) if sys.argv[2:] else (PRELOAD, PRELOAD_LATER)))
