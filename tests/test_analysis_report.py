@@ -281,6 +281,9 @@ def test_the_first_screen_says_what_ran_how_long_and_what_went_wrong(tmp_path):
         r["noisy"] = True
     failed = "RuntimeError: CUDA error: an illegal memory access was encountered. " * 5
     rows["launch"][0] |= {"status": "error", "time_s": None, "message": failed}
+    for name in ("timing", "l1"):  # experiments with no ok row: one line names them all
+        for r in rows[name]:
+            r |= {"status": "not_applicable", "time_s": None}
     run = fx.write_files(tmp_path / "run", rows, fx.GPU)
     html, _, _ = _pipeline(tmp_path, run)
     first = re.sub(r"<[^>]+>", " ", html[html.index('id="summary"'):html.index('id="systems"')])
@@ -293,6 +296,8 @@ def test_the_first_screen_says_what_ran_how_long_and_what_went_wrong(tmp_path):
     oom = [r for rs in rows.values() for r in rs if r["status"] == "oom"]
     assert f"{len(oom)} oom ({', '.join(sorted({r['experiment'] for r in oom}))})" in first
     assert "1 error (launch)" in first and "3 noisy points" in first
+    assert first.count("no ok row in") == 1
+    assert "no ok row in l1, timing: the claims that need them are not measurable here" in first
     assert "does not hold: 1" in first and re.search(r"Do not hold: C18\b", first)
     statuses = html[html.index('id="statuses"'):]
     assert "<details><summary>RuntimeError: CUDA error: an illegal memory access was " in statuses
@@ -328,3 +333,20 @@ def test_workload_ops_show_as_kernels_with_their_measured_traffic(tmp_path):
     ops = section[section.index("as their aten ops"):]
     assert "aten::gelu" in ops and "aten::mm" in ops and "ncu" in ops
     assert "summed over a call" in section
+
+
+def test_svg_roofline_legend_and_labels_do_not_collide():
+    """The legend stays clear of the compute roofs' labels in the right margin, and the y axis's
+    widest label ("100 TFLOP/s", ~7 px a character at 12 px) fits left of the plot."""
+    from experiments.analysis import svg_roofline as sr
+
+    pts = [{"name": f"p{i}", "intensity": 10.0 ** i, "flop_per_s": 1e11 * 10 ** (i / 2),
+            "kind": kind} for i, kind in enumerate(["workload", "kernel", "DRAM", "L2"])]
+    for peaks in ([("bfloat16 GEMM", 1e15), ("float32 GEMM", 5e13)], [("float32 GEMM", 2e10)]):
+        svg = sr.draw("t", [("DRAM", 4e12)], peaks, pts)
+        texts = re.findall(r'<text x="([\d.]+)" y="([\d.]+)"[^>]*>([^<]*)</text>', svg)
+        peak_ys = [float(y) for x, y, t in texts if t in dict(peaks)]
+        legend_ys = [float(y) for x, y, t in texts if t in sr.LEGEND.values()]
+        assert len(legend_ys) == 4
+        assert all(abs(a - b) >= 12 for a in peak_ys for b in legend_ys), (peak_ys, legend_ys)
+    assert sr.PAD_L - 4 >= len("100 TFLOP/s") * 7

@@ -390,8 +390,21 @@ def test_system_conditions_counts_loaded_and_throttled_points():
     assert g["throttled_share"] == 0.25 and g["power_capped_share"] == 0.5
     assert g["median_sm_clock_mhz"] == 1375.0 and g["throttle_reasons"] == ["hw_thermal", "sw_power_cap"]
     assert "25 % of points throttled" in g["summary"] and "power cap on 50 %" in g["summary"]
+    assert "host CPU" not in g["summary"]  # its rows recorded no CPU share
     quiet = system_conditions(dataset.from_rows([_row(other_cpu_share=0.02, time_s=1.0)]).rows)
     assert next(iter(quiet.values()))["summary"].startswith("quiet: no CPU point")
+
+
+def test_a_gpu_system_whose_host_cpu_was_loaded_says_so():
+    """The banner and every verdict of a GPU system flagged under load must say why: the host
+    CPU (its launches are timed there), not only the GPU's clocks."""
+    gpu = [_row(n=i, device="cuda:0", device_kind="cuda", device_name="H", time_s=1.0,
+                sm_clock_mhz=1980.0, power_w=300.0, throttle_reasons="", throttled=False,
+                other_cpu_share=s) for i, s in enumerate([0.4, 0.0, 0.0, 0.0])]
+    (g,) = system_conditions(dataset.from_rows(gpu).rows).values()
+    assert g["loaded_share"] == 0.25
+    assert g["summary"].endswith("; measured under load: 25 % of points (host CPU) had other "
+                                 "processes using > 10 % of the cores (max 40 %)")
 
 
 def test_plateau_conditions_is_nan_safe():

@@ -80,14 +80,14 @@ def plateau_conditions(rows: pd.DataFrame) -> dict:
     }
 
 
-def _cpu_text(share: pd.Series, threshold: float) -> str:
+def _cpu_text(share: pd.Series, threshold: float, points: str = "CPU points") -> str:
     judged = share.dropna()
     if judged.empty:
         return f"CPU load {NOT_RECORDED}"
     loaded = float((judged > threshold).mean())
     most = f"max {_pct(judged.max())}"
     if loaded > 0:
-        return (f"measured under load: {_pct(loaded)} of CPU points had other processes using "
+        return (f"measured under load: {_pct(loaded)} of {points} had other processes using "
                 f"> {_pct(threshold)} of the cores ({most})")
     return f"quiet: no CPU point had other processes using > {_pct(threshold)} of the cores ({most})"
 
@@ -141,6 +141,9 @@ def system_conditions(rows: pd.DataFrame,
             "summary": _cpu_text(share, threshold) if kind == "cpu" else _gpu_text(
                 g, throttled, capped),
         }
+        if kind != "cpu" and out[system]["loaded_share"] > 0:
+            # a GPU's host-side timings (launches) pay for a loaded CPU too: say it was
+            out[system]["summary"] += "; " + _cpu_text(share, threshold, "points (host CPU)")
     return out
 
 

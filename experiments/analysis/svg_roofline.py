@@ -12,7 +12,7 @@ from html import escape
 
 from .units import si
 
-W, H, PAD_L, PAD_B, PAD_T, PAD_R = 720, 420, 70, 45, 15, 150
+W, H, PAD_L, PAD_B, PAD_T, PAD_R = 740, 420, 90, 45, 15, 150  # PAD_L: "100 TFLOP/s" fits
 # workloads, their aten ops at counted intensity, and the ops again at FLOPs / measured bytes of
 # each memory level (ncu): the hierarchical roofline
 COLORS = {"workload": "#1f77b4", "kernel": "#ff7f0e", "predicted": "#999999", "DRAM": "#2ca02c",
@@ -86,8 +86,13 @@ def draw(title: str, roofs: list[tuple[str, float]], peaks: list[tuple[str, floa
                    f'r="{r}" fill="{fill}" stroke="{color}" fill-opacity="0.75">'
                    f'<title>{escape(p.get("text") or p["name"])}</title></circle>')
     kinds = [k for k in COLORS if any(p.get("kind") == k for p in pts)]
-    for i, k in enumerate(kinds if len(kinds) > 1 else []):  # a legend once there is a choice
-        y = PAD_T + 30 + 16 * i
+    kinds = kinds if len(kinds) > 1 else []  # a legend once there is a choice
+    # in the right margin, at its bottom unless a compute roof's label sits there, else at its top
+    labels = [Y(p) + 4 for _, p in peaks]
+    bottom = H - PAD_B - 16 * (len(kinds) - 1) - 4
+    first = bottom if not any(bottom - 14 <= y <= H - PAD_B + 2 for y in labels) else PAD_T + 12
+    for i, k in enumerate(kinds):
+        y = first + 16 * i
         out.append(f'<circle cx="{W - PAD_R + 10}" cy="{y - 4}" r="4" fill="{COLORS[k]}"/>'
                    f'<text x="{W - PAD_R + 18}" y="{y}">{escape(LEGEND.get(k, k))}</text>')
     out.append("</svg>")
