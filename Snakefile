@@ -13,7 +13,8 @@ from experiments.core import forkserver
 # own process; ROOFLAB_FORKSERVER=off turns it off. Launched first, so its imports run beside
 # Snakemake's (torch's, below) and its DAG; onstart waits for it, or stops it when the jobs go
 # to a cluster.
-if forkserver.runs_jobs(sys.argv) and not (workflow.remote_exec or workflow.subprocess_exec):
+if forkserver.runs_jobs(sys.argv) and not (getattr(workflow, "remote_exec", False)
+                                           or getattr(workflow, "subprocess_exec", False)):
     forkserver.launch()
 
 from experiments.config import yaml_error  # noqa: E402 (imports torch)

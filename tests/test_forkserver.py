@@ -171,3 +171,19 @@ def test_start_and_stop_from_the_workflow(monkeypatch):
 ])
 def test_no_server_for_a_snakemake_run_without_jobs(argv, runs):
     assert forkserver.runs_jobs(argv) is runs
+
+
+def test_start_waits_past_what_the_imports_print(monkeypatch, tmp_path):
+    """A preloaded module that prints before the server's "ready" must not make start() give up
+    (or wait out its timeout): the jobs would then run without the server."""
+    (tmp_path / "noisy_module.py").write_text("print('a warning from an import')\nprint('more')\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), str(ROOT)]))
+    monkeypatch.delenv(forkserver.ENV, raising=False)
+    monkeypatch.chdir(ROOT)
+    t0 = time.monotonic()
+    proc = forkserver.start(modules=("noisy_module",))
+    try:
+        assert proc is not None and forkserver.address()
+        assert time.monotonic() - t0 < 20
+    finally:
+        forkserver.stop()

@@ -42,3 +42,32 @@ def test_bar_only_in_a_terminal(tmp_path, monkeypatch):
     terminal = Terminal()
     _run(tmp_path, monkeypatch, terminal)
     assert "bandwidth cpu float32" in terminal.getvalue() and "10/10" in terminal.getvalue()
+
+
+def test_the_device_is_free_before_the_file_is_written(tmp_path, monkeypatch):
+    """The next job waiting for the GPU starts as soon as the points are measured: the lock is
+    released before the table is built and written, and the provenance read before it is taken."""
+    from contextlib import contextmanager
+
+    from experiments.core import runner
+
+    held, seen = [], []
+    real_claim, real_write, real_git = runner.claim_device, runner.write_atomic, runner.git_state
+
+    @contextmanager
+    def claim(*args, **kwargs):
+        with real_claim(*args, **kwargs) as dev:
+            held.append(True)
+            try:
+                yield dev
+            finally:
+                held.pop()
+
+    monkeypatch.setattr(runner, "claim_device", claim)
+    monkeypatch.setattr(runner, "write_atomic",
+                        lambda *a: (seen.append(("write", bool(held))), real_write(*a))[1])
+    monkeypatch.setattr(runner, "git_state", lambda: (seen.append(("git", bool(held))),
+                                                      real_git())[1])
+    _run(tmp_path, monkeypatch, io.StringIO())
+    assert seen == [("git", False), ("write", False)]
+    assert (tmp_path / "bw.parquet").is_file()

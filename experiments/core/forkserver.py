@@ -2,10 +2,10 @@
 
 A job (`python -m experiments ...`, `python -m experiments.analysis ...`) spends about 1.5 s of a
 2-core VM's time importing torch, pandas, Hydra and the experiments before it measures anything;
-over the ~60 jobs of a sweep that is most of the quick preset. The workflow's `onstart` starts
-one server per run (`start()`); it imports all that once, and for each job forks a child that
-runs the job's module as `python -m` would, in the job's directory, environment and standard
-streams. Each job is still its own process (fork: a fresh copy, nothing carried from one job to
+over the ~60 jobs of a sweep that is most of the quick preset. The Snakefile launches one server
+per run while Snakemake parses (`launch()`; onstart waits for it, `start()`); it imports all that
+once, and for each job forks a child that runs the job's module as `python -m` would, in the
+job's directory, environment and standard streams. Each job is still its own process (fork: a fresh copy, nothing carried from one job to
 the next), the server never touches a GPU (CUDA does not survive a fork), and the child drops
 the server's address from its environment so processes it starts (ncu's) run for themselves.
 
@@ -15,7 +15,7 @@ the server's address from its environment so processes it starts (ncu's) run for
 
 The client forwards SIGINT/SIGTERM/SIGHUP to the forked job and exits with its status; a client
 that dies (killed by Snakemake) takes its job with it. The server exits when its parent (the
-Snakemake run) does. Linux only (fd passing, pidfd); elsewhere jobs run as plain processes.
+Snakemake run) does, or after IDLE_EXIT_S with nothing to do. Linux only (fd passing, pidfd); elsewhere jobs run as plain processes.
 """
 
 from __future__ import annotations
@@ -131,6 +131,7 @@ def serve(path: str, modules=PRELOAD, later=PRELOAD_LATER) -> None:
     sel.register(listener, selectors.EVENT_READ, None)
     jobs: dict[int, tuple] = {}  # pid -> (client connection, pidfd)
     print("ready", flush=True)  # start() waits for this line
+    os.dup2(2, 1)  # whatever a later import prints goes to stderr: nobody reads the pipe now
     try:
         idle_since = time.monotonic()
         while os.getppid() == parent:
@@ -296,8 +297,9 @@ def launch(python: str = sys.executable, modules: tuple = ()) -> None:
     if _SERVER is not None or not usable():
         return
     path = os.path.join(tempfile.mkdtemp(prefix="rooflab-forkserver-"), "socket")
+    # unbuffered: start() reads it line by line behind select(), which sees no Python buffer
     proc = subprocess.Popen([python, "-m", "experiments.core.forkserver", path, *modules],
-                            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+                            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, bufsize=0)
     _SERVER = (proc, path)
 
 
@@ -311,9 +313,14 @@ def start(python: str = sys.executable, modules: tuple = ()) -> subprocess.Popen
     proc, path = _SERVER
     if os.environ.get(ENV, "").endswith(":" + path):
         return proc  # ready already
-    # "ready" once its first imports are done; a server that fails or hangs leaves jobs alone
-    ready, _, _ = select.select([proc.stdout], [], [], START_TIMEOUT_S)
-    if not ready or proc.stdout.readline().strip() != "ready":
+    # "ready" once its first imports are done (after whatever they print); a server that fails
+    # or hangs leaves the jobs to run as plain processes
+    deadline = time.monotonic() + START_TIMEOUT_S
+    line = b"-"
+    while line and line.strip() != b"ready":
+        ready, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+        line = proc.stdout.readline() if ready else b""
+    if not line:
         stop()
         return None
     os.environ[ENV] = f"{socket.gethostname()}:{path}"
