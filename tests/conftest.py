@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -44,3 +45,13 @@ def run_experiment(tmp_path):
         return rows
 
     return run
+
+
+def wait_for(check, timeout: float = 15.0, poll_s: float = 0.05) -> bool:
+    """Poll `check()` until it is true (True) or `timeout` seconds pass (False)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if check():
+            return True
+        time.sleep(poll_s)
+    return False

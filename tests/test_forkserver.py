@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import wait_for
 from experiments.core import forkserver
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open") or not sys.platform.startswith(
@@ -99,15 +100,6 @@ def _alive(pid: int) -> bool:
     return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] != "Z"
 
 
-def _wait_for(predicate, timeout=15.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
-
-
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
 def test_ending_the_client_ends_its_job(server, tmp_path, how):
     """Snakemake stops a job by signalling its shell's processes: the forked job must go too,
@@ -117,14 +109,14 @@ def test_ending_the_client_ends_its_job(server, tmp_path, how):
     work.mkdir()
     pidfile = tmp_path / "job.pid"
     client = run_client(env, work, "0", "sleep", str(pidfile))
-    assert _wait_for(lambda: pidfile.exists() and pidfile.read_text())
+    assert wait_for(lambda: pidfile.exists() and pidfile.read_text())
     job = int(pidfile.read_text())
     assert _alive(job)
     client.send_signal(getattr(signal, how))
     client.wait(timeout=15)
     if how == "SIGTERM":
         assert client.returncode == 128 + signal.SIGTERM  # the job's end, as a shell reports it
-    assert _wait_for(lambda: not _alive(job)), "the job outlived its client"
+    assert wait_for(lambda: not _alive(job)), "the job outlived its client"
     assert proc.poll() is None  # the server goes on
 
 
@@ -141,8 +133,8 @@ def test_the_server_ends_with_its_parent(tmp_path):
     assert _alive(server_pid) and path.exists()
     parent.kill()
     parent.wait()
-    assert _wait_for(lambda: not _alive(server_pid))
-    assert _wait_for(lambda: not path.exists())
+    assert wait_for(lambda: not _alive(server_pid))
+    assert wait_for(lambda: not path.exists())
 
 
 def test_start_and_stop_from_the_workflow(monkeypatch):

@@ -19,6 +19,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from conftest import wait_for
+
 from workflow_copy import copy_repo, snakemake
 
 REQUIRED = os.environ.get("ROOFLAB_REQUIRE_SLURM") == "1"
@@ -92,15 +94,6 @@ PartitionName=ci Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 """
 
 
-def wait_for(check, timeout: float) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if check():
-            return True
-        time.sleep(0.3)
-    return False
-
-
 def squeue(*fields: str) -> list[list[str]]:
     out = subprocess.run(["squeue", "--states=all", "--noheader", "--format", "|".join(fields)],
                          capture_output=True, text=True, timeout=20).stdout
@@ -134,19 +127,21 @@ def slurm(tmp_path_factory):
         start("munged", "--foreground", "--force", f"--key-file={key}",
               f"--socket={state}/munge.socket", f"--pid-file={state}/munged.pid",
               f"--log-file={state}/munged.log", f"--seed-file={state}/munged.seed")
-        if wait_for(lambda: (state / "munge.socket").exists(), 15):
+        if wait_for(lambda: (state / "munge.socket").exists(), 15, poll_s=0.3):
             start("slurmctld", "-D")
             start("slurmd", "-D", "-N", "localhost")
         if not wait_for(lambda: subprocess.run(["sinfo", "--noheader", "--format", "%T"],
                                                capture_output=True, text=True,
-                                               timeout=20).stdout.strip() == "idle", 45):
+                                               timeout=20).stdout.strip() == "idle", 45,
+                            poll_s=0.3):
             skip_or_fail(f"the Slurm daemons did not come up:\n{logs()}")
         yield logs
     finally:
         if len(daemons) == 3:  # jobs of this private cluster still running: cancel them first
             try:
                 subprocess.run(["scancel", "--user", getpass.getuser()], timeout=20)
-                wait_for(lambda: not {"RUNNING", "COMPLETING"} & {s for s, in squeue("%T")}, 15)
+                wait_for(lambda: not {"RUNNING", "COMPLETING"} & {s for s, in squeue("%T")}, 15,
+                         poll_s=0.3)
             except subprocess.SubprocessError:
                 pass  # slurmctld is gone: nothing to cancel through it
         for proc in reversed(daemons):

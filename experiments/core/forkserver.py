@@ -141,8 +141,7 @@ def serve(path: str, modules=PRELOAD, later=PRELOAD_LATER) -> None:
             elif time.monotonic() - idle_since > IDLE_EXIT_S:
                 break
             if not events and later:  # idle: load the next module some jobs need
-                preload(later[:1])
-                del later[0]
+                preload([later.pop(0)])
             for key, _ in events:
                 if key.data is None:
                     _accept(listener, sel, jobs)
@@ -229,7 +228,7 @@ def _child(request: dict, fds: list[int]) -> None:
     """Become the job: its streams, directory, environment and arguments; then `python -m`."""
     code = 1
     try:
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
+        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
             signal.signal(signum, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C: KeyboardInterrupt
         for target, fd in zip((0, 1, 2), fds):
@@ -270,19 +269,19 @@ def _child(request: dict, fds: list[int]) -> None:
 
 _SERVER: tuple | None = None  # (process, socket path) of the server launch() began
 
-# Snakemake options under which it runs no job: no server for them
-NO_JOBS = {"-n", "--dry-run", "--dryrun", "--lint", "--list", "-l", "--list-rules", "--summary",
-           "-S", "--detailed-summary", "-D", "--dag", "--rulegraph", "--filegraph", "--unlock",
-           "--cleanup-metadata", "--touch", "-t", "--list-changes", "--lc", "--report",
+# Snakemake options under which it runs no job: no server for them. Short ones (-n, -l, -S, -D,
+# -t) count inside a group such as -np too.
+NO_JOBS = {"--dry-run", "--dryrun", "--lint", "--list", "--list-rules", "--summary",
+           "--detailed-summary", "--dag", "--rulegraph", "--filegraph", "--unlock",
+           "--cleanup-metadata", "--touch", "--list-changes", "--lc", "--report",
            "--archive", "--containerize", "--print-compilation", "--d3dag", "--version"}
+NO_JOBS_SHORT = set("nlSDt")
 
 
 def runs_jobs(argv: list[str]) -> bool:
-    """Whether a Snakemake command line may run jobs (not a dry run, a listing, a report...);
-    a short-option group such as -np counts as its letters."""
-    short = set("nlSDt")
+    """Whether a Snakemake command line may run jobs (not a dry run, a listing, a report...)."""
     return not any(arg in NO_JOBS or (arg[:1] == "-" and arg[1:2] not in ("-", "")
-                                      and short & set(arg[1:])) for arg in argv[1:])
+                                      and NO_JOBS_SHORT & set(arg[1:])) for arg in argv[1:])
 
 
 def usable() -> bool:
