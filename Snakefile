@@ -6,7 +6,7 @@ import sys
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
 
-from experiments.core import forkserver
+from experiments.sweep import forkserver
 
 # Jobs fork from one process that has imported torch, pandas and Hydra once (experiments/core/
 # forkserver.py): ~1.5 s of start-up per job saved. Local runs only: a cluster job runs as its
@@ -17,8 +17,8 @@ if forkserver.runs_jobs(sys.argv) and not (getattr(workflow, "remote_exec", Fals
                                            or getattr(workflow, "subprocess_exec", False)):
     forkserver.launch()
 
-from experiments.config import yaml_error  # noqa: E402 (imports torch)
-from experiments.paths import shipped  # noqa: E402
+from experiments.core.config import yaml_error  # noqa: E402 (imports torch)
+from experiments.core.paths import shipped  # noqa: E402
 
 min_version("8.0")
 

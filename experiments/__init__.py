@@ -1,1 +1,50 @@
-"""rooflab: measure how a CPU drives a GPU and where each operation sits on the roofline."""
+"""rooflab: measure how a CPU drives a GPU and where each operation sits on the roofline.
+
+The experiments are the modules at this package's top, one per experiment: the list is the
+folder. Each has NAME, DESCRIPTION, Config, run(cfg, ctx) and points(cfg, ctx), and a
+config/experiment/<name>.yaml with its defaults. Everything else sits in a room named for what
+it does:
+
+    core/       the measurement harness: configs, timer, runner, rows, files, devices, conditions
+    kernels/    the GPU (Triton) and CPU kernels the experiments time
+    models/     the example models shipped to place on the roofline
+    placement/  placing any callable: loading a target, counting its work, checking, profiling
+    analysis/   collect, fit the roofline, knees, placements, the claims; pipeline.py: the steps
+    report/     figures, the SVG roofline, the HTML report, compare
+    cli/        the `rooflab` command and `python -m experiments place`
+    sweep/      what Snakemake runs first: the sweep checks, the fork server
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from types import ModuleType
+
+# modules at the top that are not experiments
+_NOT_EXPERIMENTS = {"__main__"}
+
+
+def experiment_names() -> tuple[str, ...]:
+    """Every experiment: the modules at this package's top (found without importing them)."""
+    return tuple(sorted(m.name for m in pkgutil.iter_modules(__path__)
+                        if not m.ispkg and m.name not in _NOT_EXPERIMENTS
+                        and not m.name.startswith("_")))
+
+
+def experiment(name: str) -> ModuleType:
+    """The experiment module `name`; KeyError naming the allowed ones if there is none."""
+    names = experiment_names()
+    if name not in names:
+        raise KeyError(f"experiment={name!r} is unknown; allowed: {list(names)}")
+    return importlib.import_module(f"{__name__}.{name}")
+
+
+def all_experiments() -> dict[str, ModuleType]:
+    return {name: experiment(name) for name in experiment_names()}
+
+
+def holds_all_gpus(name: str) -> bool:
+    """Whether a job of `name` holds every GPU of its pool at once (ALL_GPUS: peer_copy,
+    collectives): the workflow gives it the pool's whole resource, and on Slurm all its GPUs."""
+    return bool(getattr(experiment(name), "ALL_GPUS", False))

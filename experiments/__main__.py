@@ -3,12 +3,12 @@
     python -m experiments experiment=bandwidth device=cpu dtype=float32 out=results/x.parquet
     python -m experiments experiment=matmul device=cuda:0+1 ...  # on whichever GPU is free
     python -m experiments --list        # the experiments, each with its description
-    python -m experiments place experiments.workloads:make_mlp --device cuda:0  # experiments/place.py
+    python -m experiments place experiments.models:make_mlp --device cuda:0  # experiments/placement/
 """
 
 from __future__ import annotations
 
-from .core.forkserver import delegate
+from experiments.sweep.forkserver import delegate
 
 delegate("experiments")  # to the run's fork server if any (imports done there)
 
@@ -16,7 +16,7 @@ import logging  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from .core.cpus import pin_from_argv  # noqa: E402
+from experiments.core.cpus import pin_from_argv  # noqa: E402
 
 pin_from_argv(sys.argv[1:])  # before torch and the rest load: their import runs on the job's CPUs
 
@@ -24,13 +24,13 @@ import hydra  # noqa: E402
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ValidationError
 
-from . import registry
-from .config import CONFIG_DIR as _CONFIG_DIR, ConfigError, register_configs, yaml_error
-from .core.device import DeviceError, resolve_pool
-from .core.runner import run_job
+from experiments import all_experiments
+from experiments.core.config import CONFIG_DIR as _CONFIG_DIR, ConfigError, register_configs, yaml_error
+from experiments.core.device import DeviceError, resolve_pool
+from experiments.core.runner import run_job
 
 CONFIG_DIR = str(_CONFIG_DIR)
-MODULES = registry.all_modules()
+MODULES = all_experiments()
 register_configs({name: m.Config for name, m in MODULES.items()})
 log = logging.getLogger("rooflab")
 
@@ -63,7 +63,7 @@ def check_config_files() -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["place"]:  # its own argparse CLI; everything else is Hydra's
-        from .place import main as place_main
+        from experiments.cli.place import main as place_main
 
         sys.exit(place_main(sys.argv[2:]))
     elif "--list" in sys.argv[1:]:

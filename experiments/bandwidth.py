@@ -11,10 +11,10 @@ from dataclasses import dataclass
 import torch
 from omegaconf import MISSING
 
-from .config import ExperimentConfig, check_sizes
-from .core.dtypes import itemsize, torch_dtype
-from .core.checks import check_close, need_host_memory, need_storage_dtype
-from .core.runner import Context
+from experiments.core.config import ExperimentConfig, check_sizes
+from experiments.core.dtypes import itemsize, torch_dtype
+from experiments.core.checks import check_close, need_host_memory, need_storage_dtype
+from experiments.core.runner import Context
 
 NAME = "bandwidth"
 DESCRIPTION = "copy, x + 1, scale, add and triad over sizes from inside the LLC to far past it"

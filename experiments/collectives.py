@@ -50,10 +50,10 @@ os.environ["NVSHMEM_DISABLE_NVLS"] = "1"
 import torch  # noqa: E402
 from omegaconf import MISSING
 
-from .config import ConfigError, ExperimentConfig, check_positive, check_sizes  # noqa: E402
-from .core.dtypes import itemsize, torch_dtype  # noqa: E402
-from .core.device import gpu_group  # noqa: E402
-from .core.runner import Context  # noqa: E402
+from experiments.core.config import ConfigError, ExperimentConfig, check_positive, check_sizes  # noqa: E402
+from experiments.core.dtypes import itemsize, torch_dtype  # noqa: E402
+from experiments.core.device import gpu_group  # noqa: E402
+from experiments.core.runner import Context  # noqa: E402
 
 NAME = "collectives"
 DESCRIPTION = "NCCL all-reduce, all-gather, reduce-scatter over all GPUs: algbw and busbw by size"
@@ -164,8 +164,8 @@ def _call(dist, op, x, out, reduce_op):
 
 
 def _point(dist, spec, op, size, rank, world, dev) -> dict:
-    from .core.conditions import Conditions
-    from .core.timer import SAMPLE_TARGET_S, CpuTimer, CudaTimer, plan_counts, summarize
+    from experiments.core.conditions import Conditions
+    from experiments.core.timer import SAMPLE_TARGET_S, CpuTimer, CudaTimer, plan_counts, summarize
 
     dtype = torch_dtype(spec["dtype"])
     lay = layout(op, size, world, itemsize(spec["dtype"]))

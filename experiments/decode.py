@@ -28,10 +28,10 @@ import torch
 import torch.nn.functional as F
 from omegaconf import MISSING
 
-from .config import ConfigError, ExperimentConfig, check_sizes
-from .core.dtypes import itemsize, tf32_matmul, torch_dtype
-from .core.checks import check_close, need_host_memory, need_storage_dtype
-from .core.runner import Context, WrongResult
+from experiments.core.config import ConfigError, ExperimentConfig, check_sizes
+from experiments.core.dtypes import itemsize, tf32_matmul, torch_dtype
+from experiments.core.checks import check_close, need_host_memory, need_storage_dtype
+from experiments.core.runner import Context, WrongResult
 
 NAME = "decode"
 DESCRIPTION = "x @ W from GEMV (batch 1) to GEMM, and a transformer block in prefill vs decode"

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 import torch
 from omegaconf import MISSING
 
-from . import kernels
-from .config import ConfigError, ExperimentConfig, check_sizes
-from .core.checks import need_host_memory, need_storage_dtype
-from .core.dtypes import itemsize, torch_dtype
-from .core.runner import Context
-from .kernels.chain import A, check, check_block, check_warps
+from experiments import kernels
+from experiments.core.config import ConfigError, ExperimentConfig, check_sizes
+from experiments.core.checks import need_host_memory, need_storage_dtype
+from experiments.core.dtypes import itemsize, torch_dtype
+from experiments.core.runner import Context
+from experiments.kernels.chain import A, check, check_block, check_warps
 
 NAME = "intensity"
 DESCRIPTION = "one fused kernel with 0..1024 FMAs per element read and written once: the roofline"

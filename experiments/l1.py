@@ -18,13 +18,13 @@ from dataclasses import dataclass
 import torch
 from omegaconf import MISSING
 
-from . import kernels
-from .config import ConfigError, ExperimentConfig, check_sizes
-from .core.checks import check_close, need_storage_dtype
-from .core.dtypes import itemsize, torch_dtype
-from .core.runner import Context
-from .kernels.chain import check_block, check_warps
-from .kernels.occupancy import blocks_per_sm
+from experiments import kernels
+from experiments.core.config import ConfigError, ExperimentConfig, check_sizes
+from experiments.core.checks import check_close, need_storage_dtype
+from experiments.core.dtypes import itemsize, torch_dtype
+from experiments.core.runner import Context
+from experiments.kernels.chain import check_block, check_warps
+from experiments.kernels.occupancy import blocks_per_sm
 
 NAME = "l1"
 DESCRIPTION = "each block rereads its own tiles: L1 bandwidth, and where the sets spill to L2"
@@ -67,7 +67,7 @@ Config = L1Config
 def plan(cfg: L1Config, sms: int, size: int, item: int) -> dict:
     """A point's shape: programs, elements per program (span) and per tile, and passes (a multiple
     of the kernel's unroll, so every tile is loaded exactly `passes` times)."""
-    from .kernels.reread import UNROLL
+    from experiments.kernels.reread import UNROLL
 
     programs = sms * cfg.blocks_per_sm
     span_bytes = size // cfg.blocks_per_sm

@@ -18,13 +18,13 @@ from dataclasses import dataclass
 import torch
 from omegaconf import MISSING
 
-from . import kernels
-from .config import ConfigError, ExperimentConfig
-from .core.checks import need_storage_dtype
-from .core.dtypes import itemsize, torch_dtype
-from .core.runner import Context
-from .kernels.chain import A, check, check_block, check_warps
-from .kernels.occupancy import blocks_per_sm
+from experiments import kernels
+from experiments.core.config import ConfigError, ExperimentConfig
+from experiments.core.checks import need_storage_dtype
+from experiments.core.dtypes import itemsize, torch_dtype
+from experiments.core.runner import Context
+from experiments.kernels.chain import A, check, check_block, check_warps
+from experiments.kernels.occupancy import blocks_per_sm
 
 NAME = "launch"
 DESCRIPTION = "fixed work per block vs grid size (0.5 to 4 waves over the SMs) and warps per block"

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 import torch
 from omegaconf import MISSING
 
-from .config import ExperimentConfig, check_sizes
-from .core.dtypes import itemsize, tf32_matmul, torch_dtype
-from .core.runner import Context, Unsupported, WrongResult
+from experiments.core.config import ExperimentConfig, check_sizes
+from experiments.core.dtypes import itemsize, tf32_matmul, torch_dtype
+from experiments.core.runner import Context, Unsupported, WrongResult
 
 NAME = "matmul"
 DESCRIPTION = "square C = A @ B from 256 to 16384 per dtype, with its error against float64"

@@ -2,7 +2,7 @@
 
 Rows: op `copy_engine` (`dst.copy_(src)` between devices with peer access on: a DMA engine moves
 the bytes) or `copy_kernel` (a Triton kernel on the source GPU's SMs loads its memory and stores
-into the peer's through peer access, experiments/kernels/peer_copy.py); variant `uni` (one copy src ->
+into the peer's through peer access, experiments/kernels/sm_copy.py); variant `uni` (one copy src ->
 dst, for every ordered pair: n(n-1) of them) or `bi` (src -> dst and dst -> src at once, on two
 streams, for every unordered pair: one measurement serves both orders). Sizes are bytes per copy,
 4 KiB to 1 GiB.
@@ -32,10 +32,10 @@ from itertools import combinations, permutations
 import torch
 from omegaconf import MISSING
 
-from .config import ConfigError, ExperimentConfig, check_sizes
-from .core.dtypes import itemsize, torch_dtype
-from .core.device import gpu_group
-from .core.runner import Context, Unsupported, WrongResult
+from experiments.core.config import ConfigError, ExperimentConfig, check_sizes
+from experiments.core.dtypes import itemsize, torch_dtype
+from experiments.core.device import gpu_group
+from experiments.core.runner import Context, Unsupported, WrongResult
 
 NAME = "peer_copy"
 DESCRIPTION = "GPU-to-GPU copy matrix: every ordered pair, copy engine and SM kernel, uni and bi"
@@ -102,7 +102,7 @@ def copy_bytes(size: int, direction: str) -> int:
 
 def _nvml_link(a: int, b: int) -> tuple[bool | None, int | None]:
     """(NVLink P2P status between torch GPUs a and b, active NVLink links of a); None unknown."""
-    from .core.device import _nvml_handle
+    from experiments.core.device import _nvml_handle
 
     nvml, ha = _nvml_handle(a)
     _, hb = _nvml_handle(b)
@@ -146,9 +146,9 @@ def _copier(method: str):
     kernel on the current device (the caller makes it src's)."""
     if method == "copy_engine":
         return lambda src, dst: dst.copy_(src)
-    from . import kernels
+    from experiments import kernels
 
-    kernel = kernels.load("peer_copy")
+    kernel = kernels.load("sm_copy")
     return lambda src, dst: kernel.copy(src, dst)
 
 

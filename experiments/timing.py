@@ -20,12 +20,12 @@ import numpy as np
 import torch
 from omegaconf import MISSING
 
-from .config import ConfigError, ExperimentConfig, check_sizes
-from .core.dtypes import itemsize, torch_dtype
-from .core.checks import check_close, need_storage_dtype, relative_error
-from .core.runner import Context, NotApplicable, WrongResult
-from .core.conditions import Conditions
-from .core.timer import summarize
+from experiments.core.config import ConfigError, ExperimentConfig, check_sizes
+from experiments.core.dtypes import itemsize, torch_dtype
+from experiments.core.checks import check_close, need_storage_dtype, relative_error
+from experiments.core.runner import Context, NotApplicable, WrongResult
+from experiments.core.conditions import Conditions
+from experiments.core.timer import summarize
 
 NAME = "timing"
 DESCRIPTION = "a matmul timed without sync, with sync and with CUDA events; launch cost; stream order"

@@ -24,11 +24,11 @@ import numpy as np
 import torch
 from omegaconf import MISSING
 
-from .config import ConfigError, ExperimentConfig, check_sizes
-from .core.checks import need_storage_dtype
-from .core.dtypes import itemsize, torch_dtype
-from .core.runner import Context, NotApplicable, WrongResult
-from .core.timer import CpuTimer
+from experiments.core.config import ConfigError, ExperimentConfig, check_sizes
+from experiments.core.checks import need_storage_dtype
+from experiments.core.dtypes import itemsize, torch_dtype
+from experiments.core.runner import Context, NotApplicable, WrongResult
+from experiments.core.timer import CpuTimer
 
 NAME = "transfer"
 DESCRIPTION = "host<->device copies by size, pageable/pinned, blocking or not, vs device bandwidth"

@@ -1,4 +1,4 @@
-"""Your own workload on the roofline: one factory (experiments/place.py's convention) over its
+"""Your own workload on the roofline: one factory (experiments/placement/target.py's convention) over its
 batch sizes, each point counted (FlopCounterMode, compulsory bytes), checked and timed by the core
 timer, replayed from a CUDA graph whatever its length where it can be captured.
 
@@ -18,10 +18,10 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from . import place
-from .config import ConfigError, ExperimentConfig, check_sizes
-from .core.dtypes import torch_dtype
-from .core.runner import Context
+from experiments.placement import checking, counting, measure, ncu, profile, target
+from experiments.core.config import ConfigError, ExperimentConfig, check_sizes
+from experiments.core.dtypes import torch_dtype
+from experiments.core.runner import Context
 
 NAME = "workload"
 DESCRIPTION = "your own callable (config workloads:) over batch sizes, placed on the roofline"
@@ -94,21 +94,21 @@ class _Rates:
 
 def _point(ctx: Context, cfg: WorkloadConfig, factory, batch: int, rates: _Rates):
     dt = torch_dtype(ctx.dtype)
-    fn, args = place.build(factory, batch, dt, ctx.device, ctx.generator, cfg.kwargs)
-    with place.precision(ctx.dtype):
-        counts = place.count(fn, args)
+    fn, args = target.build(factory, batch, dt, ctx.device, ctx.generator, cfg.kwargs)
+    with counting.precision(ctx.dtype):
+        counts = counting.count(fn, args)
         predicted = rates.predict(counts["flops"], counts["bytes"])
         if predicted > cfg.max_call_s:
             return {"flops": counts["flops"], "bytes": counts["bytes"], "status": "skipped",
                     "message": f"predicted {predicted:.2g} s per call at this job's best rates "
                                f"so far > max_call_s={cfg.max_call_s}"}
-        err, info = place.check(fn, args, None, ctx.dtype, counts["bytes"])
+        err, info = checking.check(fn, args, None, ctx.dtype, counts["bytes"])
         n = copies_for(ctx, cfg, counts["bytes"])
         # fresh draws from the factory: weights and inputs at other addresses, as a real step's
-        calls = [(fn, args)] + [place.build(factory, batch, dt, ctx.device, ctx.generator,
+        calls = [(fn, args)] + [target.build(factory, batch, dt, ctx.device, ctx.generator,
                                             cfg.kwargs) for _ in range(n - 1)]
-        stats = place.time_calls(ctx, calls)
-    row = place.row_fields(counts, stats, err, info)
+        stats = measure.time_calls(ctx, calls)
+    row = measure.row_fields(counts, stats, err, info)
     row["params"] |= {"copies": n}
     return row
 
@@ -116,11 +116,11 @@ def _point(ctx: Context, cfg: WorkloadConfig, factory, batch: int, rates: _Rates
 def run(cfg: WorkloadConfig, ctx: Context):
     params = {"target": cfg.target, "kwargs": dict(cfg.kwargs)}
     try:
-        factory = place.load_target(cfg.target)
-        if not place.is_factory(factory):
-            raise place.TargetError(f"target {cfg.target!r} is not a factory: name it make_* "
+        factory = target.load_target(cfg.target)
+        if not target.is_factory(factory):
+            raise target.TargetError(f"target {cfg.target!r} is not a factory: name it make_* "
                                     "(or set rooflab_factory = True) and return (fn, args)")
-    except place.TargetError as exc:
+    except target.TargetError as exc:
         for b in sorted(cfg.batches):  # every point says why, so the sweep's gaps are explained
             yield {"op": cfg.workload, "batch": b, "params": params, "status": "error",
                    "message": str(exc)}
@@ -143,10 +143,10 @@ def _per_op(ctx: Context, cfg: WorkloadConfig, factory, batch: int, row: dict) -
     op's measured DRAM/L2/L1 bytes; the whole call's measured bytes go in `row`'s params. A
     failure here is written in the row's params, never ends the job."""
     try:
-        fn, args = place.build(factory, batch, torch_dtype(ctx.dtype), ctx.device, ctx.generator,
+        fn, args = target.build(factory, batch, torch_dtype(ctx.dtype), ctx.device, ctx.generator,
                                cfg.kwargs)
-        with place.precision(ctx.dtype):
-            ops = place.profile_ops(fn, args, device=ctx.device)
+        with counting.precision(ctx.dtype):
+            ops = profile.profile_ops(fn, args, device=ctx.device)
         del fn, args
     except Exception as exc:  # noqa: BLE001 - the whole-call row stands without its breakdown
         row["params"]["profile_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
@@ -159,15 +159,15 @@ def _per_op(ctx: Context, cfg: WorkloadConfig, factory, batch: int, row: dict) -
             row["params"]["ncu"] = "not run: ncu is not on PATH (bytes are counted, not measured)"
         else:
             try:
-                kernels = place.run_ncu(cfg.target, str(ctx.device), ctx.dtype, batch,
+                kernels = ncu.run_ncu(cfg.target, str(ctx.device), ctx.dtype, batch,
                                         dict(cfg.kwargs))
-                measured = place.ncu_by_op(kernels)
+                measured = ncu.ncu_by_op(kernels)
                 row["params"] |= {"ncu": "ran"} | {  # a level counts if every op has it
                     level: float(measured[level].sum()) if measured[level].notna().all()
-                    else None for level in place.NCU_LEVELS}
+                    else None for level in ncu.NCU_LEVELS}
             except Exception as exc:  # noqa: BLE001
                 row["params"]["ncu"] = f"failed: {type(exc).__name__}: {str(exc)[:300]}"
-    return place.op_rows(ops, cfg.workload, batch, measured)
+    return profile.op_rows(ops, cfg.workload, batch, measured)
 
 
 def points(cfg: WorkloadConfig, ctx: Context) -> int | None:

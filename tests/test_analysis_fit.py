@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import analysis_fixtures as fx
-from experiments.analysis import dataset, decode, roofline
+from experiments.analysis import dataset, roofline
+from experiments.analysis import knees as decode
 
 
 def _fit(rows_by_experiment, dev=fx.GPU):

@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 
 import analysis_fixtures as fx
-from experiments.analysis import report
+from experiments.report import render as report
 from experiments.analysis.__main__ import main
-from experiments.analysis.figures import common as figures_common
-from experiments.analysis.catalog import FIGURES
+from experiments.report.figures import common as figures_common
+from experiments.report.catalog import FIGURES
 from experiments.analysis.claims import CLAIM_IDS
 
 EVIL = "<script>alert(1)</script>"
@@ -262,7 +262,7 @@ def test_with_a_cjk_font_figures_keep_the_chinese(tmp_path):
 
 
 def _draw_with_chinese(outdir):
-    from experiments.analysis import figures
+    from experiments.report import figures
     from experiments.analysis.dataset import from_rows
     rows = [r | {"op": "拷贝" if r["op"] == "copy" else r["op"], "host": "实验室"}
             for r in fx.bandwidth_rows(fx.CPU, np.random.default_rng(0), ("float32",))]
@@ -338,7 +338,7 @@ def test_workload_ops_show_as_kernels_with_their_measured_traffic(tmp_path):
 def test_svg_roofline_legend_and_labels_do_not_collide():
     """The legend stays clear of the compute roofs' labels in the right margin, and the y axis's
     widest label ("100 TFLOP/s", ~7 px a character at 12 px) fits left of the plot."""
-    from experiments.analysis import svg_roofline as sr
+    from experiments.report import svg_roofline as sr
 
     pts = [{"name": f"p{i}", "intensity": 10.0 ** i, "flop_per_s": 1e11 * 10 ** (i / 2),
             "kind": kind} for i, kind in enumerate(["workload", "kernel", "DRAM", "L2"])]

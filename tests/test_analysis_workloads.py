@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from experiments.analysis import workloads
+from experiments.analysis import placements as workloads
 
 SYS = "GPU @ lab"
 B, P, LAT = 1e12, 1e14, 5e-6  # bytes/s, FLOP/s, s

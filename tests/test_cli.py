@@ -8,8 +8,9 @@ import pytest
 import yaml
 
 import analysis_fixtures as fx
-from experiments import cli
-from experiments.analysis import compare as cmp, dataset
+from experiments.cli import rooflab as cli
+from experiments.analysis import dataset
+from experiments.report import compare as cmp
 from workflow_copy import ROOT, SWEEP, python
 
 
@@ -122,7 +123,7 @@ def test_run_from_an_empty_directory_takes_its_config_and_writes_its_results(tmp
     work = tmp_path / "work"
     (work / "config").mkdir(parents=True)  # the user's own sweep: the CI one, 2 tiny points
     (work / "config" / "config.yaml").write_text(yaml.safe_dump(yaml.safe_load(SWEEP.read_text())))
-    run = python(work, "-m", "experiments.cli", "run", "--cores", "2", "--results", "out",
+    run = python(work, "-m", "experiments.cli.rooflab", "run", "--cores", "2", "--results", "out",
                  timeout=600, env={"PYTHONPATH": str(ROOT)})  # this checkout's package
     assert run.returncode == 0, run.stdout[-4000:]
     assert f"--snakefile {ROOT / 'Snakefile'}" in run.stdout

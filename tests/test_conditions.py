@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from experiments.analysis import dataset
-from experiments.analysis.conditions import energy_table, plateau_conditions, system_conditions
-from experiments.config import ConfigError
+from experiments.analysis.health import energy_table, plateau_conditions, system_conditions
+from experiments.core.config import ConfigError
 from experiments.core import conditions, store, timer
 from experiments.core.conditions import Conditions, job_conditions
 from experiments.core.device import device_facts

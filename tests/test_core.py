@@ -13,7 +13,7 @@ import torch
 from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ValidationError
 
-from experiments.config import ConfigError
+from experiments.core.config import ConfigError
 from experiments.analysis import dataset
 from experiments.core import store
 from experiments.core.device import DeviceError, device_facts, resolve_pool
@@ -244,11 +244,11 @@ def test_defaults_live_in_one_layer_the_yaml():
     import yaml
     from omegaconf import MISSING
 
-    from experiments import registry
-    from experiments.config import CONFIG_DIR, JobConfig, experiment_config
+    from experiments import experiment, experiment_names
+    from experiments.core.config import CONFIG_DIR, JobConfig, experiment_config
 
-    for name in registry.MODULES:
-        config = registry.get(name).Config
+    for name in experiment_names():
+        config = experiment(name).Config
         values = yaml.safe_load((CONFIG_DIR / "experiment" / f"{name}.yaml").read_text())
         for f in dataclasses.fields(config):
             if f.name == "name":

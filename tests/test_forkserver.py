@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import wait_for
-from experiments.core import forkserver
+from experiments.sweep import forkserver
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open") or not sys.platform.startswith(
     "linux"), reason="fork server: Linux only")
@@ -36,7 +36,7 @@ sys.exit(int(sys.argv[1]))
 # The client, as experiments/__main__.py starts: delegate, else run here.
 CLIENT = """
 import sys
-from experiments.core.forkserver import delegate
+from experiments.sweep.forkserver import delegate
 delegate("job_module")
 print("ran in the client itself")
 sys.exit(99)
@@ -49,7 +49,7 @@ def server(tmp_path):
     (tmp_path / "client.py").write_text(CLIENT)
     env = os.environ | {"PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
     path = str(tmp_path / "server.sock")
-    proc = subprocess.Popen([sys.executable, "-m", "experiments.core.forkserver", path, "json"],
+    proc = subprocess.Popen([sys.executable, "-m", "experiments.sweep.forkserver", path, "json"],
                             stdout=subprocess.PIPE, text=True, env=env)
     assert proc.stdout.readline().strip() == "ready"
     yield env | {forkserver.ENV: f"{socket.gethostname()}:{path}"}, proc
@@ -125,7 +125,7 @@ def test_the_server_ends_with_its_parent(tmp_path):
     path = tmp_path / "s.sock"
     parent = subprocess.Popen(
         [sys.executable, "-c", "import subprocess, sys, time\n"
-         f"p = subprocess.Popen([sys.executable, '-m', 'experiments.core.forkserver', "
+         f"p = subprocess.Popen([sys.executable, '-m', 'experiments.sweep.forkserver', "
          f"{str(path)!r}, 'json'], stdout=subprocess.PIPE, text=True)\n"
          "p.stdout.readline(); print(p.pid, flush=True); time.sleep(60)"],
         stdout=subprocess.PIPE, text=True, cwd=ROOT)

@@ -10,17 +10,17 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from experiments import collectives, peer_copy, registry
-from experiments.analysis import report
+from experiments import collectives, holds_all_gpus, peer_copy
+from experiments.report import render as report
 from experiments.analysis.dataset import from_rows
-from experiments.analysis.figures import Inputs, Missing
-from experiments.analysis import figures
-from experiments.config import experiment_config
+from experiments.report.figures import Inputs, Missing
+from experiments.report import figures
+from experiments.core.config import experiment_config
 
 
 def test_registered_as_experiments_that_hold_every_gpu():
-    assert registry.all_gpus("peer_copy") and registry.all_gpus("collectives")
-    assert not registry.all_gpus("bandwidth")
+    assert holds_all_gpus("peer_copy") and holds_all_gpus("collectives")
+    assert not holds_all_gpus("bandwidth")
 
 
 @pytest.mark.parametrize("name, ops", [("peer_copy", set(peer_copy.METHODS)),
@@ -130,7 +130,7 @@ def test_multicast_stays_off():
 
 
 def test_the_copy_kernel_copies_every_element():
-    from experiments.kernels import peer_copy as peer_kernel  # runs under TRITON_INTERPRET=1 (conftest)
+    from experiments.kernels import sm_copy as peer_kernel  # runs under TRITON_INTERPRET=1 (conftest)
 
     x = torch.randn(peer_kernel.BLOCK * 2 + 7)
     y = torch.full_like(x, float("nan"))

@@ -47,7 +47,7 @@ def test_wheel_holds_every_module_and_the_workflow_files(wheel):
     shipped |= {"experiments/_workflow/Snakefile", "experiments/_workflow/environment.yml"}
     assert shipped <= names, sorted(shipped - names)
     entry = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt")))
-    assert b"rooflab = experiments.cli:main" in entry
+    assert b"rooflab = experiments.cli.rooflab:main" in entry
 
 
 def test_unpacked_wheel_finds_its_files_from_another_directory(wheel, tmp_path):
@@ -56,7 +56,7 @@ def test_unpacked_wheel_finds_its_files_from_another_directory(wheel, tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     env = os.environ | {"PYTHONPATH": str(site)}  # the unpacked wheel, not this checkout
-    code = ("import experiments.paths as p, experiments.config as c; "
+    code = ("import experiments.core.paths as p, experiments.core.config as c; "
             "print(p.workflow_root()); print(c.CONFIG_DIR)")
     where = subprocess.run([sys.executable, "-c", code], cwd=elsewhere, env=env,
                            capture_output=True, text=True)
@@ -66,7 +66,7 @@ def test_unpacked_wheel_finds_its_files_from_another_directory(wheel, tmp_path):
 
     # the packaged workflow plans the quick sweep there: its config, rules and published sets
     # resolve beside its Snakefile, results in the working directory
-    plan = subprocess.run([sys.executable, "-m", "experiments.cli", "run", "--quick", "--cores",
+    plan = subprocess.run([sys.executable, "-m", "experiments.cli.rooflab", "run", "--quick", "--cores",
                            "1", "-n", "-p", "--config", "devices=[cpu]"],
                           cwd=elsewhere, env=env, capture_output=True, text=True)
     out = plan.stdout + plan.stderr

@@ -324,7 +324,7 @@ def test_sizes_given_with_config_on_the_command_line_are_checked_too(tmp_path):
 
 
 @pytest.mark.parametrize("experiments, message", [
-    # names come from experiments/registry.py, keys and their values from the Config dataclasses
+    # names come from the modules at experiments/' top, keys and their values from the Config dataclasses
     ({"bandwith": {"dtypes": ["float32"]}},
      "'bandwith' is not an experiment; allowed: ['bandwidth', 'collectives', 'decode'"),
     ({"bandwidth": {"dtypes": ["float32"], "cpu": {"sizez": [4096]}}},

@@ -7,7 +7,7 @@ import zipfile
 
 import pandas as pd
 
-from experiments.analysis.catalog import FIGURES
+from experiments.report.catalog import FIGURES
 from experiments.analysis.dataset import param
 from experiments.analysis.claims import CLAIM_IDS
 

@@ -11,9 +11,11 @@ import pandas as pd
 import pytest
 import torch
 
-from experiments import place
-from experiments.config import ConfigError, check_sweep, check_workloads
-from experiments.workloads import make_attention_decode, make_mlp
+from experiments.placement import counting, ncu
+from experiments.cli import place
+from experiments.core.config import ConfigError
+from experiments.sweep.checks import check_sweep, check_workloads
+from experiments.models import make_attention_decode, make_mlp
 
 from workflow_copy import ROOT, copy_repo, snakemake
 
@@ -63,7 +65,7 @@ def test_closure_weights_are_counted_and_cpu_attention_flops_too():
     gen = torch.Generator().manual_seed(0)
     fn, args = make_attention_decode(2, torch.float32, "cpu", gen, heads=2, context=32,
                                      head_dim=8)
-    flops, _ = place.count_flops(fn, args)
+    flops, _ = counting.count_flops(fn, args)
     assert flops == 4 * 2 * 2 * 32 * 8  # QK^T and PV: 2 x 2 FLOPs per (query, key, channel)
 
 
@@ -76,7 +78,7 @@ def test_workload_experiment_rows(run_experiment):
         p = json.loads(r.params)
         assert r.flops == _mlp_counts(r.batch, D, H)[0] and r.bytes == _mlp_counts(r.batch, D, H)[1]
         assert p["flop_counter"] == "FlopCounterMode" and p["bytes_counted"] == "compulsory"
-        assert p["target"] == "experiments.workloads:make_mlp" and p["kwargs"]["d_model"] == D
+        assert p["target"] == "experiments.models:make_mlp" and p["kwargs"]["d_model"] == D
         assert p["copies"] >= 1 and r.experiment == "workload"
 
 
@@ -111,7 +113,7 @@ def test_user_file_target(run_experiment, user_file):
 
 @pytest.mark.parametrize("target, status, words", [
     ("no_such_module_xyz:make_x", "error", "cannot import 'no_such_module_xyz'"),
-    ("experiments.workloads:make_mpl", "error", "has no 'make_mpl'"),
+    ("experiments.models:make_mpl", "error", "has no 'make_mpl'"),
     ("{file}:make_raises", "error", "boom in the user's code"),
     ("{file}:make_no_tensor", "error", "no tensor"),
     ("{file}:make_no_flops", "not_applicable", "counts 0 FLOPs"),
@@ -131,7 +133,7 @@ def _cli(*args, timeout=300):
 
 def test_cli_prints_the_table_and_writes_rows(tmp_path, user_file):
     out = tmp_path / "place.parquet"
-    run = _cli("experiments.workloads:make_mlp", "--device", "cpu", "--batch", "4", "--kwargs",
+    run = _cli("experiments.models:make_mlp", "--device", "cpu", "--batch", "4", "--kwargs",
                json.dumps({"d_model": D, "hidden": H}), "--out", str(out),
                "--point-budget-s", "0.02", "--ceilings", str(tmp_path / "none.parquet"),
                "--profile", "--ncu")
@@ -166,7 +168,7 @@ NCU_CSV = '''==PROF== Connected to process 4242 (/usr/bin/python3)
 
 
 def test_ncu_csv_parser():
-    k = place.parse_ncu_csv(NCU_CSV)
+    k = ncu.parse_ncu_csv(NCU_CSV)
     assert k.id.tolist() == [0, 1] and k.kernel.iloc[0] == "ampere_sgemm_128x64_tn"
     first = k.iloc[0]
     assert first["dram__bytes_read.sum"] == 1048576 and first["dram__bytes_write.sum"] == pytest.approx(32770)
@@ -174,15 +176,15 @@ def test_ncu_csv_parser():
     assert k.iloc[1]["dram__bytes_read.sum"] == 0 and pd.isna(k.iloc[1]["dram__bytes_write.sum"])
     assert pd.isna(k.iloc[1]["lts__t_bytes.sum"])  # not reported: missing, never 0
     with pytest.raises(ValueError, match="no ncu CSV header"):
-        place.parse_ncu_csv("==PROF== error: no kernels were profiled\n")
+        ncu.parse_ncu_csv("==PROF== error: no kernels were profiled\n")
 
 
 def test_workloads_config_is_checked_before_any_job():
-    good = {"mlp": {"target": "experiments.workloads:make_mlp", "dtypes": ["float32"],
+    good = {"mlp": {"target": "experiments.models:make_mlp", "dtypes": ["float32"],
                     "cpu": {"batches": [1, 2], "kwargs": {"d_model": 8}}}}
     check_workloads(good)
     with pytest.raises(ConfigError, match=r"workloads.mlp.target.*has no 'make_mpl'"):
-        check_workloads({"mlp": good["mlp"] | {"target": "experiments.workloads:make_mpl"}})
+        check_workloads({"mlp": good["mlp"] | {"target": "experiments.models:make_mpl"}})
     with pytest.raises(ConfigError, match=r"workloads.mlp.target.*cannot import"):
         check_workloads({"mlp": good["mlp"] | {"target": "experimnts.workloads:make_mlp"}})
     with pytest.raises(ConfigError, match="not a factory"):
@@ -201,10 +203,10 @@ def test_default_workloads_import():
 
 
 def test_workflow_plans_one_job_per_workload_device_dtype(tmp_path):
-    workloads = {"mlp": {"target": "experiments.workloads:make_mlp",
+    workloads = {"mlp": {"target": "experiments.models:make_mlp",
                          "dtypes": ["float32", "bfloat16"], "cpu": {"batches": [1, 2],
                                                                    "kwargs": {"d_model": 8}}},
-                 "conv2d": {"target": "experiments.workloads:make_conv2d",
+                 "conv2d": {"target": "experiments.models:make_conv2d",
                             "dtypes": ["float32"]}}
     repo = copy_repo(tmp_path / "repo", workloads=workloads)
     plan = snakemake(repo, "-n", "-p", "--cores", "2")
@@ -215,7 +217,7 @@ def test_workflow_plans_one_job_per_workload_device_dtype(tmp_path):
         assert f in plan.stdout
     assert "'++experiment.kwargs={d_model: 8}'" in plan.stdout, plan.stdout[-3000:]
     bad = copy_repo(tmp_path / "bad", workloads={"mlp": workloads["mlp"] | {
-        "target": "experiments.workloads:make_mpl"}})
+        "target": "experiments.models:make_mpl"}})
     run = snakemake(bad, "-n", "--cores", "2")
     assert run.returncode != 0 and "workloads.mlp.target" in run.stdout
 
@@ -234,7 +236,7 @@ NCU_NVTX_CSV = '''"ID","Process ID","Process Name","Host Name","Kernel Name","Co
 
 
 def test_ncu_kernels_join_the_ops_that_launched_them():
-    by_op = place.ncu_by_op(place.parse_ncu_csv(NCU_NVTX_CSV)).set_index("op")
+    by_op = ncu.ncu_by_op(ncu.parse_ncu_csv(NCU_NVTX_CSV)).set_index("op")
     mm = by_op.loc["aten::addmm"]
     assert mm.input_shapes == "[[64], [64, 256], [256, 1024]]" and mm.kernels == 2
     assert (mm.dram_bytes, mm.l2_bytes, mm.l1_bytes) == (1034, 2020, 4040)
@@ -262,7 +264,7 @@ def test_profiled_batches_add_op_rows_that_sum_to_the_call(run_experiment):
 
 
 def test_profile_batches_must_be_measured_batches():
-    from experiments.config import ConfigError, experiment_config
+    from experiments.core.config import ConfigError, experiment_config
 
     with pytest.raises(ConfigError, match="profile_batches"):
         experiment_config("workload", batches=[1, 8], profile_batches=[4])

@@ -14,7 +14,7 @@ DATASET is the merged file `collect` writes (results/measurements.parquet)."""
 
 from __future__ import annotations
 
-from ..core.forkserver import delegate
+from experiments.sweep.forkserver import delegate
 
 delegate("experiments.analysis")  # to the run's fork server if any (imports done there)
 
@@ -23,8 +23,8 @@ import json
 import sys
 from pathlib import Path
 
-from ..core.store import DatasetError, write_atomic
-from ..paths import config_dir
+from experiments.core.store import DatasetError, write_atomic
+from experiments.core.paths import config_dir
 
 DATASHEETS = str(config_dir() / "datasheets.yaml")
 
@@ -77,7 +77,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     # Imported here: `collect` should not pay for matplotlib and scipy.
-    from . import dataset
+    from experiments.analysis import dataset
     try:
         if args.command == "collect":
             dataset.collect(args.files, args.published, out=args.out, scan=args.scan)
@@ -88,9 +88,9 @@ def main(argv=None) -> int:
         return 2
     import pandas as pd
 
-    from . import datasheets
+    from experiments.analysis import datasheets
     if args.command == "roofline":
-        from . import roofline
+        from experiments.analysis import roofline
         table = roofline.fit(ds)
         _write(table, args.out)
         fitted = table[table.value.notna()]
@@ -100,7 +100,7 @@ def main(argv=None) -> int:
     ceilings = pd.read_parquet(args.ceilings)
     sheets = datasheets.load(args.datasheets)
     if args.command == "decode":
-        from . import decode
+        from experiments.analysis import knees as decode
         per_row, knees = decode.predict(ds, ceilings)
         _write(knees.reindex(columns=decode.KNEE_COLUMNS), args.out)
         _write(per_row, args.points)
@@ -108,7 +108,7 @@ def main(argv=None) -> int:
         return 0
     knees = pd.read_parquet(args.knees)
     if args.command == "claims":
-        from . import claims
+        from experiments.analysis import claims
         table = claims.evaluate(ds, ceilings, sheets, knees)
         if args.out:
             _write(table, args.out)
@@ -117,7 +117,7 @@ def main(argv=None) -> int:
             print(f"{r.claim:<4} {r.verdict:<20} {r.system}: {text}",
                   file=sys.stderr if args.out else sys.stdout)
     elif args.command == "figures":  # each step imports only what it needs: matplotlib is slow
-        from . import figures
+        from experiments.report import figures
         per_row = pd.read_parquet(args.decode_model)
         status = figures.draw_all(figures.Inputs(ds, ceilings, sheets, per_row, knees),
                                   args.outdir)
@@ -126,7 +126,7 @@ def main(argv=None) -> int:
             print(f"rooflab: figure {name}: " + (f"placeholder ({why})" if why else "drawn"),
                   file=sys.stderr)
     elif args.command == "report":
-        from . import report
+        from experiments.report import render as report
         report.render(ds, ceilings, sheets, args.figures, pd.read_parquet(args.claims), knees,
                       out=args.out)
         print(f"rooflab: report -> {args.out}", file=sys.stderr)

@@ -18,8 +18,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..core.schema import METADATA_KEY, SCHEMA, to_table
-from ..core.store import DatasetError, read_measurements, read_metadata, write_atomic
+from experiments.core.schema import METADATA_KEY, SCHEMA, to_table
+from experiments.core.store import DatasetError, read_measurements, read_metadata, write_atomic
 
 RUN = "run"
 DATASET_SCHEMA = SCHEMA.append(pa.field("source", pa.string()))

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, stats
 
-from .dataset import Dataset, ok
+from experiments.analysis.dataset import Dataset, ok
 
 TOP = 0.9  # plateau: within 10 % of the window's 90th percentile
 STEP = 1.15  # a cache plateau must stand this much above the next level's

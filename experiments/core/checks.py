@@ -14,8 +14,8 @@ from typing import Callable
 
 import torch
 
-from .dtypes import STORAGE
-from .runner import NotApplicable, WrongResult
+from experiments.core.dtypes import STORAGE
+from experiments.core.runner import NotApplicable, WrongResult
 
 HEADROOM = 1.2  # a CPU point needs this much more free memory than its arrays take
 

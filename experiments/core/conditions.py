@@ -61,7 +61,7 @@ def nvml_handle(index: int):
     """(pynvml, handle) of torch's GPU `index`, or (None, None). Cached: nvmlInit and the UUID
     lookup cost more than a poll."""
     if index not in _HANDLES:
-        from .device import _nvml_handle  # matched by UUID, so CUDA_VISIBLE_DEVICES is safe
+        from experiments.core.device import _nvml_handle  # matched by UUID, so CUDA_VISIBLE_DEVICES is safe
 
         _HANDLES[index] = _nvml_handle(index)
     return _HANDLES[index]

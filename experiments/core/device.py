@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 from filelock import FileLock, Timeout
 
-from .devicenames import DeviceError, check, gpu_indices
+from experiments.core.devicenames import DeviceError, check, gpu_indices
 
 log = logging.getLogger(__name__)
 

@@ -17,14 +17,14 @@ import torch
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-from .cpus import parse_cpus, pin_process
-from .conditions import DEFAULT_CONTENTION_THRESHOLD, job_conditions, loadavg
-from .device import DeviceFacts, claim_device, device_facts, device_state
-from .devicenames import gpu_indices
-from .provenance import config_hash, git_state, package_versions
-from .schema import to_table
-from .store import write_atomic
-from .timer import measure
+from experiments.core.cpus import parse_cpus, pin_process
+from experiments.core.conditions import DEFAULT_CONTENTION_THRESHOLD, job_conditions, loadavg
+from experiments.core.device import DeviceFacts, claim_device, device_facts, device_state
+from experiments.core.devicenames import gpu_indices
+from experiments.core.provenance import config_hash, git_state, package_versions
+from experiments.core.schema import to_table
+from experiments.core.store import write_atomic
+from experiments.core.timer import measure
 
 log = logging.getLogger("rooflab")
 

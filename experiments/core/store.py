@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .schema import LATER_COLUMNS, METADATA_KEY, SCHEMA, STATUSES
+from experiments.core.schema import LATER_COLUMNS, METADATA_KEY, SCHEMA, STATUSES
 
 
 class DatasetError(ValueError):

@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from .conditions import DEFAULT_CONTENTION_THRESHOLD, Conditions
+from experiments.core.conditions import DEFAULT_CONTENTION_THRESHOLD, Conditions
 
 # One sample should last at least this long, so timer resolution and launch gaps are noise.
 SAMPLE_TARGET_S = {"cuda": 1e-3, "cpu": 2e-3}

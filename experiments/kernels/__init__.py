@@ -13,7 +13,7 @@ import importlib
 
 def load(name: str):
     """experiments.kernels.<name>, a Triton kernel module, imported only when a GPU point runs."""
-    from ..core.runner import Unsupported
+    from experiments.core.runner import Unsupported
 
     try:
         return importlib.import_module(f"{__name__}.{name}")

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from ..config import ConfigError
-from ..core.checks import check_close
+from experiments.core.config import ConfigError
+from experiments.core.checks import check_close
 
 A = 0.75
 # relative error a correct chain stays under: rounding errors decay by A per step, so at most

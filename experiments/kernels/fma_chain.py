@@ -35,7 +35,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .occupancy import blocks_per_sm
+from experiments.kernels.occupancy import blocks_per_sm
 
 # FMAs per chain per loop trip: 256 FMA instructions a trip per thread at the default 16 elements
 # (8 packed words) per thread, so the trip's 3 instructions of overhead are ~1 %, and the loop's

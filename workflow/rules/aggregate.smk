@@ -5,7 +5,7 @@
 import os
 import sys
 
-from experiments.analysis.catalog import FIGURES
+from experiments.report.catalog import FIGURES
 
 
 # Published datasets that may be absent (not committed, not yet fetched): skip them, saying so.

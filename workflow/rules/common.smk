@@ -8,13 +8,14 @@ import socket
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from experiments import registry
-from experiments.config import ConfigError, check_sweep, check_workloads, parse_cpus
+from experiments import holds_all_gpus
+from experiments.core.config import ConfigError, parse_cpus
+from experiments.sweep.checks import check_sweep, check_workloads
 from experiments.core import devicenames
 
 
 validate(config, "../schemas/config.schema.yaml")
-try:  # experiment names and their keys: from the registry and the dataclasses, not the schema
+try:  # experiment names and their keys: from the experiment modules and their dataclasses, not the schema
     check_sweep(config["experiments"])
     check_workloads(config.get("workloads"))  # each target imported: a misspelt one fails here
 except ConfigError as exc:
@@ -218,7 +219,7 @@ def device_units(wildcards, slug):
         return 0
     # a job between GPUs takes the whole resource: no job waits beside it, holding nothing
     # (on a pool of one GPU it is a job like any other: it prefetches too)
-    whole = registry.all_gpus(wildcards.experiment) and pool_gpus(slug) > 1
+    whole = holds_all_gpus(wildcards.experiment) and pool_gpus(slug) > 1
     return PREFETCH * pool_gpus(slug) if whole else 1
 
 
@@ -227,7 +228,7 @@ def slurm_resource(wildcards, key):
     GPUs asks for all of its pool's GPUs (one node: one task), with cores and memory to match."""
     value = SLURM_JOB[device_kind(wildcards.device)][key]
     gpus = pool_gpus(wildcards.device)
-    if wildcards.device != "cpu" and gpus > 1 and registry.all_gpus(wildcards.experiment):
+    if wildcards.device != "cpu" and gpus > 1 and holds_all_gpus(wildcards.experiment):
         if key == "gpu":
             return gpus
         if key in ("mem_mb", "cpus_per_task"):

@@ -12,14 +12,14 @@ import sys
 
 import pandas as pd
 
-from .. import datasheets
-from ..conditions import system_conditions
-from ..dataset import Dataset
-from . import (host_async, tensors, three_numbers, intensity_roofline,  # noqa: F401  (register,
+from experiments.analysis import datasheets
+from experiments.analysis.health import system_conditions
+from experiments.analysis.dataset import Dataset
+from experiments.analysis.claims import (host_async, tensors, three_numbers, intensity_roofline,  # noqa: F401  (register,
                decode_batching, precision, launch_geometry)  # in the article's order)
-from .base import (ANALYSIS_ERROR, ARTICLE, CLAIMS, FAILS, HOLDS, MEASURED, NOT_MEASURABLE,
+from experiments.analysis.claims.base import (ANALYSIS_ERROR, ARTICLE, CLAIMS, FAILS, HOLDS, MEASURED, NOT_MEASURABLE,
                    SECTIONS, VERDICTS, WORKED, WORKED_EXAMPLES, NotMeasurable, System)
-from .launch_geometry import launch_waves
+from experiments.analysis.claims.launch_geometry import launch_waves
 
 CLAIM_IDS = tuple(CLAIMS)
 COLUMNS = ["claim", "section", "system", "kind", "verdict", "metric", "value", "threshold",

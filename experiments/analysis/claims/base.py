@@ -20,9 +20,9 @@ from typing import Callable
 
 import pandas as pd
 
-from .. import datasheets, roofline
-from ..dataset import ok
-from ..units import si
+from experiments.analysis import datasheets, roofline
+from experiments.analysis.dataset import ok
+from experiments.analysis.units import si
 
 HOLDS, FAILS, NOT_MEASURABLE, WORKED = ("holds", "does not hold", "not measurable here",
                                         "worked example")

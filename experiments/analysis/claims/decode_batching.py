@@ -12,9 +12,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..dataset import param
-from ..decode import gemv_rows
-from .base import (NotMeasurable, Result, article_sheet, claim, section, si, text_only,
+from experiments.analysis.dataset import param
+from experiments.analysis.knees import gemv_rows
+from experiments.analysis.claims.base import (NotMeasurable, Result, article_sheet, claim, section, si, text_only,
                    worked_example)
 
 SECTION = section("decode", "Decode: why batching raises utilisation", "decode")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .base import NotMeasurable, Result, claim, section, si
+from experiments.analysis.claims.base import NotMeasurable, Result, claim, section, si
 
 SECTION = section("host", "The CPU drives the GPU: asynchronous launches, streams, clocks",
                   "timing")

@@ -13,8 +13,8 @@ import math
 
 import numpy as np
 
-from .. import roofline
-from .base import (NotMeasurable, Result, article_sheet, claim, counts, interval, section, si,
+from experiments.analysis import roofline
+from experiments.analysis.claims.base import (NotMeasurable, Result, article_sheet, claim, counts, interval, section, si,
                    worked_example)
 
 SECTION = section("intensity", "Arithmetic intensity: x + 1 against a 4096^3 GEMM", "matmul")

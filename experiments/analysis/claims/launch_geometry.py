@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..dataset import param
-from .base import NotMeasurable, Result, claim, section
+from experiments.analysis.dataset import param
+from experiments.analysis.claims.base import NotMeasurable, Result, claim, section
 
 SECTION = section("launch", "Kernel, thread, warp, block, SM", "launch")
 MIN_GRIDS = 4  # a curve needs this many grid sizes

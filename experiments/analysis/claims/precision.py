@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 
-from ..dataset import param
-from .base import NotMeasurable, Result, claim, section, si
+from experiments.analysis.dataset import param
+from experiments.analysis.claims.base import NotMeasurable, Result, claim, section, si
 
 SECTION = section("precision", "FP32, FP16, BF16 and Tensor Cores", "matmul")
 TENSOR_CORE = ("tf32", "float16", "bfloat16", "float8_e4m3")

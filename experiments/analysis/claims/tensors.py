@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..dataset import param
-from .base import NotMeasurable, Result, claim, section, si
+from experiments.analysis.dataset import param
+from experiments.analysis.claims.base import NotMeasurable, Result, claim, section, si
 
 SECTION = section("tensors", "Where tensors live: host-device copies", "transfer")
 SLOWER = 5  # C2: the device's own memory moves data at least this many times faster

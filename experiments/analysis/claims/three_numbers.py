@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import (NotMeasurable, Result, article_sheet, claim, section, si, worked_example)
+from experiments.analysis.claims.base import (NotMeasurable, Result, article_sheet, claim, section, si, worked_example)
 
 SECTION = section("numbers", "Capacity, bandwidth, compute: the three numbers", "bandwidth")
 EFFICIENCY = (0.5, 1.05)  # C8: measured / datasheet; above 1.05 the datasheet is wrong or old

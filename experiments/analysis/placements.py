@@ -1,0 +1,269 @@
+"""Workloads on the roofline: each measured call placed against the fitted ceilings, the batch
+where each workload turns compute-bound (measured and predicted), and how far the model is off.
+
+A row's prediction is roofline.predict: time = max(latency, bytes / B, FLOPs / P), with the work
+counted in the row (FlopCounterMode FLOPs, compulsory bytes), B the DRAM bandwidth (the workload
+experiment rotates copies of its data past the LLC), P the dtype's GEMM ceiling, and the latency
+floor of graph replay or of eager launches as the row was timed. model_error = measured /
+predicted - 1: above 0 the call is slower than the roofline allows (kernels below the roofs,
+or work the counters miss), below 0 faster (data served from a cache, or FLOPs counted that
+the kernel skips, e.g. the masked half of causal attention).
+
+The predicted knee: bytes(b) = b0 + b1 b and FLOPs(b) = f0 + f1 b fitted (least squares) over the
+measured batches; the knee is where FLOPs(b) / P overtakes bytes(b) / B,
+b* = (b0 / B - f0 / P) / (f1 / P - b1 / B). The measured knee is decode.measured_knee's fit of
+time = max(t0, c b).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from experiments.analysis import roofline
+from experiments.analysis.knees import compute_for, measured_knee
+
+KNEE_AGREES = 2.0  # a predicted knee within this factor of the measured one agrees
+
+LEVELS = (("l1_bytes", "l1_bw", "L1"), ("l2_bytes", "l2_bw", "L2"), ("dram_bytes", "dram_bw", "DRAM"))
+OP_COLUMNS = ["system", "workload", "dtype", "batch", "aten_op", "input_shapes", "time_s",
+              "share_of_call", "flops", "bytes", "intensity", "attained_flop_per_s",
+              "attained_byte_per_s", "roof_flop_per_s", "fraction_of_roof", "bound",
+              "predicted_time_s", "bytes_source", "dram_bytes", "l2_bytes", "l1_bytes",
+              "measured_bound"]
+PLACEMENT_COLUMNS = ["system", "workload", "dtype", "batch", "flops", "bytes", "intensity",
+                     "measured_time_s", "timer", "attained_flop_per_s", "attained_byte_per_s",
+                     "roof_flop_per_s", "fraction_of_roof", "bound", "predicted_time_s",
+                     "model_error", "missing", "roofline_of"]
+KNEE_COLUMNS = ["system", "workload", "dtype", "batches", "bandwidth_Bps", "compute_flops",
+                "measured", "measured_low", "measured_high", "measured_note", "predicted",
+                "predicted_note", "ratio", "agrees"]
+
+
+def place_row(row, ceilings: pd.DataFrame, system: str) -> dict:
+    """One measured call against `system`'s ceilings (a row of the schema, dict or Series)."""
+    flops, nbytes, t = float(row["flops"]), float(row["bytes"]), float(row["time_s"])
+    # device times (graph replay; an op's own time in the profiler) have the graph floor; eager
+    # launches timed from the host have the eager one
+    pred = roofline.predict(ceilings, system, row["dtype"], flops, nbytes,
+                            graph=row.get("timer") in ("cuda_event_graph", "torch_profiler"))
+    attained = flops / t if t > 0 else math.nan
+    roof = pred["roof_flops"]
+    predicted = pred["time_s"]
+    return {"system": system, "attained_flop_per_s": attained,
+            "attained_byte_per_s": nbytes / t if t > 0 else math.nan,
+            "intensity": flops / nbytes if nbytes else math.nan,
+            "roof_flop_per_s": roof if roof else math.nan,
+            "fraction_of_roof": attained / roof if roof else math.nan,
+            "bound": pred["bound"], "predicted_time_s": predicted, "measured_time_s": t,
+            "model_error": t / predicted - 1 if predicted and predicted > 0 else math.nan,
+            "missing": ", ".join(pred["missing"])}
+
+
+def _rows(ds, ops: bool = False) -> pd.DataFrame:
+    """ok workload rows: whole calls, or with ops=True their aten ops (variant aten_op)."""
+    rows = ds.rows if hasattr(ds, "rows") else ds
+    w = rows[(rows.experiment == "workload") & (rows.status == "ok")]
+    variant = w["variant"].fillna("") if "variant" in w else pd.Series("", index=w.index)
+    w = w[(variant == "aten_op") == ops]
+    return w[w.time_s.notna() & (w.time_s > 0) & (w.bytes > 0) & ((w.flops > 0) | ops)]
+
+
+def roofline_systems(rows: pd.DataFrame, ceilings: pd.DataFrame) -> dict:
+    """system -> the system whose fitted ceilings place its rows: its own, else those of a system
+    of the same device model in the dataset (a workload measured under another host label, e.g.
+    a run of its own under Nsight Compute); systems with neither are left out."""
+    fitted = ceilings[ceilings.value.notna()] if ceilings is not None and not ceilings.empty \
+        else pd.DataFrame(columns=["system", "device_name"])
+    own = set(fitted.system)
+    by_model = {}
+    if "device_name" in fitted:
+        for system, name in fitted[["system", "device_name"]].drop_duplicates().itertuples(
+                index=False):
+            by_model.setdefault(name, system)
+    out = {}
+    for system, name in rows[["system", "device_name"]].drop_duplicates().itertuples(index=False) \
+            if "device_name" in rows else ((s, None) for s in rows.system.unique()):
+        if system in own:
+            out[system] = system
+        elif name in by_model:
+            out[system] = by_model[name]
+    return out
+
+
+def placements(ds, ceilings: pd.DataFrame) -> pd.DataFrame:
+    """Per ok workload row of a system with fitted ceilings: where it sits on the roofline."""
+    out = []
+    rows = _rows(ds)
+    roof_of = roofline_systems(rows, ceilings)
+    for _, row in rows.iterrows():
+        if row.system not in roof_of:
+            continue
+        out.append({"workload": row["op"], "dtype": row["dtype"], "batch": row["batch"],
+                    "flops": row.flops, "bytes": row.bytes, "timer": row.timer}
+                   | place_row(row, ceilings, roof_of[row.system])
+                   | {"system": row.system, "roofline_of": roof_of[row.system]})
+    return pd.DataFrame(out, columns=PLACEMENT_COLUMNS)
+
+
+def measured_bound(ceilings, system: str, dtype: str, flops: float, levels: dict) -> str | None:
+    """Which level bounds an op by the traffic ncu measured at each level: the largest of
+    bytes_level / B_level and FLOPs / P (levels without a fitted ceiling are left out)."""
+    terms = {}
+    for key, ceiling, name in LEVELS:
+        B = roofline.value(ceilings, system, ceiling)
+        if B and levels.get(key) == levels.get(key) and levels.get(key):
+            terms[name] = levels[key] / B
+    P, _ = compute_for(ceilings, system, dtype)
+    if P and flops:
+        terms["compute"] = flops / P
+    if set(terms) <= {"compute"}:
+        return None  # no measured traffic (or no ceiling for it): nothing to say
+    return max(terms, key=terms.get)
+
+
+def op_placements(ds, ceilings: pd.DataFrame) -> pd.DataFrame:
+    """Per aten op of a profiled call: its device time (torch.profiler), counted work, place on
+    the roofline and, where ncu measured them, its DRAM/L2/L1 bytes and the level they say bounds
+    it. share_of_call: the op's time over the sum of the call's op times."""
+    import json
+
+    out = []
+    rows = _rows(ds, ops=True)
+    roof_of = roofline_systems(rows, ceilings)
+    for _, row in rows.iterrows():
+        if row.system not in roof_of:
+            continue
+        p = row.params if isinstance(row.params, dict) else json.loads(row.params or "{}")
+        levels = {key: p.get(key, math.nan) for key, _, _ in LEVELS}
+        placed = place_row(row, ceilings, roof_of[row.system]) | {"system": row.system}
+        out.append({"workload": row["op"], "dtype": row["dtype"], "batch": row["batch"],
+                    "aten_op": p.get("aten_op"), "input_shapes": p.get("input_shapes"),
+                    "time_s": row.time_s, "flops": row.flops, "bytes": row.bytes,
+                    "bytes_source": p.get("bytes_source", "counted"), **levels,
+                    "measured_bound": measured_bound(ceilings, row.system, row["dtype"],
+                                                     row.flops, levels)}
+                   | {k: placed[k] for k in ("system", "intensity", "attained_flop_per_s",
+                                             "attained_byte_per_s", "roof_flop_per_s",
+                                             "fraction_of_roof", "bound", "predicted_time_s")})
+    table = pd.DataFrame(out, columns=OP_COLUMNS)
+    if len(table):
+        call = table.groupby(["system", "workload", "dtype", "batch"]).time_s.transform("sum")
+        table["share_of_call"] = table.time_s / call
+    return table.sort_values(["system", "workload", "dtype", "batch", "time_s"],
+                             ascending=[True, True, True, True, False], ignore_index=True)
+
+
+def call_from_ops(ops: pd.DataFrame, placed: pd.DataFrame) -> pd.DataFrame:
+    """Per profiled call: the measured whole-call time beside the sum of its ops' device times
+    and the sum of their roofline predictions (the model summed over kernels)."""
+    cols = ["system", "workload", "dtype", "batch", "ops", "measured_time_s", "ops_time_s",
+            "ops_predicted_time_s", "model_error"]
+    if ops.empty:
+        return pd.DataFrame(columns=cols)
+    g = ops.groupby(["system", "workload", "dtype", "batch"], as_index=False).agg(
+        ops=("aten_op", "size"), ops_time_s=("time_s", "sum"),
+        ops_predicted_time_s=("predicted_time_s", "sum"))
+    whole = placed[["system", "workload", "dtype", "batch", "measured_time_s"]]
+    g = g.merge(whole, on=["system", "workload", "dtype", "batch"], how="left")
+    g["model_error"] = g.measured_time_s / g.ops_predicted_time_s - 1
+    return g.reindex(columns=cols)
+
+
+def predicted_knee(b, flops, nbytes, B: float, P: float) -> tuple[float, str]:
+    """(b*, note) where FLOPs(b) / P overtakes bytes(b) / B, both fitted linearly in b."""
+    b = np.asarray(b, float)
+    f1, f0 = np.polyfit(b, np.asarray(flops, float), 1)
+    b1, b0 = np.polyfit(b, np.asarray(nbytes, float), 1)
+    denom = f1 / P - b1 / B
+    if denom <= 0:
+        return math.inf, "never compute-bound: each added batch's bytes take longer than its FLOPs"
+    knee = (b0 / B - f0 / P) / denom
+    if knee <= 0:
+        return math.nan, (f"compute-bound from the smallest batch (the knee {knee:.2g} is "
+                          "not a batch size)")
+    return float(knee), ""
+
+
+def knees(ds, ceilings: pd.DataFrame) -> pd.DataFrame:
+    """Per (system, workload, dtype) with >= 3 batch sizes: measured and predicted knees."""
+    out = []
+    w = _rows(ds)
+    roof_of = roofline_systems(w, ceilings)
+    for (system, name, dtype), g in w.groupby(["system", "op", "dtype"], sort=True):
+        roof = roof_of.get(system, system)
+        g = g.sort_values("batch")
+        b = g.batch.to_numpy(float)
+        if np.unique(b).size < 3:
+            continue
+        k, lo, hi, note = measured_knee(b, g.time_s.to_numpy(float))
+        B = roofline.value(ceilings, roof, "dram_bw")
+        P, _ = compute_for(ceilings, roof, dtype)
+        if B and P:
+            pk, pnote = predicted_knee(b, g.flops, g.bytes, B, P)
+        else:
+            pk, pnote = math.nan, f"no fitted {'DRAM bandwidth' if not B else dtype + ' compute'}"
+        ratio = k / pk if k == k and pk == pk and 0 < pk < math.inf else math.nan
+        agrees = (bool(1 / KNEE_AGREES <= ratio <= KNEE_AGREES) if ratio == ratio
+                  else None)
+        out.append({"system": system, "workload": name, "dtype": dtype,
+                    "batches": int(np.unique(b).size), "bandwidth_Bps": B, "compute_flops": P,
+                    "measured": k, "measured_low": lo, "measured_high": hi,
+                    "measured_note": note or "", "predicted": pk, "predicted_note": pnote,
+                    "ratio": ratio, "agrees": agrees})
+    return pd.DataFrame(out, columns=KNEE_COLUMNS)
+
+
+def model_error_summary(placements: pd.DataFrame) -> pd.DataFrame:
+    """Per system: how many rows, the median and 90th percentile of |measured/predicted - 1|."""
+    cols = ["system", "rows", "median_abs_error", "p90_abs_error"]
+    p = placements[placements.model_error.notna()]
+    out = [{"system": s, "rows": len(g), "median_abs_error": float(g.model_error.abs().median()),
+            "p90_abs_error": float(g.model_error.abs().quantile(0.9))}
+           for s, g in p.groupby("system", sort=True)]
+    return pd.DataFrame(out, columns=cols)
+
+
+# ---- which fitted system a placed call goes on ------------------------------------------------
+
+def read_ceilings(ceilings):
+    """A ceilings table from a DataFrame, a path, or None (the default path, if it exists)."""
+    import pandas as pd
+
+    if ceilings is None:
+        ceilings = DEFAULT_CEILINGS if Path(DEFAULT_CEILINGS).is_file() else None
+    if ceilings is None or isinstance(ceilings, pd.DataFrame):
+        return ceilings
+    if not Path(ceilings).is_file():
+        return None
+    return pd.read_parquet(ceilings)
+
+
+
+def find_system(ceilings, device_name: str, host: str | None = None, system: str | None = None):
+    """The ceilings' system for this device: named, else this host's fit of the device's model
+    (this run's first), else another machine's fit of the same model (a published set)."""
+    if ceilings is None or ceilings.empty:
+        return None
+    if system:
+        return system if system in set(ceilings.system) else None
+    same = ceilings[(ceilings.device_name == device_name) & ceilings.value.notna()]
+    if same.empty:
+        return None
+    order = same.assign(mine=(same.host == host).astype(int) * 2 + (same.source == "run"))
+    return order.sort_values("mine", ascending=False, kind="stable").system.iloc[0]
+
+
+
+def no_roofline(device: str) -> str:
+    return (f"no fitted roofline for {device} yet: run `snakemake --cores all` (or "
+            f"`snakemake --cores all --config 'devices=[\"{device}\"]'` for this device alone) "
+            "to measure it, then pass --ceilings results/roofline/ceilings.parquet")
+
+
+
+DEFAULT_CEILINGS = "results/roofline/ceilings.parquet"
+

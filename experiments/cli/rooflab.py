@@ -1,0 +1,196 @@
+"""The `rooflab` command.
+
+    rooflab run [--quick | --full] [--cores N] [--results DIR] [SNAKEMAKE ARGS ...]
+    rooflab place TARGET [--device ...]     # the same as python -m experiments place
+    rooflab report [--results DIR]
+    rooflab compare A B [--out compare.html | compare.csv]
+
+`run` runs the Snakemake workflow (the sweep) with this directory as its working directory:
+results land in ./results. It takes ./config/config.yaml when there is one, else the shipped
+sweep; any argument it does not know goes to Snakemake as it is (after `--` too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from experiments.core.paths import MissingFiles, shipped, workflow_root
+
+PRESETS = ("quick", "full")
+
+
+class Parser(argparse.ArgumentParser):
+    """Bad input: one line naming what is wrong, exit status 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def cores(value: str) -> str:
+    if value == "all" or (value.isdigit() and int(value) > 0):
+        return value
+    raise argparse.ArgumentTypeError(f"--cores {value!r}: give a number > 0 or 'all'")
+
+
+def parser() -> Parser:
+    p = Parser(prog="rooflab", description="Measure where this machine's operations sit on the "
+               "roofline, and check the article's claims against them.",
+               epilog="rooflab COMMAND --help says more about each.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True,
+                           parser_class=Parser)
+    r = sub.add_parser(
+        "run", help="measure this machine: the Snakemake sweep, up to results/report.html",
+        description="Run the sweep (Snakemake) in this directory; results land in ./results "
+                    "(or --results). Takes ./config/config.yaml if present, else the shipped "
+                    "config. Unknown arguments, and all after `--`, go to Snakemake: targets, "
+                    "-n, --config KEY=VALUE, --configfile FILE, ...",
+        allow_abbrev=False)  # --qu... and the like are Snakemake's, not ours
+    preset = r.add_mutually_exclusive_group()
+    preset.add_argument("--quick", action="store_true",
+                        help="the quick preset: every experiment, fewer dtypes and sizes")
+    preset.add_argument("--full", action="store_true",
+                        help="the full preset: longer budgets, wider and finer sweeps")
+    r.add_argument("--cores", type=cores, help="cores Snakemake may use (default: all)")
+    r.add_argument("--results", help="results folder (default: the config's, results)")
+    sub.add_parser("place", help="place a callable on this device's roofline "
+                                 "(rooflab place --help)", add_help=False)
+    rep = sub.add_parser("report", help="rebuild the report from results already measured",
+                         description="Fit, judge, draw and render RESULTS/report.html from "
+                                     "RESULTS/measurements.parquet; nothing is measured.")
+    rep.add_argument("--results", default="results", help="results folder (default: results)")
+    rep.add_argument("--datasheets", help="reference devices (default: ./config/datasheets.yaml "
+                                          "if present, else the shipped one)")
+    c = sub.add_parser("compare", help="two datasets side by side: ceilings and claims",
+                       description="Fit both datasets and show their ceilings with the ratio "
+                                   "B/A, and the claims whose verdicts differ. A and B: a "
+                                   "measurements.parquet file or a results folder.")
+    c.add_argument("a", metavar="A")
+    c.add_argument("b", metavar="B")
+    c.add_argument("--out", help="also write the comparison: .html (one page) or .csv (ceilings; "
+                                 "the claims beside it as <stem>.claims.csv)")
+    c.add_argument("--datasheets", help="reference devices (as for report)")
+    p.commands = sub.choices
+    return p
+
+
+def _with(args: list[str], names: tuple[str, ...], values: list[str]) -> list[str]:
+    """Snakemake arguments with `values` given to option `names[0]`: put first in its list where
+    the user gave the option already (Snakemake keeps only the last occurrence), else appended.
+    Appended at the end: Snakemake needs targets before --config, whose list runs to the next
+    option."""
+    out = []
+    for a in args:  # --configfile=x -> --configfile x, so the values can go first
+        out += a.split("=", 1) if a.split("=", 1)[0] in names else [a]
+    for i, a in enumerate(out):
+        if a in names:
+            return out[:i + 1] + values + out[i + 1:]
+    return out + [names[0], *values]
+
+
+def snakemake_args(args, extra: list[str], root: Path) -> list[str]:
+    """`python -m snakemake` arguments for `rooflab run`."""
+    if "--" in extra:  # argparse leaves it in; Snakemake would take what follows as targets
+        i = extra.index("--")
+        extra = extra[:i] + extra[i + 1:]
+    cmd = ["--snakefile", str(root / "Snakefile")]
+    if not any(a.split("=")[0] == "--workflow-profile" for a in extra):
+        # Snakemake finds the default profile only beside a Snakefile in the working directory
+        cmd += ["--workflow-profile", str(root / "workflow" / "profiles" / "default")]
+    if args.cores:
+        cmd += ["--cores", args.cores]
+    for name in PRESETS:
+        if getattr(args, name):
+            extra = _with(extra, ("--configfile", "--configfiles"),
+                          [str(root / "config" / "presets" / f"{name}.yaml")])
+    if args.results:
+        extra = _with(extra, ("--config", "-C"), [f"results={args.results}"])
+    return cmd + extra
+
+
+def run(args, extra: list[str]) -> int:
+    root = workflow_root()
+    cmd = [sys.executable, "-m", "snakemake", *snakemake_args(args, extra, root)]
+    # Jobs run `python -m experiments`: this interpreter's, even from a venv not activated.
+    env = os.environ | {"PATH": os.pathsep.join([str(Path(sys.executable).parent),
+                                                 os.environ.get("PATH", "")])}
+    print(f"rooflab: snakemake {' '.join(cmd[3:])}", file=sys.stderr, flush=True)
+    return subprocess.call(cmd, env=env)
+
+
+def report(args) -> int:
+    """The aggregate rules after `collect` (workflow/rules/aggregate.smk), by the same commands:
+    RESULTS/measurements.parquet -> ceilings, knees, claims, figures, report.html."""
+    from experiments.analysis.__main__ import run as analysis
+
+    res = Path(args.results)
+    data = res / "measurements.parquet"
+    if not data.is_file():
+        print(f"rooflab report: {data} not found; `rooflab run` measures and collects it",
+              file=sys.stderr)
+        return 2
+    sheets = args.datasheets or str(shipped("config/datasheets.yaml"))
+    if not Path(sheets).is_file():
+        print(f"rooflab report: --datasheets {sheets}: no such file", file=sys.stderr)
+        return 2
+    c, k, m = (str(res / "roofline" / f) for f in ("ceilings.parquet", "knees.parquet",
+                                                   "decode_model.parquet"))
+    cl, figs, d = str(res / "claims.parquet"), str(res / "figures"), str(data)
+    steps = [["roofline", d, "--out", c],
+             ["decode", d, "--ceilings", c, "--out", k, "--points", m],
+             ["claims", d, "--ceilings", c, "--knees", k, "--datasheets", sheets, "--out", cl],
+             ["figures", d, "--ceilings", c, "--knees", k, "--decode-model", m,
+              "--datasheets", sheets, "--outdir", figs],
+             ["report", d, "--ceilings", c, "--knees", k, "--claims", cl, "--datasheets", sheets,
+              "--figures", figs, "--out", str(res / "report.html")]]
+    for step in steps:
+        if status := analysis(step):
+            return status
+    return 0
+
+
+def compare(args) -> int:
+    from experiments.report import compare as cmp
+    from experiments.core.store import DatasetError
+
+    if args.out and Path(args.out).suffix not in (".html", ".csv"):
+        print(f"rooflab compare: --out {args.out}: give a .html or .csv file", file=sys.stderr)
+        return 2
+    sheets = args.datasheets or str(shipped("config/datasheets.yaml"))
+    try:
+        a, b, ceilings, claims = cmp.compare(args.a, args.b, sheets)
+    except (DatasetError, FileNotFoundError) as exc:
+        print(f"rooflab compare: {exc}", file=sys.stderr)
+        return 2
+    print(cmp.text(a, b, ceilings, claims))
+    if args.out:
+        for path in cmp.write(args.out, a, b, ceilings, claims):
+            print(f"rooflab compare: wrote {path}", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        if argv[:1] == ["place"]:  # its own parser (experiments/cli/place.py), arguments untouched
+            from experiments.cli.place import main as place_main
+            return place_main(argv[1:], prog="rooflab place")
+        p = parser()
+        args, extra = p.parse_known_args(argv)
+        if args.command == "run":  # what it does not know goes to Snakemake
+            return run(args, extra)
+        if extra:  # anything else unknown is an error, named by its command
+            p.commands[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+        return report(args) if args.command == "report" else compare(args)
+    except MissingFiles as exc:
+        print(f"rooflab: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # Snakemake, in our process group, got it too and stops its jobs
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,46 @@
+"""The report's figures: one module per figure, each registered by @figure (common.py).
+
+Every figure in catalog.FIGURES is always written, as SVG (inlined by the HTML report) and PNG
+(Snakemake's report): when its experiments have no rows the file is a small placeholder that says
+which experiment is missing, so the workflow's outputs stay fixed. Several systems (host/device)
+are stacked, one row of panels each.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import traceback
+from pathlib import Path
+
+from experiments.report.catalog import FIGURES
+from experiments.report.figures.common import DRAW, Inputs, Missing, placeholder, plt, save, style
+
+for _module in pkgutil.iter_modules(__path__):  # each module registers its figure
+    importlib.import_module(f"{__name__}.{_module.name}")
+assert set(DRAW) == set(FIGURES), f"figures drawn {sorted(DRAW)} != catalog {sorted(FIGURES)}"
+
+from experiments.report.figures.peer_copy import copy_matrix  # noqa: E402
+
+__all__ = ["DRAW", "Inputs", "Missing", "copy_matrix", "draw_all"]
+
+
+def draw_all(inp: Inputs, outdir) -> dict[str, str | None]:
+    """Write every figure as SVG and PNG; returns name -> reason it is a placeholder (or None)."""
+    style()
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    status = {}
+    for name in FIGURES:
+        try:
+            fig, status[name] = DRAW[name](inp), None
+        except Missing as exc:
+            fig, status[name] = placeholder(name, str(exc)), str(exc)
+        except Exception as exc:  # rows in a shape this figure does not know: say so, go on
+            traceback.print_exc()
+            plt.close("all")
+            why = f"could not draw these rows ({type(exc).__name__}: {exc})"
+            fig, status[name] = placeholder(name, why), why
+        save(fig, outdir, name)
+        plt.close(fig)
+    return status

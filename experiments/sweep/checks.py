@@ -1,0 +1,87 @@
+"""The sweep's checks, before Snakemake runs any job: config/config.yaml's `experiments:` and
+`workloads:` against the experiment modules and their Config dataclasses."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from experiments.core.config import CONFIG_DIR, ConfigError, yaml_layer
+
+
+def check_sweep(experiments: dict, config_dir=CONFIG_DIR, kinds=("cpu", "cuda")) -> None:
+    """Check the sweep's `experiments` (config/config.yaml) against the code, before any job:
+    names against the experiment modules, each device kind's overrides against that experiment's Config
+    dataclass (its fields, their types, its own __post_init__ checks) over its
+    config/experiment/<name>.yaml. Raises ConfigError naming the entry, the key and what is allowed.
+
+    The dataclasses are the one list of keys: the JSON schema cannot know them."""
+    from experiments import experiment, experiment_names  # imports torch: only when checking
+
+    if "workload" in experiments:
+        raise ConfigError("experiments: 'workload' runs the entries of `workloads:` (one job per "
+                          "workload); list your callables there, not under experiments")
+    unknown = sorted(set(experiments) - set(experiment_names()))
+    if unknown:
+        raise ConfigError(f"experiments: {', '.join(map(repr, unknown))} is not an experiment; "
+                          f"allowed: {sorted(set(experiment_names()) - {'workload'})}")
+    for name, spec in experiments.items():
+        config = experiment(name).Config
+        allowed = sorted(f.name for f in fields(config) if f.name != "name")
+        base = yaml_layer(Path(config_dir, "experiment", f"{name}.yaml"))
+        for kind in kinds:
+            settings = (spec or {}).get(kind) or {}
+            where = f"experiments.{name}.{kind}"
+            bad = sorted(set(settings) - set(allowed))
+            if bad:
+                raise ConfigError(f"{where}: unknown key {', '.join(map(repr, bad))}; "
+                                  f"{name} has {allowed}")
+            try:
+                merged = OmegaConf.merge(OmegaConf.structured(config), base, settings)
+                OmegaConf.to_object(merged)  # runs the dataclass's own checks
+            except (OmegaConfBaseException, ValueError, TypeError) as exc:
+                key = getattr(exc, "full_key", None)  # OmegaConf's type errors name the key apart
+                text = str(exc).splitlines()[0]
+                raise ConfigError(f"{where}: " + (f"{key}: {text}" if key else text)) from None
+
+
+def check_workloads(workloads: dict | None, kinds=("cpu", "cuda")) -> None:
+    """Check the sweep's `workloads` (config/config.yaml) before any job: each target imports and
+    names a factory (experiments/placement/target.py's convention), and each device kind's keys and values
+    fit the workload experiment's Config. Raises ConfigError naming the workload and the key."""
+    from experiments.placement import target as targets
+    from experiments.workload import Config
+
+    for name, spec in (workloads or {}).items():
+        spec = spec or {}
+        target = spec.get("target")
+        where = f"workloads.{name}"
+        try:
+            factory = targets.load_target(str(target))
+        except targets.TargetError as exc:
+            raise ConfigError(f"{where}.target: {exc}") from None
+        if not targets.is_factory(factory):
+            raise ConfigError(f"{where}.target={target!r} is not a factory: name it "
+                              f"{targets.FACTORY_PREFIX}* (or set rooflab_factory = True) and "
+                              "return (fn, args) from (batch, dtype, device, generator, **kwargs)")
+        allowed = sorted(f.name for f in fields(Config) if f.name not in ("name", "workload",
+                                                                              "target"))
+        for kind in kinds:
+            settings = spec.get(kind) or {}
+            bad = sorted(set(settings) - set(allowed))
+            if bad:
+                raise ConfigError(f"{where}.{kind}: unknown key {', '.join(map(repr, bad))}; "
+                                  f"a workload has {allowed}")
+            try:
+                merged = OmegaConf.merge(OmegaConf.structured(Config), yaml_layer(
+                    Path(CONFIG_DIR, "experiment", "workload.yaml")),
+                    {"workload": name, "target": target}, settings)
+                OmegaConf.to_object(merged)
+            except (OmegaConfBaseException, ValueError, TypeError) as exc:
+                key = getattr(exc, "full_key", None)
+                text = str(exc).splitlines()[0]
+                raise ConfigError(f"{where}.{kind}: " + (f"{key}: {text}" if key else text)) \
+                    from None

@@ -1,0 +1,354 @@
+"""Jobs forked from a process that has already imported torch: the sweep's start-up cost, paid once.
+
+A job (`python -m experiments ...`, `python -m experiments.analysis ...`) spends about 1.5 s of a
+2-core VM's time importing torch, pandas, Hydra and the experiments before it measures anything;
+over the ~60 jobs of a sweep that is most of the quick preset. The Snakefile launches one server
+per run while Snakemake parses (`launch()`; onstart waits for it, `start()`); it imports all that
+once, and for each job forks a child that runs the job's module as `python -m` would, in the
+job's directory, environment and standard streams. Each job is still its own process (fork: a fresh copy, nothing carried from one job to
+the next), the server never touches a GPU (CUDA does not survive a fork), and the child drops
+the server's address from its environment so processes it starts (ncu's) run for themselves.
+
+    python -m experiments ...      # `delegate()` at the top of each __main__: with ROOFLAB_FORKSERVER
+                                   # set and its server on this host, the job runs there;
+                                   # otherwise (a cluster node, no server) right here, as before
+
+The client forwards SIGINT/SIGTERM/SIGHUP to the forked job and exits with its status; a client
+that dies (killed by Snakemake) takes its job with it. The server exits when its parent (the
+Snakemake run) does, or after IDLE_EXIT_S with nothing to do. Linux only (fd passing, pidfd); elsewhere jobs run as plain processes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import select
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ENV = "ROOFLAB_FORKSERVER"  # "hostname:socket path" of this run's server
+# What the jobs import, loaded once in the server. Nothing here may start a thread or touch a GPU
+# at import (a fork keeps only the forking thread; CUDA cannot be used after a fork).
+# First what every job needs (the server says "ready" after these), then, between requests,
+# what only some need: a job forked before those are in imports them itself.
+PRELOAD = (
+    "torch", "numpy", "pandas", "pyarrow", "pyarrow.parquet", "tqdm", "omegaconf", "hydra",
+    "hydra.main", "hydra._internal.utils", "hydra._internal.hydra",
+    "hydra._internal.config_loader_impl", "experiments.core.config",
+    "experiments.core.runner", "experiments.core.store",
+)
+PRELOAD_LATER = (
+    # a workload job: the profiler, and what FlopCounterMode's first call imports (dynamo, sympy:
+    # about 1 s here, several on an H200 host)
+    "experiments.cli.place", "experiments.models", "torch.profiler", "torch._dynamo",
+    "torch.fx.experimental.symbolic_shapes",
+    # the analysis steps
+    "experiments.analysis.dataset", "experiments.analysis.roofline",
+    "experiments.analysis.claims", "experiments.analysis.placements",
+    "experiments.report.render", "experiments.report.figures", "matplotlib.pyplot", "seaborn",
+)
+MAX_MESSAGE = 1 << 20
+IDLE_EXIT_S = 600.0  # no job running nor asked for this long: nobody will (a dry run's server)
+START_TIMEOUT_S = 60.0
+
+
+# -- client -------------------------------------------------------------------------------------
+
+def address() -> str | None:
+    """This host's server socket from the environment, or None."""
+    host, _, path = os.environ.get(ENV, "").partition(":")
+    return path if path and host == socket.gethostname() else None
+
+
+def delegate(module: str) -> None:
+    """Run `python -m module` (this process's arguments) in the fork server and exit with its
+    status; return at once when there is none, so the caller runs the job itself."""
+    path = address()
+    if path is None or not hasattr(socket, "send_fds"):
+        return
+    try:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.connect(path)
+    except OSError:
+        return  # the run's server is gone: run here
+    sys.exit(_client(conn, module, sys.argv[1:]))
+
+
+def _client(conn: socket.socket, module: str, args: list[str]) -> int:
+    request = {"module": module, "argv": args, "cwd": os.getcwd(), "env": dict(os.environ)}
+    socket.send_fds(conn, [json.dumps(request).encode() + b"\n"], [0, 1, 2])
+    reader = conn.makefile("rb")
+    line = reader.readline()
+    if not line:
+        print(f"rooflab: the fork server at {address()} closed without running the job",
+              file=sys.stderr)
+        return 1
+    pid = json.loads(line)["pid"]
+
+    def forward(signum, _frame):
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, forward)
+    line = reader.readline()
+    if not line:
+        print("rooflab: the fork server stopped while the job ran", file=sys.stderr)
+        return 1
+    return int(json.loads(line)["status"])
+
+
+# -- server -------------------------------------------------------------------------------------
+
+def preload(modules=PRELOAD) -> None:
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception:  # an optional package missing: its jobs import what they need
+            pass
+
+
+def serve(path: str, modules=PRELOAD, later=PRELOAD_LATER) -> None:
+    """Listen on `path`; fork one child per request. Returns when the parent process exits or on
+    SIGTERM, ending the jobs still running."""
+    parent = os.getppid()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    preload(modules)
+    later = list(later)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    sel = selectors.DefaultSelector()
+    sel.register(listener, selectors.EVENT_READ, None)
+    jobs: dict[int, tuple] = {}  # pid -> (client connection, pidfd)
+    print("ready", flush=True)  # start() waits for this line
+    os.dup2(2, 1)  # whatever a later import prints goes to stderr: nobody reads the pipe now
+    try:
+        idle_since = time.monotonic()
+        while os.getppid() == parent:
+            events = sel.select(timeout=0 if later else 0.5)
+            if events or jobs:
+                idle_since = time.monotonic()
+            elif time.monotonic() - idle_since > IDLE_EXIT_S:
+                break
+            if not events and later:  # idle: load the next module some jobs need
+                preload([later.pop(0)])
+            for key, _ in events:
+                if key.data is None:
+                    _accept(listener, sel, jobs)
+                    continue
+                kind, pid = key.data
+                if pid not in jobs:
+                    continue
+                conn, pidfd = jobs[pid]
+                if kind == "exit":  # report its status, then forget it
+                    _, status = os.waitpid(pid, 0)
+                    code = os.waitstatus_to_exitcode(status)  # -N: killed by signal N
+                    _reply(conn, {"status": 128 - code if code < 0 else code})  # as a shell says
+                    _forget(sel, jobs, pid)
+                else:  # the client hung up before its job ended (killed): end the job too
+                    sel.unregister(conn)
+                    _kill(pid)
+    finally:
+        for pid in list(jobs):
+            _kill(pid)
+            os.waitpid(pid, 0)
+            _forget(sel, jobs, pid)
+        listener.close()
+        Path(path).unlink(missing_ok=True)
+
+
+def _accept(listener, sel, jobs) -> None:
+    conn, _ = listener.accept()
+    conn.settimeout(10)
+    try:
+        data, fds, _, _ = socket.recv_fds(conn, MAX_MESSAGE, 3)
+        while data and not data.endswith(b"\n") and len(data) < MAX_MESSAGE:
+            more = conn.recv(MAX_MESSAGE)
+            if not more:
+                break
+            data += more
+        request = json.loads(data)
+    except (OSError, ValueError):
+        conn.close()
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        sel.close()
+        listener.close()
+        conn.close()
+        _child(request, fds)  # never returns
+    for fd in fds:
+        os.close(fd)
+    conn.settimeout(None)
+    _reply(conn, {"pid": pid})
+    pidfd = os.pidfd_open(pid)
+    jobs[pid] = (conn, pidfd)
+    sel.register(pidfd, selectors.EVENT_READ, ("exit", pid))
+    sel.register(conn, selectors.EVENT_READ, ("client", pid))
+
+
+def _forget(sel, jobs, pid: int) -> None:
+    conn, pidfd = jobs.pop(pid)
+    for fileobj in (conn, pidfd):
+        try:
+            sel.unregister(fileobj)
+        except (KeyError, ValueError):
+            pass
+    conn.close()
+    os.close(pidfd)
+
+
+def _reply(conn, message: dict) -> None:
+    try:
+        conn.sendall(json.dumps(message).encode() + b"\n")
+    except OSError:
+        pass
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+
+
+def _child(request: dict, fds: list[int]) -> None:
+    """Become the job: its streams, directory, environment and arguments; then `python -m`."""
+    code = 1
+    try:
+        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
+            signal.signal(signum, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C: KeyboardInterrupt
+        for target, fd in zip((0, 1, 2), fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update({k: v for k, v in request["env"].items() if k != ENV})
+        import random
+
+        random.seed()  # as a fresh process would be, not the server's state
+        sys.argv = [request["module"], *request["argv"]]
+        import runpy
+
+        runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if not isinstance(exc.code, (int, type(None))):
+            print(exc.code, file=sys.stderr)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        try:
+            import logging
+
+            logging.shutdown()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+# -- the workflow's side ------------------------------------------------------------------------
+
+_SERVER: tuple | None = None  # (process, socket path) of the server launch() began
+
+# Snakemake options under which it runs no job: no server for them. Short ones (-n, -l, -S, -D,
+# -t) count inside a group such as -np too.
+NO_JOBS = {"--dry-run", "--dryrun", "--lint", "--list", "--list-rules", "--summary",
+           "--detailed-summary", "--dag", "--rulegraph", "--filegraph", "--unlock",
+           "--cleanup-metadata", "--touch", "--list-changes", "--lc", "--report",
+           "--archive", "--containerize", "--print-compilation", "--d3dag", "--version"}
+NO_JOBS_SHORT = set("nlSDt")
+
+
+def runs_jobs(argv: list[str]) -> bool:
+    """Whether a Snakemake command line may run jobs (not a dry run, a listing, a report...)."""
+    return not any(arg in NO_JOBS or (arg[:1] == "-" and arg[1:2] not in ("-", "")
+                                      and NO_JOBS_SHORT & set(arg[1:])) for arg in argv[1:])
+
+
+def usable() -> bool:
+    return sys.platform.startswith("linux") and hasattr(os, "pidfd_open") and \
+        os.environ.get(ENV) != "off"
+
+
+def launch(python: str = sys.executable, modules: tuple = ()) -> None:
+    """Start the server without waiting for it (the Snakefile, while Snakemake goes on parsing and
+    building its DAG); `modules` to preload instead of PRELOAD and PRELOAD_LATER."""
+    global _SERVER
+    if _SERVER is not None or not usable():
+        return
+    path = os.path.join(tempfile.mkdtemp(prefix="rooflab-forkserver-"), "socket")
+    # unbuffered: start() reads it line by line behind select(), which sees no Python buffer
+    proc = subprocess.Popen([python, "-m", "experiments.sweep.forkserver", path, *modules],
+                            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, bufsize=0)
+    _SERVER = (proc, path)
+
+
+def start(python: str = sys.executable, modules: tuple = ()) -> subprocess.Popen | None:
+    """Wait until the server is ready (launching it if launch() did not; the Snakefile's onstart)
+    and point jobs at it through the environment they inherit. None, and jobs run as plain
+    processes, where fork servers cannot work, ROOFLAB_FORKSERVER=off, or it does not come up."""
+    launch(python, modules)
+    if _SERVER is None:
+        return None
+    proc, path = _SERVER
+    if os.environ.get(ENV, "").endswith(":" + path):
+        return proc  # ready already
+    # "ready" once its first imports are done (after whatever they print); a server that fails
+    # or hangs leaves the jobs to run as plain processes
+    deadline = time.monotonic() + START_TIMEOUT_S
+    line = b"-"
+    while line and line.strip() != b"ready":
+        ready, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+        line = proc.stdout.readline() if ready else b""
+    if not line:
+        stop()
+        return None
+    os.environ[ENV] = f"{socket.gethostname()}:{path}"
+    return proc
+
+
+def stop() -> None:
+    """End the server start() began (the Snakefile's onsuccess/onerror) and remove its socket."""
+    global _SERVER
+    if _SERVER is None:
+        return
+    (proc, path), _SERVER = _SERVER, None
+    os.environ.pop(ENV, None)
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    _remove(path)
+
+
+def _remove(path: str) -> None:
+    Path(path).unlink(missing_ok=True)
+    try:
+        Path(path).parent.rmdir()
+    except OSError:
+        pass
+
+
+if __name__ == "__main__":  # python -m experiments.sweep.forkserver SOCKET [MODULE ...]
+    serve(sys.argv[1], *((sys.argv[2:], ()) if sys.argv[2:] else (PRELOAD, PRELOAD_LATER)))
