@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from pathlib import Path
 from types import ModuleType
 
 # modules at the top that are not experiments
@@ -42,6 +43,19 @@ def experiment(name: str) -> ModuleType:
 
 def all_experiments() -> dict[str, ModuleType]:
     return {name: experiment(name) for name in experiment_names()}
+
+
+def experiment_config(name: str, config_dir=None, **overrides):
+    """An experiment's config as a job gets it: config/experiment/<name>.yaml (the defaults) and
+    `overrides` over its dataclass, checked. For code and tests that build a job without Hydra."""
+    from omegaconf import OmegaConf
+
+    from experiments.core.config import CONFIG_DIR, yaml_layer
+
+    merged = OmegaConf.merge(OmegaConf.structured(experiment(name).Config),
+                             yaml_layer(Path(config_dir or CONFIG_DIR, "experiment", f"{name}.yaml")),
+                             overrides)
+    return OmegaConf.to_object(merged)
 
 
 def holds_all_gpus(name: str) -> bool:

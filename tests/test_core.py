@@ -245,7 +245,8 @@ def test_defaults_live_in_one_layer_the_yaml():
     from omegaconf import MISSING
 
     from experiments import experiment, experiment_names
-    from experiments.core.config import CONFIG_DIR, JobConfig, experiment_config
+    from experiments import experiment_config
+    from experiments.core.config import CONFIG_DIR, JobConfig
 
     for name in experiment_names():
         config = experiment(name).Config

@@ -15,7 +15,7 @@ from experiments.report import render as report
 from experiments.analysis.dataset import from_rows
 from experiments.report.figures import Inputs, Missing
 from experiments.report import figures
-from experiments.core.config import experiment_config
+from experiments import experiment_config
 
 
 def test_registered_as_experiments_that_hold_every_gpu():

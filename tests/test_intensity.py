@@ -12,7 +12,7 @@ from experiments import intensity
 from experiments.kernels import chain
 from experiments.core.device import device_facts
 from experiments.core.runner import Context
-from experiments.core.config import experiment_config
+from experiments import experiment_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ITEM = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}

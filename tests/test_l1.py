@@ -9,7 +9,8 @@ import torch
 import analysis_fixtures as fx
 from experiments import l1
 from experiments.analysis import dataset, roofline
-from experiments.core.config import ConfigError, experiment_config
+from experiments import experiment_config
+from experiments.core.config import ConfigError
 from experiments.core.device import device_facts
 from experiments.core.runner import Context
 

@@ -7,7 +7,7 @@ from experiments import launch
 from experiments.kernels import chain, occupancy
 from experiments.core.device import device_facts
 from experiments.core.runner import Context
-from experiments.core.config import experiment_config
+from experiments import experiment_config
 
 
 def test_cpu_rows_are_not_applicable_with_the_reason(run_experiment):

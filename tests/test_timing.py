@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from experiments import timing
-from experiments.core.config import experiment_config
+from experiments import experiment_config
 
 
 def test_timing_cpu_rows_measure_host_clock_and_mark_cuda_methods(run_experiment):

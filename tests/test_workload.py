@@ -264,7 +264,8 @@ def test_profiled_batches_add_op_rows_that_sum_to_the_call(run_experiment):
 
 
 def test_profile_batches_must_be_measured_batches():
-    from experiments.core.config import ConfigError, experiment_config
+    from experiments import experiment_config
+    from experiments.core.config import ConfigError
 
     with pytest.raises(ConfigError, match="profile_batches"):
         experiment_config("workload", batches=[1, 8], profile_batches=[4])

@@ -138,8 +138,8 @@ def main(argv, prog="python -m experiments place") -> int:
     """`python -m experiments place ...`: the workload experiment for one batch, then placed."""
     import pandas as pd
 
-    from experiments import workload
-    from experiments.core.config import ConfigError, experiment_config, job_config
+    from experiments import experiment_config, workload
+    from experiments.core.config import ConfigError, job_config
     from experiments.core.device import DeviceError, resolve_pool
     from experiments.core.runner import run_job
     from experiments.core.store import read_measurements

@@ -143,16 +143,6 @@ def yaml_layer(path) -> Any:
     return base
 
 
-def experiment_config(name: str, config_dir=CONFIG_DIR, **overrides):
-    """An experiment's config as a job gets it: config/experiment/<name>.yaml (the defaults) and
-    `overrides` over its dataclass, checked. For code and tests that build a job without Hydra."""
-    from experiments import experiment
-
-    merged = OmegaConf.merge(OmegaConf.structured(experiment(name).Config),
-                             yaml_layer(Path(config_dir, "experiment", f"{name}.yaml")), overrides)
-    return OmegaConf.to_object(merged)
-
-
 def job_config(experiment, config_dir=CONFIG_DIR, **overrides) -> "JobConfig":
     """A job as Hydra composes it: config/job.yaml's defaults, `overrides`, and the experiment."""
     merged = OmegaConf.merge(OmegaConf.structured(JobConfig),

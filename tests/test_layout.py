@@ -1,0 +1,125 @@
+"""The house's layout rules, read from the source (nothing is imported, so this runs in a blink):
+no import circle among experiments' modules, no Python file over 400 lines, and experiments/' top
+holds the experiment modules only."""
+
+from __future__ import annotations
+
+import ast
+import graphlib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "experiments"
+MAX_LINES = 400
+# Files other helpers are splitting right now (issue 18): the lead removes each entry once its
+# split is merged. Nothing else may be added here.
+BEING_SPLIT = {
+    "experiments/report/render.py",  # the report helper: render only, no computing
+    "experiments/analysis/roofline.py",  # the CPU helper: the fit apart from the ceilings
+    "tests/test_conditions.py",  # the test split: unit and system tests apart
+}
+# What an experiment module defines (experiments/__init__.py's registry and the runner use them).
+EXPERIMENT_API = {"NAME", "DESCRIPTION", "Config", "run", "points"}
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules(package: Path = PACKAGE) -> dict[str, Path]:
+    return {module_name(p, package.parent): p for p in sorted(package.rglob("*.py"))}
+
+
+def imported(path: Path, name: str, known: dict[str, Path]) -> set[str]:
+    """The package's modules `path` imports: at its top and inside functions, relative or not.
+    `from a import b` counts as importing a.b where that is a module, else a."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([base] if base else []))
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base
+                       for a in node.names]
+        else:
+            continue
+        for t in targets:
+            while t and t not in known:  # `import a.b.c` of a name inside a module: the module
+                t = t.rpartition(".")[0]
+            if t and t != name:
+                out.add(t)
+    return out
+
+
+def is_experiment(path: Path) -> bool:
+    return path.parent == PACKAGE and not path.name.startswith("_")
+
+
+def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    known = modules(package)
+    graph = {name: imported(path, name, known) for name, path in known.items()}
+    # experiments/__init__.py loads every experiment by name (importlib): it imports them all
+    graph[package.name] |= {n for n, p in known.items() if is_experiment(p)}
+    return graph
+
+
+def circle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle of `graph` (a -> b -> ... -> a), or None."""
+    try:
+        tuple(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as exc:
+        return exc.args[1]
+    return None
+
+
+def test_the_circle_check_finds_a_circle():
+    assert circle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) is not None
+    assert circle({"a": {"b"}, "b": {"c"}, "c": set(), "d": {"a"}}) is None
+
+
+def test_imports_inside_functions_and_relative_ones_are_edges(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "low.py").write_text("def f():\n    from pkg import high\n")
+    (pkg / "high.py").write_text("from .sub.low import f\n")
+    graph = import_graph(pkg)
+    assert graph["pkg.sub.low"] == {"pkg.high"} and graph["pkg.high"] == {"pkg.sub.low"}
+    assert circle(graph) is not None
+
+
+def test_no_import_circle():
+    found = circle(import_graph())
+    assert found is None, "import circle: " + " -> ".join(reversed(found))
+
+
+def test_no_python_file_over_400_lines():
+    files = sorted((ROOT / "experiments").rglob("*.py")) + sorted((ROOT / "tests").rglob("*.py"))
+    long = {str(p.relative_to(ROOT)): n for p in files
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not set(long) - BEING_SPLIT, f"over {MAX_LINES} lines: {long}"
+
+
+@pytest.mark.parametrize("path", sorted(p for p in PACKAGE.glob("*.py") if is_experiment(p)),
+                         ids=lambda p: p.stem)
+def test_the_top_of_experiments_holds_experiments_only(path):
+    tree = ast.parse(path.read_text(), str(path))
+    defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    defined |= {t.id for n in tree.body if isinstance(n, (ast.Assign, ast.AnnAssign))
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                if isinstance(t, ast.Name)}
+    missing = EXPERIMENT_API - defined
+    assert not missing, (f"{path.name} sits at experiments/' top but is no experiment (no "
+                         f"{sorted(missing)}): move it to the room for what it does")
+    name = next(n.value.value for n in tree.body if isinstance(n, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == "NAME" for t in n.targets))
+    assert name == path.stem, f"{path.name}: NAME={name!r}, the file's name is the experiment's"
+    assert (ROOT / "config" / "experiment" / f"{path.stem}.yaml").is_file()
