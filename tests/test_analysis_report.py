@@ -2,6 +2,7 @@
 
 import json
 import re
+from pathlib import Path
 from markupsafe import escape as html_escape  # as Jinja escapes
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 
 import analysis_fixtures as fx
 from experiments.report import render as report
+from experiments.analysis import pipeline
 from experiments.analysis.__main__ import main
 from experiments.report.figures import common as figures_common
 from experiments.report.catalog import FIGURES
@@ -26,20 +28,12 @@ def _pipeline(tmp_path, run_files, published=()):
 
 
 def _pipeline_from(tmp_path, data):
-    """roofline, decode, claims, figures and report from a collected dataset."""
-    ceilings = tmp_path / "roofline" / "ceilings.parquet"
-    knees, model = tmp_path / "roofline" / "knees.parquet", tmp_path / "roofline" / "model.parquet"
-    figures, html = tmp_path / "figures", tmp_path / "report.html"
-    table = tmp_path / "claims.parquet"
-    assert main(["roofline", str(data), "--out", str(ceilings)]) == 0
-    assert main(["decode", str(data), "--ceilings", str(ceilings), "--out", str(knees),
-                 "--points", str(model)]) == 0
-    assert main(["claims", str(data), "--ceilings", str(ceilings), "--knees", str(knees),
-                 "--out", str(table)]) == 0
-    assert main(["figures", str(data), "--ceilings", str(ceilings), "--knees", str(knees),
-                 "--decode-model", str(model), "--outdir", str(figures)]) == 0
-    assert main(["report", str(data), "--ceilings", str(ceilings), "--knees", str(knees),
-                 "--claims", str(table), "--figures", str(figures), "--out", str(html)]) == 0
+    """roofline, decode, claims, figures and report from a collected dataset, by the command
+    lines the workflow runs (the steps: experiments/analysis/pipeline.py)."""
+    files = pipeline.Files.under(tmp_path).but(dataset=str(data))
+    for step in pipeline.AFTER_COLLECT:
+        assert main(pipeline.STEPS[step].argv(files)) == 0, step
+    figures, html, ceilings = Path(files.figures), Path(files.report), Path(files.ceilings)
     return html.read_text(), figures, ceilings
 
 

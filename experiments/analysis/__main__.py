@@ -19,117 +19,62 @@ from experiments.sweep.forkserver import delegate
 delegate("experiments.analysis")  # to the run's fork server if any (imports done there)
 
 import argparse
-import json
 import sys
-from pathlib import Path
 
-from experiments.core.store import DatasetError, write_atomic
-from experiments.core.paths import config_dir
+from experiments.analysis import pipeline
+from experiments.core.store import DatasetError
 
-DATASHEETS = str(config_dir() / "datasheets.yaml")
-
-
-def _common(p, ceilings=True, knees=False, claims=False):
-    p.add_argument("dataset", help="merged measurements (from `collect`)")
-    if ceilings:
-        p.add_argument("--ceilings", required=True, help="ceilings.parquet (from `roofline`)")
-    if knees:
-        p.add_argument("--knees", required=True, help="knees.parquet (from `decode`)")
-    if claims:
-        p.add_argument("--claims", required=True, help="claims.parquet (from `claims`)")
-    p.add_argument("--datasheets", default=DATASHEETS, help="reference devices (YAML)")
+DATASHEETS = pipeline.DATASHEETS
+# what each file is, for --help (the steps themselves: experiments/analysis/pipeline.py)
+HELP = {"dataset": "merged measurements (from `collect`)",
+        "ceilings": "ceilings.parquet (from `roofline`)", "knees": "knees.parquet (from `decode`)",
+        "decode_model": "the prediction per decode row (from `decode --points`)",
+        "claims": "claims.parquet (from `claims`)", "figures": "directory holding the figures",
+        "datasheets": "reference devices (YAML)", "report": "the HTML file to write"}
+OPTIONAL = {("claims", "claims"): "claims.parquet; without it, only print"}
 
 
-def _write(frame, path):
-    import pyarrow as pa
-    write_atomic(pa.Table.from_pandas(frame, preserve_index=False), path)
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m experiments.analysis", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("collect", help="merge measurement files and published sets")
+    c.add_argument("out")
+    c.add_argument("files", nargs="*")
+    c.add_argument("--published", nargs="*", default=[],
+                   help="published datasets; a missing one is skipped with a message")
+    c.add_argument("--scan", help="the measurements folder: its Parquet files not collected "
+                                  "are listed (metadata `ignored`) with the reason")
+    for step in pipeline.STEPS.values():
+        s = sub.add_parser(step.name, help=step.help)
+        for key, opt in {**step.reads, **step.writes}.items():
+            optional = OPTIONAL.get((step.name, key))
+            if not opt:
+                s.add_argument(key, help=HELP[key])
+            elif key == "datasheets":
+                s.add_argument(opt, dest=key, default=DATASHEETS, help=HELP[key])
+            else:
+                s.add_argument(opt, dest=key, required=not optional,
+                               help=optional or HELP[key])
+        if "datasheets" not in step.reads:  # accepted by every step, as it always was
+            s.add_argument("--datasheets", default=DATASHEETS, help=HELP["datasheets"])
+    return p
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m experiments.analysis", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("collect", help="merge measurement files and published sets")
-    p.add_argument("out")
-    p.add_argument("files", nargs="*")
-    p.add_argument("--published", nargs="*", default=[],
-                   help="published datasets; a missing one is skipped with a message")
-    p.add_argument("--scan", help="the measurements folder: its Parquet files not collected "
-                                  "are listed (metadata `ignored`) with the reason")
-    p = sub.add_parser("roofline", help="fit the ceilings")
-    _common(p, ceilings=False)
-    p.add_argument("--out", required=True)
-    p = sub.add_parser("decode", help="predict and measure every decode knee")
-    _common(p)
-    p.add_argument("--out", required=True, help="knees.parquet")
-    p.add_argument("--points", required=True, help="the prediction per decode row (Parquet)")
-    p = sub.add_parser("claims", help="judge every claim on every system (and print them)")
-    _common(p, knees=True)
-    p.add_argument("--out", help="claims.parquet; without it, only print")
-    p = sub.add_parser("figures", help="draw every figure (PNG and SVG)")
-    _common(p, knees=True)
-    p.add_argument("--decode-model", required=True, help="from `decode --points`")
-    p.add_argument("--outdir", required=True)
-    p = sub.add_parser("report", help="render the self-contained HTML report")
-    _common(p, knees=True, claims=True)
-    p.add_argument("--figures", required=True, help="directory holding the figures")
-    p.add_argument("--out", required=True)
-    args = parser.parse_args(argv)
-
-    # Imported here: `collect` should not pay for matplotlib and scipy.
-    from experiments.analysis import dataset
+    args = parser().parse_args(argv)
     try:
         if args.command == "collect":
-            dataset.collect(args.files, args.published, out=args.out, scan=args.scan)
+            pipeline.collect(args.files, args.published, out=args.out, scan=args.scan)
             return 0
-        ds = dataset.load(args.dataset)
+        files = pipeline.Files(**{k: getattr(args, k) for k in pipeline.FILE_KEYS
+                                  if hasattr(args, k)})
+        report = pipeline.run(args.command, files)  # reads the dataset first: bad input stops it
     except DatasetError as exc:
         print(f"rooflab: {exc}", file=sys.stderr)
         return 2
-    import pandas as pd
-
-    from experiments.analysis import datasheets
-    if args.command == "roofline":
-        from experiments.analysis import roofline
-        table = roofline.fit(ds)
-        _write(table, args.out)
-        fitted = table[table.value.notna()]
-        print(f"rooflab: {len(fitted)} ceilings fitted, {len(table) - len(fitted)} not "
-              f"(see their notes) -> {args.out}", file=sys.stderr)
-        return 0
-    ceilings = pd.read_parquet(args.ceilings)
-    sheets = datasheets.load(args.datasheets)
-    if args.command == "decode":
-        from experiments.analysis import knees as decode
-        per_row, knees = decode.predict(ds, ceilings)
-        _write(knees.reindex(columns=decode.KNEE_COLUMNS), args.out)
-        _write(per_row, args.points)
-        print(f"rooflab: {len(knees)} decode curves -> {args.out}", file=sys.stderr)
-        return 0
-    knees = pd.read_parquet(args.knees)
-    if args.command == "claims":
-        from experiments.analysis import claims
-        table = claims.evaluate(ds, ceilings, sheets, knees)
-        if args.out:
-            _write(table, args.out)
-        for _, r in table.iterrows():
-            text = "; ".join(t for t in (r.measurement, r.reason) if t)
-            print(f"{r.claim:<4} {r.verdict:<20} {r.system}: {text}",
-                  file=sys.stderr if args.out else sys.stdout)
-    elif args.command == "figures":  # each step imports only what it needs: matplotlib is slow
-        from experiments.report import figures
-        per_row = pd.read_parquet(args.decode_model)
-        status = figures.draw_all(figures.Inputs(ds, ceilings, sheets, per_row, knees),
-                                  args.outdir)
-        (Path(args.outdir) / "index.json").write_text(json.dumps(status, indent=1))
-        for name, why in status.items():
-            print(f"rooflab: figure {name}: " + (f"placeholder ({why})" if why else "drawn"),
-                  file=sys.stderr)
-    elif args.command == "report":
-        from experiments.report import render as report
-        report.render(ds, ceilings, sheets, args.figures, pd.read_parquet(args.claims), knees,
-                      out=args.out)
-        print(f"rooflab: report -> {args.out}", file=sys.stderr)
+    for line in filter(None, report.splitlines()):
+        print(f"rooflab: {line}", file=sys.stderr)
     return 0
 
 

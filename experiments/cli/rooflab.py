@@ -122,32 +122,23 @@ def run(args, extra: list[str]) -> int:
 
 
 def report(args) -> int:
-    """The aggregate rules after `collect` (workflow/rules/aggregate.smk), by the same commands:
-    RESULTS/measurements.parquet -> ceilings, knees, claims, figures, report.html."""
+    """The aggregate steps after `collect` (experiments/analysis/pipeline.py), as the workflow runs
+    them: RESULTS/measurements.parquet -> ceilings, knees, claims, figures, report.html."""
+    from experiments.analysis import pipeline
     from experiments.analysis.__main__ import run as analysis
 
-    res = Path(args.results)
-    data = res / "measurements.parquet"
+    sheets = args.datasheets or str(shipped("config/datasheets.yaml"))
+    files = pipeline.Files.under(args.results, datasheets=sheets)
+    data = Path(files.dataset)
     if not data.is_file():
         print(f"rooflab report: {data} not found; `rooflab run` measures and collects it",
               file=sys.stderr)
         return 2
-    sheets = args.datasheets or str(shipped("config/datasheets.yaml"))
     if not Path(sheets).is_file():
         print(f"rooflab report: --datasheets {sheets}: no such file", file=sys.stderr)
         return 2
-    c, k, m = (str(res / "roofline" / f) for f in ("ceilings.parquet", "knees.parquet",
-                                                   "decode_model.parquet"))
-    cl, figs, d = str(res / "claims.parquet"), str(res / "figures"), str(data)
-    steps = [["roofline", d, "--out", c],
-             ["decode", d, "--ceilings", c, "--out", k, "--points", m],
-             ["claims", d, "--ceilings", c, "--knees", k, "--datasheets", sheets, "--out", cl],
-             ["figures", d, "--ceilings", c, "--knees", k, "--decode-model", m,
-              "--datasheets", sheets, "--outdir", figs],
-             ["report", d, "--ceilings", c, "--knees", k, "--claims", cl, "--datasheets", sheets,
-              "--figures", figs, "--out", str(res / "report.html")]]
-    for step in steps:
-        if status := analysis(step):
+    for step in pipeline.AFTER_COLLECT:
+        if status := analysis(pipeline.STEPS[step].argv(files)):
             return status
     return 0
 

@@ -6,7 +6,7 @@ single measurement file. Its own systems are compared: the rows it measured, not
 sets a sweep merges in (a file of published rows alone is its own). One system a side: they are
 compared whatever their devices; several: paired by device (cpu with cpu, cuda:0 with cuda:0),
 and a system with no partner is listed alone. The ceilings are fitted and the claims judged
-afresh from the rows, by the code the report uses.
+afresh from the rows, by the workflow's steps (experiments/analysis/pipeline.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from experiments.core.store import DatasetError
-from experiments.analysis import claims, datasheets, dataset, knees, roofline
+from experiments.analysis import claims, datasheets, dataset, pipeline, roofline
 from experiments.analysis.units import si
 
 KEY = ["ceiling", "dtype"]
@@ -57,9 +57,8 @@ def load(path, sheets: list) -> Side:
     """Read one side and fit it (raises DatasetError naming the file)."""
     file = measurements(path)
     ds = dataset.load(file)
-    ceilings = roofline.fit(ds)
-    _, knee_rows = knees.predict(ds, ceilings)
-    return Side(file, ds, ceilings, claims.evaluate(ds, ceilings, sheets, knee_rows))
+    ceilings, _, table = pipeline.judged(ds, sheets)  # the workflow's steps, in memory
+    return Side(file, ds, ceilings, table)
 
 
 def pairs(a: Side, b: Side) -> list[tuple[str | None, str | None]]:

@@ -1,10 +1,12 @@
 # Collect every measurement file (this run's and the published sets) into one dataset, fit the
 # roofline, predict and measure the decode knees, judge the claims, draw the figures, render the
-# report. Each rule is one `python -m experiments.analysis`
-# command; the logic lives in experiments/analysis.
+# report. Each rule is one `python -m experiments.analysis` command, its files and command from
+# the step's one definition (experiments/analysis/pipeline.py); the logic lives in
+# experiments/analysis.
 import os
 import sys
 
+from experiments.analysis.pipeline import STEPS, Files
 from experiments.report.catalog import FIGURES
 
 
@@ -16,6 +18,7 @@ for _path in sorted({p for p in config.get("published", []) if not shipped(p, RO
     print(f"rooflab: published dataset {_path} not found; skipped", file=sys.stderr)
 # The reference devices: the working directory's config/datasheets.yaml, else the shipped one.
 DATASHEETS = str(shipped("config/datasheets.yaml", ROOT))
+FILES = Files.under(RESULTS, DATASHEETS)
 
 
 # Light work on data already written: run where Snakemake runs, not as cluster jobs.
@@ -33,7 +36,7 @@ rule collect:
         run=measurement_files(),
         published=PUBLISHED,
     output:
-        f"{RESULTS}/measurements.parquet",
+        FILES.dataset,
     conda:
         "../../environment.yml"
     log:
@@ -48,93 +51,88 @@ rule collect:
 
 rule roofline:
     input:
-        f"{RESULTS}/measurements.parquet",
+        dataset=FILES.dataset,
     output:
-        f"{RESULTS}/roofline/ceilings.parquet",
+        ceilings=FILES.ceilings,
     conda:
         "../../environment.yml"
     log:
         f"{RESULTS}/logs/aggregate/roofline.log",
     shell:
-        "python -m experiments.analysis roofline {input:q} --out {output:q} > {log:q} 2>&1"
+        STEPS["roofline"].shell() + " > {log:q} 2>&1"
 
 
 rule decode_knees:
     input:
-        data=f"{RESULTS}/measurements.parquet",
-        ceilings=f"{RESULTS}/roofline/ceilings.parquet",
+        dataset=FILES.dataset,
+        ceilings=FILES.ceilings,
     output:
-        knees=f"{RESULTS}/roofline/knees.parquet",
-        model=f"{RESULTS}/roofline/decode_model.parquet",
+        knees=FILES.knees,
+        decode_model=FILES.decode_model,
     conda:
         "../../environment.yml"
     log:
         f"{RESULTS}/logs/aggregate/decode_knees.log",
     shell:
-        "python -m experiments.analysis decode {input.data:q} --ceilings {input.ceilings:q}"
-        " --out {output.knees:q} --points {output.model:q} > {log:q} 2>&1"
+        STEPS["decode"].shell() + " > {log:q} 2>&1"
 
 
 rule claims:
     input:
-        data=f"{RESULTS}/measurements.parquet",
-        ceilings=f"{RESULTS}/roofline/ceilings.parquet",
-        knees=f"{RESULTS}/roofline/knees.parquet",
-        datasheets=DATASHEETS,
+        dataset=FILES.dataset,
+        ceilings=FILES.ceilings,
+        knees=FILES.knees,
+        datasheets=FILES.datasheets,
     output:
-        f"{RESULTS}/claims.parquet",
+        claims=FILES.claims,
     conda:
         "../../environment.yml"
     log:
         f"{RESULTS}/logs/aggregate/claims.log",
     shell:
-        "python -m experiments.analysis claims {input.data:q} --ceilings {input.ceilings:q}"
-        " --knees {input.knees:q} --datasheets {input.datasheets:q} --out {output:q}"
-        " > {log:q} 2>&1"
+        STEPS["claims"].shell() + " > {log:q} 2>&1"
 
 
 rule figures:
     input:
-        data=f"{RESULTS}/measurements.parquet",
-        ceilings=f"{RESULTS}/roofline/ceilings.parquet",
-        knees=f"{RESULTS}/roofline/knees.parquet",
-        model=f"{RESULTS}/roofline/decode_model.parquet",
-        datasheets=DATASHEETS,
+        dataset=FILES.dataset,
+        ceilings=FILES.ceilings,
+        knees=FILES.knees,
+        decode_model=FILES.decode_model,
+        datasheets=FILES.datasheets,
     output:
         [
             report(
-                f"{RESULTS}/figures/{name}.png",
+                f"{FILES.figures}/{name}.png",
                 caption=f"../report/{name}.rst",
                 category=category,
             )
             for name, (category, *_) in FIGURES.items()
         ],
-        expand(f"{RESULTS}/figures/{{name}}.svg", name=FIGURES),
-        index=f"{RESULTS}/figures/index.json",
+        expand(f"{FILES.figures}/{{name}}.svg", name=FIGURES),
+        index=f"{FILES.figures}/index.json",
     conda:
         "../../environment.yml"
     log:
         f"{RESULTS}/logs/aggregate/figures.log",
     params:
-        outdir=lambda wildcards, output: os.path.dirname(output.index),
+        figures=lambda wildcards, output: os.path.dirname(output.index),
     shell:
-        "python -m experiments.analysis figures {input.data:q} --ceilings {input.ceilings:q}"
-        " --knees {input.knees:q} --decode-model {input.model:q}"
-        " --datasheets {input.datasheets:q} --outdir {params.outdir:q} > {log:q} 2>&1"
+        STEPS["figures"].shell(figures="{params.figures:q}") + " > {log:q} 2>&1"
 
 
 rule report:
     input:
-        data=f"{RESULTS}/measurements.parquet",
-        ceilings=f"{RESULTS}/roofline/ceilings.parquet",
-        knees=f"{RESULTS}/roofline/knees.parquet",
-        claims=f"{RESULTS}/claims.parquet",
-        datasheets=DATASHEETS,
-        figures=expand(f"{RESULTS}/figures/{{name}}.png", name=FIGURES),
-        index=f"{RESULTS}/figures/index.json",
+        dataset=FILES.dataset,
+        ceilings=FILES.ceilings,
+        knees=FILES.knees,
+        claims=FILES.claims,
+        datasheets=FILES.datasheets,
+        figures=expand(f"{FILES.figures}/{{name}}.png", name=FIGURES),
+        index=f"{FILES.figures}/index.json",
     output:
-        report(
-            f"{RESULTS}/report.html",
+        report=report(
+            FILES.report,
             caption="../report/report.rst",
             category="Report",
         ),
@@ -145,6 +143,4 @@ rule report:
     params:
         figures=lambda wildcards, input: os.path.dirname(input.index),
     shell:
-        "python -m experiments.analysis report {input.data:q} --ceilings {input.ceilings:q}"
-        " --knees {input.knees:q} --claims {input.claims:q} --datasheets {input.datasheets:q} --figures {params.figures:q} --out {output:q}"
-        " > {log:q} 2>&1"
+        STEPS["report"].shell(figures="{params.figures:q}") + " > {log:q} 2>&1"

@@ -1,0 +1,206 @@
+"""The aggregate steps, each defined once: what it reads, what it writes, what it does.
+
+    collect   measurement files + published sets -> results/measurements.parquet (the dataset)
+    roofline  dataset -> roofline/ceilings.parquet
+    decode    dataset, ceilings -> roofline/knees.parquet, roofline/decode_model.parquet
+    claims    dataset, ceilings, knees, datasheets -> claims.parquet
+    figures   dataset, ceilings, knees, decode model, datasheets -> figures/ (PNG, SVG, index.json)
+    report    dataset, ceilings, knees, claims, datasheets, figures -> report.html
+
+Everything that runs them reads this table: `python -m experiments.analysis STEP` (its options),
+the workflow's aggregate rules (their commands, workflow/rules/aggregate.smk), `rooflab report`
+(every step after collect), `rooflab compare` (roofline, decode and claims in memory) and the
+tests. Nothing heavy is imported at the top: the Snakefile reads this module while parsing.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Callable
+
+from experiments.core.paths import config_dir
+
+DATASHEETS = str(config_dir() / "datasheets.yaml")
+COMMAND = "python -m experiments.analysis"
+
+
+@dataclass(frozen=True)
+class Files:
+    """Where each step's inputs and outputs are. `under(results)` is the workflow's layout."""
+
+    dataset: str | None = None
+    ceilings: str | None = None
+    knees: str | None = None
+    decode_model: str | None = None
+    claims: str | None = None
+    figures: str | None = None  # a folder
+    report: str | None = None
+    datasheets: str = DATASHEETS
+
+    @classmethod
+    def under(cls, results, datasheets: str | None = None) -> "Files":
+        r = str(results)  # joined as the workflow's f-strings join it: the same paths
+        return cls(dataset=f"{r}/measurements.parquet", ceilings=f"{r}/roofline/ceilings.parquet",
+                   knees=f"{r}/roofline/knees.parquet",
+                   decode_model=f"{r}/roofline/decode_model.parquet",
+                   claims=f"{r}/claims.parquet", figures=f"{r}/figures",
+                   report=f"{r}/report.html", datasheets=datasheets or DATASHEETS)
+
+    def but(self, **changes) -> "Files":
+        return replace(self, **changes)
+
+
+FILE_KEYS = tuple(f.name for f in fields(Files))
+
+
+# ---- what each step computes (in memory: `rooflab compare` chains these) ----------------------
+
+def fit_ceilings(ds):
+    from experiments.analysis import roofline
+    return roofline.fit(ds)
+
+
+def decode_knees(ds, ceilings):
+    """(knees per decode curve, the prediction per decode row)."""
+    from experiments.analysis import knees
+    per_row, table = knees.predict(ds, ceilings)
+    return table.reindex(columns=knees.KNEE_COLUMNS), per_row
+
+
+def judge_claims(ds, ceilings, sheets, knees):
+    from experiments.analysis import claims
+    return claims.evaluate(ds, ceilings, sheets, knees)
+
+
+def judged(ds, sheets):
+    """roofline, decode and claims on a dataset in memory: (ceilings, knees, claims table)."""
+    ceilings = fit_ceilings(ds)
+    knees, _ = decode_knees(ds, ceilings)
+    return ceilings, knees, judge_claims(ds, ceilings, sheets, knees)
+
+
+# ---- the steps on files ----------------------------------------------------------------------
+
+def _write(frame, path):
+    import pyarrow as pa
+
+    from experiments.core.store import write_atomic
+    write_atomic(pa.Table.from_pandas(frame, preserve_index=False), path)
+
+
+def _frame(path):
+    import pandas as pd
+    return pd.read_parquet(path)
+
+
+def _dataset(files: Files):
+    from experiments.analysis import dataset
+    return dataset.load(files.dataset)
+
+
+def _sheets(files: Files):
+    from experiments.analysis import datasheets
+    return datasheets.load(files.datasheets)
+
+
+def collect(run_files, published=(), *, out, scan=None) -> None:
+    """Merge measurement files and published sets into the dataset (the first step)."""
+    from experiments.analysis import dataset
+    dataset.collect(run_files, published, out=out, scan=scan)
+
+
+def _roofline(f: Files) -> str:
+    table = fit_ceilings(_dataset(f))
+    _write(table, f.ceilings)
+    fitted = table[table.value.notna()]
+    return (f"{len(fitted)} ceilings fitted, {len(table) - len(fitted)} not (see their notes) "
+            f"-> {f.ceilings}")
+
+
+def _decode(f: Files) -> str:
+    table, per_row = decode_knees(_dataset(f), _frame(f.ceilings))
+    _write(table, f.knees)
+    _write(per_row, f.decode_model)
+    return f"{len(table)} decode curves -> {f.knees}"
+
+
+def _claims(f: Files) -> str:
+    table = judge_claims(_dataset(f), _frame(f.ceilings), _sheets(f), _frame(f.knees))
+    if f.claims:
+        _write(table, f.claims)
+    for _, r in table.iterrows():  # without a file to write, the verdicts are the output
+        text = "; ".join(t for t in (r.measurement, r.reason) if t)
+        print(f"{r.claim:<4} {r.verdict:<20} {r.system}: {text}",
+              file=sys.stderr if f.claims else sys.stdout)
+    return ""
+
+
+def _figures(f: Files) -> str:
+    import json
+
+    from experiments.report import figures  # matplotlib: only this step pays for it
+    status = figures.draw_all(figures.Inputs(_dataset(f), _frame(f.ceilings), _sheets(f),
+                                             _frame(f.decode_model), _frame(f.knees)), f.figures)
+    (Path(f.figures) / "index.json").write_text(json.dumps(status, indent=1))
+    return "\n".join(f"figure {name}: " + (f"placeholder ({why})" if why else "drawn")
+                     for name, why in status.items())
+
+
+def _report(f: Files) -> str:
+    from experiments.report import render
+    render.render(_dataset(f), _frame(f.ceilings), _sheets(f), f.figures, _frame(f.claims),
+                  _frame(f.knees), out=f.report)
+    return f"report -> {f.report}"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One aggregate step: `reads` and `writes` map a Files key to its command-line option
+    ('' for the dataset, the first argument of every step after collect)."""
+
+    name: str
+    help: str
+    reads: dict[str, str]
+    writes: dict[str, str]
+    run: Callable[[Files], str]
+
+    def argv(self, files: Files) -> list[str]:
+        """The step's `python -m experiments.analysis` arguments for `files`."""
+        return [self.name] + [a for key, opt in {**self.reads, **self.writes}.items()
+                              for a in ([opt] if opt else []) + [str(getattr(files, key))]]
+
+    def shell(self, **where: str) -> str:
+        """The step's command for a Snakemake rule: each file is the rule's input or output of
+        the same name ({input.ceilings:q}), or what `where` gives for it ({params.figures:q})."""
+        def arg(key, opt, kind):
+            return ([opt] if opt else []) + [where.get(key, f"{{{kind}.{key}:q}}")]
+        return " ".join([COMMAND, self.name]
+                        + [a for key, opt in self.reads.items() for a in arg(key, opt, "input")]
+                        + [a for key, opt in self.writes.items() for a in arg(key, opt, "output")])
+
+
+_DATA = {"dataset": ""}
+STEPS: dict[str, Step] = {s.name: s for s in (
+    Step("roofline", "fit the ceilings", _DATA, {"ceilings": "--out"}, _roofline),
+    Step("decode", "predict and measure every decode knee",
+         _DATA | {"ceilings": "--ceilings"}, {"knees": "--out", "decode_model": "--points"},
+         _decode),
+    Step("claims", "judge every claim on every system (and print them)",
+         _DATA | {"ceilings": "--ceilings", "knees": "--knees", "datasheets": "--datasheets"},
+         {"claims": "--out"}, _claims),
+    Step("figures", "draw every figure (PNG and SVG)",
+         _DATA | {"ceilings": "--ceilings", "knees": "--knees", "decode_model": "--decode-model",
+                  "datasheets": "--datasheets"}, {"figures": "--outdir"}, _figures),
+    Step("report", "render the self-contained HTML report",
+         _DATA | {"ceilings": "--ceilings", "knees": "--knees", "claims": "--claims",
+                  "datasheets": "--datasheets", "figures": "--figures"}, {"report": "--out"},
+         _report),
+)}
+AFTER_COLLECT = tuple(STEPS)  # in order: each reads only what the ones before it wrote
+
+
+def run(name: str, files: Files) -> str:
+    """Do step `name` on `files`; returns what it reports (a line per thing made)."""
+    return STEPS[name].run(files)
