@@ -48,8 +48,12 @@ def main(cfg: DictConfig) -> None:
 
 
 def list_experiments() -> None:
+    """Each experiment with the claims that read its rows (their `experiments=`)."""
+    from experiments.analysis.claims import by_experiment
+
+    reads = by_experiment()
     for name, module in MODULES.items():
-        print(f"{name:<12} {', '.join(module.CLAIMS):<24} {module.DESCRIPTION}")
+        print(f"{name:<12} {', '.join(reads.get(name, ())):<24} {module.DESCRIPTION}")
 
 
 def check_config_files() -> None:

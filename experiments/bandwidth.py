@@ -18,7 +18,6 @@ from experiments.core.runner import Context
 
 NAME = "bandwidth"
 DESCRIPTION = "copy, x + 1, scale, add and triad over sizes from inside the LLC to far past it"
-CLAIMS = ("C8", "C9", "C10", "C13")
 
 SCALAR = 3.0
 # op: (inputs read, FLOPs per element, kernel writing `out`, float64 reference)
@@ -89,7 +88,7 @@ def run(cfg: BandwidthConfig, ctx: Context):
             n = max(1, nbytes // size)
             moved = (n_in + 1) * n * size
             base = {"op": op, "n": n, "working_set_bytes": moved, "bytes": float(moved),
-                    "flops": float(flops_per * n), "claims": ["C10", "C13"] if op == "add_one" else ["C8"]}
+                    "flops": float(flops_per * n)}
 
             def body(op=op, n=n):
                 need_storage_dtype(ctx.dtype)

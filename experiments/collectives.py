@@ -57,7 +57,6 @@ from experiments.core.runner import Context  # noqa: E402
 
 NAME = "collectives"
 DESCRIPTION = "NCCL all-reduce, all-gather, reduce-scatter over all GPUs: algbw and busbw by size"
-CLAIMS = ()  # the article's claims are about one CPU and one GPU; this extends the measurements
 ALL_GPUS = True  # the job holds every GPU of its pool (core.runner.run_job)
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter")

@@ -35,7 +35,6 @@ from experiments.core.runner import Context, WrongResult
 
 NAME = "decode"
 DESCRIPTION = "x @ W from GEMV (batch 1) to GEMM, and a transformer block in prefill vs decode"
-CLAIMS = ("C14", "C15", "C16", "C17", "C18")
 
 OPS = ("gemv_gemm", "block_prefill", "block_decode")
 NORMS = ("rmsnorm", "layernorm")
@@ -284,8 +283,7 @@ def run(cfg: DecodeConfig, ctx: Context):
             for b in sorted(cfg.batches):
                 flops, nbytes = gemv_counts(b, C, size)
                 base = {"op": "gemv_gemm", "n": C, "m": b, "k": C, "batch": b, "flops": flops,
-                        "bytes": nbytes, "working_set_bytes": int(nbytes),
-                        "claims": ["C14", "C15", "C16", "C17"]}
+                        "bytes": nbytes, "working_set_bytes": int(nbytes)}
                 yield budget.point(ctx, base, lambda b=b, C=C: _gemv(ctx, cfg, b, C, weights))
         weights.clear()
     for phase in ("prefill", "decode"):
@@ -296,8 +294,7 @@ def run(cfg: DecodeConfig, ctx: Context):
                 c = block_counts(phase, b, L, cfg.d_model, size, cfg.norm)
                 base = {"op": f"block_{phase}", "variant": cfg.norm, "n": cfg.d_model,
                         "m": c["tokens"], "k": L, "batch": b, "flops": c["flops"],
-                        "bytes": c["bytes"], "working_set_bytes": int(c["bytes"]),
-                        "claims": ["C18"]}
+                        "bytes": c["bytes"], "working_set_bytes": int(c["bytes"])}
                 body = lambda p=phase, b=b, L=L, c=c: _block(ctx, cfg, p, b, L, c)
                 yield budget.point(ctx, base, body)
 

@@ -26,7 +26,6 @@ from experiments.kernels.chain import A, check, check_block, check_warps
 
 NAME = "intensity"
 DESCRIPTION = "one fused kernel with 0..1024 FMAs per element read and written once: the roofline"
-CLAIMS = ("C12",)
 
 
 @dataclass

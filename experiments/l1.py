@@ -28,7 +28,6 @@ from experiments.kernels.occupancy import blocks_per_sm
 
 NAME = "l1"
 DESCRIPTION = "each block rereads its own tiles: L1 bandwidth, and where the sets spill to L2"
-CLAIMS: tuple = ()  # a ceiling of the roofline; no claim of the article names L1
 
 # relative error of passes x a float32 sum of the tiles against float64: at most about one
 # rounding per add (loads x 6e-8, under 1e-3 for the sweep's loads); garbage lands near 1

@@ -28,7 +28,6 @@ from experiments.kernels.occupancy import blocks_per_sm
 
 NAME = "launch"
 DESCRIPTION = "fixed work per block vs grid size (0.5 to 4 waves over the SMs) and warps per block"
-CLAIMS = ("C20",)
 
 @dataclass
 class LaunchConfig(ExperimentConfig):

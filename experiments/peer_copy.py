@@ -39,7 +39,6 @@ from experiments.core.runner import Context, Unsupported, WrongResult
 
 NAME = "peer_copy"
 DESCRIPTION = "GPU-to-GPU copy matrix: every ordered pair, copy engine and SM kernel, uni and bi"
-CLAIMS = ()  # the article's claims are about one CPU and one GPU; this extends the measurements
 ALL_GPUS = True  # the job holds every GPU of its pool (core.runner.run_job)
 
 METHODS = ("copy_engine", "copy_kernel")

@@ -29,7 +29,6 @@ from experiments.core.timer import summarize
 
 NAME = "timing"
 DESCRIPTION = "a matmul timed without sync, with sync and with CUDA events; launch cost; stream order"
-CLAIMS = ("C1", "C5", "C6", "C7")
 
 METHODS = ("host_nosync", "host_sync", "cuda_event")
 # relative error a correct product stays under (TF32 or garbage lands far above float32's bound)
@@ -272,18 +271,17 @@ def run(cfg: TimingConfig, ctx: Context):
     true_variant = "host_sync" if ctx.device.type == "cpu" else "cuda_event"
     for n in cfg.kernel_sizes:
         base = {"op": "kernel", "n": n, "m": n, "k": n, "flops": 2.0 * n**3,
-                "bytes": float(3 * n * n * size), "working_set_bytes": 3 * n * n * size,
-                "claims": ["C1", "C5", "C6"]}
+                "bytes": float(3 * n * n * size), "working_set_bytes": 3 * n * n * size}
         rows = [ctx.point(base | {"variant": m}, lambda m=m: _measure_method(ctx, cfg, n, m))
                 for m in METHODS]
         yield from add_ratios(rows, true_variant)
 
-    base = {"op": "launch_overhead", "n": 1, "claims": ["C1", "C5"]}
+    base = {"op": "launch_overhead", "n": 1}
     rows = [ctx.point(base | {"variant": v}, lambda v=v: _launch(ctx, cfg, v)) for v in ("eager", "graph")]
     yield from add_ratios(rows, "graph", key="ratio_to_graph")  # no-op on a CPU: no graph row
 
     n = cfg.stream_order_size
-    yield ctx.point({"op": "stream_order", "n": n, "m": n, "k": n, "claims": ["C7"]},
+    yield ctx.point({"op": "stream_order", "n": n, "m": n, "k": n},
                     lambda: _stream_order(ctx, n))
 
 

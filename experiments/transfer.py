@@ -32,7 +32,6 @@ from experiments.core.timer import CpuTimer
 
 NAME = "transfer"
 DESCRIPTION = "host<->device copies by size, pageable/pinned, blocking or not, vs device bandwidth"
-CLAIMS = ("C2", "C3", "C4")
 
 DIRECTIONS = ("h2d", "d2h")
 MEMORIES = ("pageable", "pinned")
@@ -111,7 +110,7 @@ def model_rows(rows: list[dict], device_bw: float | None, link: dict) -> list[di
     for variant in VARIANTS:
         pts = [(r["bytes"], r["time_s"]) for r in rows
                if r["op"] == "transfer" and r["variant"] == variant and r["status"] == "ok"]
-        base = {"op": "transfer_model", "variant": variant, "claims": ["C2"]}
+        base = {"op": "transfer_model", "variant": variant}
         if len({size for size, _ in pts}) < 2:
             out.append(base | {"status": "skipped",
                                "message": f"{len(pts)} measured sizes; the fit needs two or more"})
@@ -244,7 +243,7 @@ def run(cfg: TransferConfig, ctx: Context):
 
     n = max(1, cfg.d2d_bytes // size)
     d2d = ctx.point({"op": "d2d_copy", "n": n, "bytes": 2.0 * n * size,  # read + write
-                     "working_set_bytes": 2 * n * size, "claims": ["C2", "C8"]},
+                     "working_set_bytes": 2 * n * size},
                     lambda: _d2d(ctx, n))
     device_bw = d2d["bytes"] / d2d["time_s"] if d2d["status"] == "ok" else None
     yield d2d
@@ -254,7 +253,7 @@ def run(cfg: TransferConfig, ctx: Context):
         for nbytes in cfg.sizes:
             n = max(1, nbytes // size)
             base = {"op": "transfer", "variant": variant, "n": n, "bytes": float(n * size),
-                    "working_set_bytes": 2 * n * size, "claims": ["C2"]}
+                    "working_set_bytes": 2 * n * size}
             row = ctx.point(base, lambda v=variant, n=n: _transfer(ctx, v, n))
             if row["status"] == "ok":
                 rate = row["bytes"] / row["time_s"]
@@ -267,12 +266,12 @@ def run(cfg: TransferConfig, ctx: Context):
         yield from model_rows(rows, device_bw, link)
     else:
         for variant in VARIANTS:
-            yield {"op": "transfer_model", "variant": variant, "claims": ["C2"],
+            yield {"op": "transfer_model", "variant": variant,
                    "status": "not_applicable", "message": NO_DEVICE}
 
     for nbytes in cfg.create_sizes:
         n = max(1, nbytes // size)
-        base = {"n": n, "bytes": float(n * size), "claims": ["C3"]}
+        base = {"n": n, "bytes": float(n * size)}
         made = {op: ctx.point(base | {"op": op}, lambda op=op: _create(ctx, op, n))
                 for op in CREATE_OPS}
         if made["create_then_move"]["status"] == "ok":
@@ -282,7 +281,7 @@ def run(cfg: TransferConfig, ctx: Context):
 
     for variant, case in MIXED.items():
         # the case is named even where it cannot run (a CPU job), so every row says what it is
-        base = {"op": "cross_device", "variant": variant, "claims": ["C4"],
+        base = {"op": "cross_device", "variant": variant,
                 "params": {"case": case.case, "raised": None, "error_type": None,
                            "expected_raise": case.expect_raise}}
         yield ctx.point(base, lambda v=variant: _cross(ctx, v))

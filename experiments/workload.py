@@ -25,7 +25,6 @@ from experiments.core.runner import Context
 
 NAME = "workload"
 DESCRIPTION = "your own callable (config workloads:) over batch sizes, placed on the roofline"
-CLAIMS: tuple = ()
 
 
 @dataclass

@@ -13,6 +13,7 @@ from experiments import experiment_names
 from experiments.analysis import claims, datasheets, dataset, roofline
 from experiments.analysis import knees as decode
 from experiments.analysis.__main__ import DATASHEETS
+from experiments.report.catalog import FIGURES
 from experiments.analysis.claims import (ARTICLE, CLAIMS, FAILS, HOLDS, MEASURED,
                                          NOT_MEASURABLE, WORKED)
 
@@ -43,6 +44,7 @@ def test_every_claim_is_registered_once_with_its_texts():
     for c in CLAIMS.values():
         assert c.en and c.zh and c.prediction, c.id
         assert set(c.experiments) <= set(experiment_names()), c.id  # experiments: one registry
+        assert not c.figure or c.figure in FIGURES, c.id  # figures: the catalog
         if c.check is not None:
             assert c.fails_if, f"{c.id} says what would make it fail"
         else:

@@ -210,3 +210,16 @@ def test_malformed_file_fails_naming_it(tmp_path, damage, message, capsys):
     assert not (tmp_path / "out.parquet").exists()
     assert main(["collect", str(tmp_path / "out.parquet"), str(good), str(bad)]) == 2
     assert str(bad) in capsys.readouterr().err
+
+
+def test_collect_gives_each_row_the_claims_that_read_its_experiment(files, tmp_path):
+    from experiments.analysis.claims import by_experiment
+    run, published = files
+    out = tmp_path / "merged.parquet"
+    assert main(["collect", str(out), *map(str, run), "--published", str(published)]) == 0
+    rows = pd.read_parquet(out)
+    reads = by_experiment()
+    assert set(rows.experiment) == {"bandwidth", "matmul"}
+    for exp, claims in rows.groupby("experiment").claims:
+        assert all(list(c) == list(reads[exp]) for c in claims), exp
+    assert "C11" in reads["intensity"] and "C8" in reads["bandwidth"]  # C11 reads intensity rows

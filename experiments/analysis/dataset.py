@@ -83,7 +83,7 @@ def _ignored(scan, inputs: list[Path]) -> dict[str, str]:
 
 
 def collect(run_files, published=(), out=None, log=lambda msg: print(msg, file=sys.stderr),
-            scan=None):
+            scan=None, claims_of: dict | None = None):
     """Merge this run's measurement files and the published sets that exist into one table.
 
     A missing published set is skipped with a message; a file that is not a rooflab measurement
@@ -93,7 +93,8 @@ def collect(run_files, published=(), out=None, log=lambda msg: print(msg, file=s
     every Parquet file under it that is not collected is named with the reason.
 
     The merged file's rooflab metadata: `sources` (each input file's metadata, keyed by path),
-    `duplicates` ([{kept, dropped, rows}]) and `ignored` ({path: reason})."""
+    `duplicates` ([{kept, dropped, rows}]) and `ignored` ({path: reason}). With `claims_of`
+    (experiment -> claim ids), every row's `claims` is its experiment's."""
     inputs = [(Path(p), RUN) for p in run_files]
     for p in published:
         p = Path(p)
@@ -135,7 +136,13 @@ def collect(run_files, published=(), out=None, log=lambda msg: print(msg, file=s
             seen.setdefault(k, str(path))
     if not tables:
         raise DatasetError("no measurement files to collect (no run files, no published sets)")
-    merged = pa.concat_tables(tables).replace_schema_metadata({METADATA_KEY: json.dumps(
+    merged = pa.concat_tables(tables)
+    if claims_of is not None:
+        i = merged.schema.get_field_index("claims")
+        merged = merged.set_column(i, merged.schema.field(i), pa.array(
+            [list(claims_of.get(e, ())) for e in merged.column("experiment").to_pylist()],
+            merged.schema.field(i).type))
+    merged = merged.replace_schema_metadata({METADATA_KEY: json.dumps(
         {"sources": metas, "duplicates": duplicates, "ignored": ignored}, default=str)})
     if out is not None:
         write_atomic(merged, out)

@@ -106,9 +106,10 @@ def _sheets(files: Files):
 
 
 def collect(run_files, published=(), *, out, scan=None) -> None:
-    """Merge measurement files and published sets into the dataset (the first step)."""
-    from experiments.analysis import dataset
-    dataset.collect(run_files, published, out=out, scan=scan)
+    """Merge measurement files and published sets into the dataset (the first step); each row's
+    `claims`: those that read its experiment."""
+    from experiments.analysis import claims, dataset
+    dataset.collect(run_files, published, out=out, scan=scan, claims_of=claims.by_experiment())
 
 
 def _roofline(f: Files) -> str:

@@ -239,8 +239,8 @@ def _measure(job, module, device: str, dev: torch.device, devs, measured_on,
             total=total, unit="point", disable=None,
             desc=f"{module.NAME} {measured_on} {ctx.dtype}") as bar:
         for row in module.run(job.experiment, ctx):
-            row = identity | {"claims": list(module.CLAIMS),
-                              "measured_at": datetime.now(timezone.utc)} | row
+            # `claims` stays empty here: collect fills it from the claims (analysis/claims/)
+            row = identity | {"measured_at": datetime.now(timezone.utc)} | row
             rows.append(row)
             log.info("%s %s %s n=%s: %s %s", module.NAME, row.get("op"), ctx.dtype, row.get("n"),
                      row.get("status"), f"{row.get('time_s', 0) or 0:.3e}s")

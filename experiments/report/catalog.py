@@ -1,6 +1,7 @@
 """The figures, named at parse time by the workflow. No heavy imports here, so the Snakefile can
-`from experiments.report.catalog import FIGURES` cheaply. (The claims and their sections are
-registered in experiments/analysis/claims/, the experiments in the modules at experiments/' top.)"""
+`from experiments.report.catalog import FIGURES` cheaply. Which claims a figure shows is said once,
+by each claim (its `figure`, else its section's: experiments/analysis/claims/); the experiments are
+the modules at experiments/' top."""
 
 from __future__ import annotations
 

@@ -221,8 +221,14 @@ def _claim_sections(table: pd.DataFrame) -> list[dict]:
         items = []
         for c in (c for c in claims_mod.CLAIMS.values() if c.section is sec):
             rows = table[table.claim == c.id]
-            items.append({"id": c.id, "en": c.en, "zh": c.zh, "prediction": c.prediction,
-                          "fails_if": c.fails_if, "experiments": ", ".join(c.experiments),
+            # the texts as judged (claims.parquet); the registry's only for a claim it lacks
+            t = rows.iloc[0] if len(rows) else pd.Series(
+                {"text_en": c.en, "text_zh": c.zh, "prediction": c.prediction,
+                 "fails_if": c.fails_if, "experiments": ", ".join(c.experiments)})
+            items.append({"id": c.id, "en": t.text_en, "zh": t.text_zh,
+                          "prediction": t.prediction,
+                          "fails_if": next((f for f in rows.fails_if if f), t.fails_if),
+                          "experiments": t.get("experiments", ", ".join(c.experiments)),
                           "worked": _records(rows[rows.kind == claims_mod.WORKED]),
                           "measured": _records(rows[rows.kind == claims_mod.MEASURED])})
         out.append({"anchor": sec.anchor, "title": sec.title, "figure": sec.figure,

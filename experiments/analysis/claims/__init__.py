@@ -24,7 +24,17 @@ from experiments.analysis.claims.launch_geometry import launch_waves
 CLAIM_IDS = tuple(CLAIMS)
 COLUMNS = ["claim", "section", "system", "kind", "verdict", "metric", "value", "threshold",
            "measurement", "reason", "fails_if", "used", "rows_used", "prediction", "text_en",
-           "text_zh", "figure", "under_load"]
+           "text_zh", "figure", "experiments", "under_load"]
+
+
+def by_experiment() -> dict[str, tuple[str, ...]]:
+    """Experiment -> the claims that read its rows (each claim's `experiments=`), in claim
+    order: the one link between them (`python -m experiments --list`, the rows' `claims`)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for c in CLAIMS.values():
+        for e in c.experiments:
+            out[e] = out.get(e, ()) + (c.id,)
+    return out
 
 
 def systems(ds: Dataset, ceilings: pd.DataFrame, sheets: list,
@@ -41,7 +51,8 @@ def systems(ds: Dataset, ceilings: pd.DataFrame, sheets: list,
 
 def _base(c) -> dict:
     return {"claim": c.id, "section": c.section.anchor, "prediction": c.prediction,
-            "text_en": c.en, "text_zh": c.zh, "figure": c.figure or "", "fails_if": c.fails_if}
+            "text_en": c.en, "text_zh": c.zh, "figure": c.figure or "", "fails_if": c.fails_if,
+            "experiments": ", ".join(c.experiments)}
 
 
 def under_load(conditions: dict) -> str:
@@ -108,6 +119,6 @@ def evaluate(ds: Dataset, ceilings: pd.DataFrame, sheets: list,
     return pd.DataFrame(out, columns=COLUMNS)
 
 
-__all__ = ["under_load", "evaluate", "systems", "judge", "worked", "CLAIMS", "CLAIM_IDS", "SECTIONS",
+__all__ = ["by_experiment", "under_load", "evaluate", "systems", "judge", "worked", "CLAIMS", "CLAIM_IDS", "SECTIONS",
            "WORKED_EXAMPLES", "HOLDS", "FAILS", "NOT_MEASURABLE", "WORKED", "MEASURED", "ARTICLE",
            "VERDICTS", "COLUMNS", "ANALYSIS_ERROR", "NotMeasurable", "System", "launch_waves"]
