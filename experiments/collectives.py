@@ -197,7 +197,7 @@ def _point(dist, spec, op, size, rank, world, dev) -> dict:
     sync()
     est = torch.tensor([(time.perf_counter() - t0) / ESTIMATE], device=dev, dtype=torch.float64)
     dist.all_reduce(est, op=dist.ReduceOp.MAX)  # one plan for all: every rank calls alike
-    inner, samples = plan_counts(float(est.item()), spec["budget_s"], SAMPLE_TARGET_S[dev.type])
+    inner, samples = plan_counts(float(est.item()), spec["point_budget_s"], SAMPLE_TARGET_S[dev.type])
     timer = CudaTimer(dev, use_graph=False) if dev.type == "cuda" else CpuTimer()
     with Conditions(dev) as conditions:
         times = timer.run(fn, inner, samples)
@@ -295,7 +295,7 @@ def _versions(backend: str) -> dict:
 def spec_for(cfg: CollectivesConfig, ctx: Context, backend: str, indices: list[int]) -> dict:
     return {"backend": backend, "indices": indices, "ops": list(cfg.ops),
             "sizes": list(cfg.sizes), "dtype": ctx.dtype, "seed": ctx.seed,
-            "budget_s": ctx.point_budget_s, "cv_threshold": ctx.cv_threshold,
+            "point_budget_s": ctx.point_budget_s, "cv_threshold": ctx.cv_threshold,
             "contention_threshold": ctx.contention_threshold, "timeout_s": cfg.timeout_s,
             "versions": _versions(backend)}
 

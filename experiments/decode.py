@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from omegaconf import MISSING
 
+from experiments.core.budget import SlowPointGuard, rotation_copies
 from experiments.core.config import ConfigError, ExperimentConfig, check_sizes
 from experiments.core.dtypes import itemsize, tf32_matmul, torch_dtype
 from experiments.core.checks import check_close, need_host_memory, need_storage_dtype
@@ -121,10 +122,9 @@ def _copies(ctx: Context, cfg: DecodeConfig, set_bytes: float, extra_bytes: floa
     """How many copies of one call's data rotate: enough to span `rotate_bytes_factor` LLCs,
     at least 2, at most max_copies and half the free memory."""
     need_host_memory(ctx, set_bytes + extra_bytes)
-    free = ctx.free_memory()
-    want = math.ceil(cfg.rotate_bytes_factor * ctx.facts.llc_bytes / set_bytes)
-    fit = int((free / 2 - extra_bytes) // set_bytes)
-    return max(1, min(cfg.max_copies, max(2, want), fit))
+    return rotation_copies(set_bytes, ctx.facts.llc_bytes, cfg.rotate_bytes_factor,
+                           at_least=2, at_most=cfg.max_copies, free_bytes=ctx.free_memory(),
+                           extra_bytes=extra_bytes)
 
 
 def _precision(ctx: Context) -> dict:
@@ -251,32 +251,9 @@ def _block(ctx: Context, cfg: DecodeConfig, phase: str, b: int, L: int, counts: 
 
 # ---- the sweep --------------------------------------------------------------------------------
 
-class _Budget:
-    """Skips a point whose predicted call is longer than max_call_s. The prediction is this job's
-    roofline so far: max(FLOPs / best FLOP/s, bytes / best byte/s) over the points measured ok.
-    Points run smallest first, so the rates climb towards the device's ceilings; a guard for slow
-    CPUs (fp16 on a CPU without fp16 units), not a model."""
-
-    def __init__(self, max_call_s: float):
-        self.max_call_s, self.flop_rate, self.byte_rate = max_call_s, 0.0, 0.0
-
-    def point(self, ctx: Context, base: dict, body) -> dict:
-        predicted = max(base["flops"] / self.flop_rate if self.flop_rate else 0.0,
-                        base["bytes"] / self.byte_rate if self.byte_rate else 0.0)
-        if predicted > self.max_call_s:
-            return base | {"status": "skipped",
-                           "message": f"predicted {predicted:.2g} s per call at this job's best "
-                                      f"rates so far > max_call_s={self.max_call_s}"}
-        row = ctx.point(base, body)
-        if row["status"] == "ok" and row["time_s"] > 0:
-            self.flop_rate = max(self.flop_rate, base["flops"] / row["time_s"])
-            self.byte_rate = max(self.byte_rate, base["bytes"] / row["time_s"])
-        return row
-
-
 def run(cfg: DecodeConfig, ctx: Context):
     size = itemsize(ctx.dtype)
-    budget = _Budget(cfg.max_call_s)
+    budget = SlowPointGuard(cfg.max_call_s)
     if "gemv_gemm" in cfg.ops:
         weights: dict = {}  # the current C's weight copies, reused across b
         for C in sorted(cfg.channels):

@@ -16,12 +16,12 @@ applies to this part, so a correct kernel passes whatever its inputs' precision.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
 from omegaconf import MISSING
 
+from experiments.core.budget import SlowPointGuard, rotation_copies
 from experiments.core.config import ExperimentConfig, check_sizes
 from experiments.core.dtypes import itemsize, tf32_matmul, torch_dtype
 from experiments.core.runner import Context, Unsupported, WrongResult
@@ -110,7 +110,7 @@ def _measure(ctx: Context, cfg: MatmulConfig, n: int) -> dict:
         raise Unsupported("TF32 is a mode of NVIDIA tensor cores; a CPU has no TF32 matmul")
     kernel = _kernel(ctx, cfg)
     set_bytes = 3 * n * n * itemsize(ctx.dtype)
-    sets = int(min(16, max(1, math.ceil(cfg.rotate_bytes_factor * ctx.facts.llc_bytes / set_bytes))))
+    sets = rotation_copies(set_bytes, ctx.facts.llc_bytes, cfg.rotate_bytes_factor, at_most=16)
     checked = n <= cfg.check_max
     triples, full = _operands(ctx, n, sets, keep_full=checked)
     with tf32_matmul(ctx.dtype == "tf32"):
@@ -127,7 +127,7 @@ def _measure(ctx: Context, cfg: MatmulConfig, n: int) -> dict:
             if not errors["arithmetic_error"] <= TOLERANCE[ctx.dtype]:
                 raise WrongResult(f"arithmetic error {errors['arithmetic_error']:.3g} "
                                   f"above {TOLERANCE[ctx.dtype]:g}")
-        steady = {"min_time_s": cfg.steady_s} if ctx.device.type == "cuda" else {}
+        steady = {"min_point_s": cfg.steady_s} if ctx.device.type == "cuda" else {}
         stats = ctx.time(lambda i: kernel(*triples[i % sets]), **steady)
     params = {"operand_sets": sets, "tf32": ctx.dtype == "tf32",
               "input_rounding_error": errors["input_rounding_error"],
@@ -138,22 +138,14 @@ def _measure(ctx: Context, cfg: MatmulConfig, n: int) -> dict:
 
 
 def run(cfg: MatmulConfig, ctx: Context):
-    last = None  # (n, seconds) of the last measured size, to predict the next one
+    guard = SlowPointGuard(cfg.max_call_s)
     size = itemsize(ctx.dtype)
     out_size = OUT_DTYPE[ctx.dtype].itemsize if ctx.dtype in OUT_DTYPE else size
     for n in sorted(cfg.sizes):
         moved = 2 * n * n * size + n * n * out_size
         base = {"op": "gemm", "n": n, "m": n, "k": n, "flops": 2.0 * n**3, "bytes": float(moved),
                 "working_set_bytes": moved}
-        predicted = last[1] * (n / last[0]) ** 3 if last else 0.0
-        if predicted > cfg.max_call_s:
-            yield base | {"status": "skipped",
-                          "message": f"predicted {predicted:.1f} s per call > max_call_s={cfg.max_call_s}"}
-            continue
-        row = ctx.point(base, lambda n=n: _measure(ctx, cfg, n))
-        if row["status"] == "ok":
-            last = (n, row["time_s"])
-        yield row
+        yield guard.point(ctx, base, lambda n=n: _measure(ctx, cfg, n))
 
 
 def points(cfg: MatmulConfig, ctx: Context) -> int:

@@ -11,7 +11,6 @@ that status and message; the other points go on.
 
 from __future__ import annotations
 
-import math
 import shutil
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 from omegaconf import MISSING
 
 from experiments.placement import checking, counting, measure, ncu, profile, target
+from experiments.core.budget import SlowPointGuard, rotation_copies
 from experiments.core.config import ConfigError, ExperimentConfig, check_sizes
 from experiments.core.dtypes import torch_dtype
 from experiments.core.runner import Context
@@ -67,40 +67,17 @@ Config = WorkloadConfig
 
 
 def copies_for(ctx: Context, cfg: WorkloadConfig, set_bytes: float) -> int:
-    """Enough copies to span rotate_bytes_factor LLCs, at least 1, at most max_copies and what
-    fits in half the free memory."""
-    want = math.ceil(cfg.rotate_bytes_factor * ctx.facts.llc_bytes / max(set_bytes, 1.0))
-    fit = int(ctx.free_memory() / 2 // max(set_bytes, 1.0))
-    return max(1, min(cfg.max_copies, want, fit))
+    return rotation_copies(set_bytes, ctx.facts.llc_bytes, cfg.rotate_bytes_factor,
+                           at_most=cfg.max_copies, free_bytes=ctx.free_memory())
 
 
-class _Rates:
-    """The job's best FLOP/s and byte/s so far: a point predicted past max_call_s is skipped
-    (batches run smallest first, so the rates climb towards the ceilings). A guard, not a model."""
-
-    def __init__(self):
-        self.flop_rate = self.byte_rate = 0.0
-
-    def predict(self, flops, nbytes) -> float:
-        return max(flops / self.flop_rate if self.flop_rate else 0.0,
-                   nbytes / self.byte_rate if self.byte_rate else 0.0)
-
-    def update(self, row):
-        if row.get("status") == "ok" and row.get("time_s"):
-            self.flop_rate = max(self.flop_rate, row["flops"] / row["time_s"])
-            self.byte_rate = max(self.byte_rate, row["bytes"] / row["time_s"])
-
-
-def _point(ctx: Context, cfg: WorkloadConfig, factory, batch: int, rates: _Rates):
+def _point(ctx: Context, cfg: WorkloadConfig, factory, batch: int, guard: SlowPointGuard):
     dt = torch_dtype(ctx.dtype)
     fn, args = target.build(factory, batch, dt, ctx.device, ctx.generator, cfg.kwargs)
     with counting.precision(ctx.dtype):
         counts = counting.count(fn, args)
-        predicted = rates.predict(counts["flops"], counts["bytes"])
-        if predicted > cfg.max_call_s:
-            return {"flops": counts["flops"], "bytes": counts["bytes"], "status": "skipped",
-                    "message": f"predicted {predicted:.2g} s per call at this job's best rates "
-                               f"so far > max_call_s={cfg.max_call_s}"}
+        if skipped := guard.skip(counts["flops"], counts["bytes"]):
+            return {"flops": counts["flops"], "bytes": counts["bytes"]} | skipped
         err, info = checking.check(fn, args, None, ctx.dtype, counts["bytes"])
         n = copies_for(ctx, cfg, counts["bytes"])
         # fresh draws from the factory: weights and inputs at other addresses, as a real step's
@@ -124,12 +101,12 @@ def run(cfg: WorkloadConfig, ctx: Context):
             yield {"op": cfg.workload, "batch": b, "params": params, "status": "error",
                    "message": str(exc)}
         return
-    rates = _Rates()
+    guard = SlowPointGuard(cfg.max_call_s)
     for b in sorted(cfg.batches):
         base = {"op": cfg.workload, "batch": b, "params": params}
-        row = ctx.point(base, lambda b=b: _point(ctx, cfg, factory, b, rates))
+        row = ctx.point(base, lambda b=b: _point(ctx, cfg, factory, b, guard))
         row["params"] = params | (row["params"] if row.get("status") == "ok" else {})
-        rates.update(row)
+        guard.update(row)
         ops = []
         if row.get("status") == "ok" and b in cfg.profile_batches:
             ops = _per_op(ctx, cfg, factory, b, row)

@@ -42,9 +42,9 @@ def test_cpu_timer_divides_by_inner_calls_on_a_fake_clock():
 
 
 def test_plan_counts_reaches_past_timer_overhead_within_budget():
-    inner, samples = plan_counts(per_call_s=1e-6, budget_s=0.1, sample_target_s=1e-3)
+    inner, samples = plan_counts(per_call_s=1e-6, point_budget_s=0.1, sample_target_s=1e-3)
     assert inner == 1000 and samples == 100
-    inner, samples = plan_counts(per_call_s=1.0, budget_s=0.1, sample_target_s=1e-3)
+    inner, samples = plan_counts(per_call_s=1.0, point_budget_s=0.1, sample_target_s=1e-3)
     assert inner == 1 and samples == 5  # never fewer than min_samples
     assert plan_counts(1e-9, 1e9, 1e-3, max_samples=50)[1] == 50
 
@@ -77,7 +77,7 @@ def _slow_call(i):  # longer than GRAPH_BELOW_S, so only a forced graph replays 
 ])
 def test_force_graph_replays_long_calls(use_graph, force_graph, expect):
     timer = _RecordingCudaTimer()
-    measure(_slow_call, torch.device("cpu"), budget_s=0.01, timer=timer, use_graph=use_graph,
+    measure(_slow_call, torch.device("cpu"), point_budget_s=0.01, timer=timer, use_graph=use_graph,
             force_graph=force_graph, min_samples=2)
     assert timer.asked == [expect]
 
@@ -302,10 +302,10 @@ def test_sampling_stops_once_the_median_is_known_and_not_before():
     assert len(sample(noisy, None, 1, 200, precision=0.01, min_samples=10)) == 200
     # precision 0: the whole budget, as before
     assert len(sample(_Scripted(lambda i: 1e-3), None, 1, 200, precision=0.0)) == 200
-    # never before min_time_s, however steady
+    # never before min_point_s, however steady
     t0 = time.perf_counter()
     slow = _Scripted(lambda i: (time.sleep(0.002), 1e-3)[1])
-    sample(slow, None, 1, 200, precision=0.01, min_samples=10, min_time_s=0.1)
+    sample(slow, None, 1, 200, precision=0.01, min_samples=10, min_point_s=0.1)
     assert time.perf_counter() - t0 >= 0.1
 
 
@@ -315,3 +315,35 @@ def test_cpu_timer_index_runs_on_across_chunks():
     timer.run(lambda i: calls.append(i), inner=2, samples=2)
     timer.run(lambda i: calls.append(i), inner=2, samples=1)
     assert calls == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_context_given_no_settings_measures_by_the_jobs_rules():
+    """place() and tests build a Context without Hydra: it must measure as a job does."""
+    from experiments.core.config import job_defaults
+    from experiments.core.runner import SETTINGS
+    ctx = Context(device=torch.device("cpu"), dtype="float32",
+                  facts=device_facts(torch.device("cpu")))
+    job = job_defaults()
+    assert {k: getattr(ctx, k) for k in SETTINGS} == {k: job[k] for k in SETTINGS}
+    assert ctx.precision > 0 and ctx.min_point_s > 0  # not "the whole budget" as before
+
+
+def test_rotation_copies_span_the_llc_within_their_bounds():
+    from experiments.core.budget import rotation_copies
+    assert rotation_copies(1e6, 32e6, 2.0, at_most=16) == 16  # 64 wanted, capped
+    assert rotation_copies(1e6, 32e6, 2.0, at_most=100) == 64
+    assert rotation_copies(1e9, 32e6, 2.0, at_most=16, at_least=2) == 2
+    assert rotation_copies(1e6, 32e6, 2.0, at_most=100, free_bytes=20e6) == 10  # half the free
+    assert rotation_copies(1e9, 32e6, 2.0, at_most=16, free_bytes=1e6) == 1  # never fewer than 1
+
+
+def test_the_slow_point_guard_skips_by_the_best_rates_so_far():
+    from experiments.core.budget import SlowPointGuard
+    guard = SlowPointGuard(max_call_s=1.0)
+    assert guard.skip(1e12, 1e9) is None  # nothing measured yet: no prediction
+    guard.update({"status": "ok", "flops": 1e9, "bytes": 1e6, "time_s": 1e-3})  # 1 TFLOP/s
+    assert guard.skip(0.5e12, 1e6) is None
+    skipped = guard.skip(2e12, 1e6)
+    assert skipped["status"] == "skipped" and "max_call_s=1.0" in skipped["message"]
+    guard.update({"status": "error", "flops": 1e9, "bytes": 1e6, "time_s": 1e-9})  # not learnt
+    assert guard.skip(2e12, 1e6) is not None

@@ -100,7 +100,7 @@ def test_two_ranks_on_the_cpu_time_and_check_every_collective():
     """The ranks' machinery (spawn, FileStore, one agreed plan, rank 0's rows) with gloo."""
     cfg = experiment_config("collectives", sizes=[1024, 65536], timeout_s=120)
     spec = {"backend": "gloo", "indices": [], "ops": list(collectives.OPS), "sizes": cfg.sizes,
-            "dtype": "float32", "seed": 0, "budget_s": 0.02, "cv_threshold": 0.1,
+            "dtype": "float32", "seed": 0, "point_budget_s": 0.02, "cv_threshold": 0.1,
             "contention_threshold": 0.1, "timeout_s": 60, "versions": {}}
     rows = collectives.measure_group(cfg, spec, 2)
     assert len(rows) == 6
@@ -116,7 +116,7 @@ def test_two_ranks_on_the_cpu_time_and_check_every_collective():
 def test_ranks_that_fail_leave_error_rows_with_the_reason():
     cfg = experiment_config("collectives", sizes=[1024], ops=["all_reduce"], timeout_s=60)
     spec = {"backend": "no_such_backend", "indices": [], "ops": ["all_reduce"], "sizes": [1024],
-            "dtype": "float32", "seed": 0, "budget_s": 0.02, "cv_threshold": 0.1,
+            "dtype": "float32", "seed": 0, "point_budget_s": 0.02, "cv_threshold": 0.1,
             "contention_threshold": 0.1, "timeout_s": 30, "versions": {}}
     rows = collectives.measure_group(cfg, spec, 2)
     assert [r["status"] for r in rows] == ["error"] and rows[0]["message"]

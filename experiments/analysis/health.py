@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from experiments.core.conditions import DEFAULT_CONTENTION_THRESHOLD
+from experiments.core.config import job_default
 from experiments.analysis.dataset import add_labels, ok
 from experiments.analysis.roofline import cache_windows, fastest_variant, top_plateau
 
@@ -109,13 +109,16 @@ def _gpu_text(g: pd.DataFrame, throttled: float, capped: float) -> str:
 
 
 def system_conditions(rows: pd.DataFrame,
-                      threshold: float = DEFAULT_CONTENTION_THRESHOLD) -> dict[str, dict]:
+                      threshold: float | None = None) -> dict[str, dict]:
     """Per system (its label): shares of ok points contended / throttled (of those judged; NaN when
     none was), the most CPU time other processes took, median clocks and power, the throttle
     reasons seen, and `summary`, one line for the report.
 
     `contended_share` counts the rows' flags (set against the job's threshold, in each file's
-    metadata `conditions`); `loaded_share` and the summary line use `threshold`."""
+    metadata `conditions`); `loaded_share` and the summary line use `threshold` (None: the
+    job's default, config/job.yaml)."""
+    if threshold is None:
+        threshold = job_default("contention_threshold")
     out = {}
     for system, g in ok(_labelled(rows)).groupby("system", sort=False):
         kind = str(g.device_kind.iloc[0])

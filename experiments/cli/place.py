@@ -38,12 +38,13 @@ from experiments.placement.target import FACTORY_PREFIX, TargetError, build, is_
 
 
 def place(fn, *args, device=None, dtype=None, ceilings=None, name=None, system=None,
-          point_budget_s: float = 0.5, **kwargs) -> dict:
+          point_budget_s: float | None = None, **kwargs) -> dict:
     """Time, count and check fn(*args, **kwargs), and place it on the roofline fitted for its
     device. Returns the row (the one schema's fields, `params` a dict) plus the placement
     (experiments.analysis.placements.place_row: attained FLOP/s, roof, fraction, bound, predicted
     and measured time); without fitted ceilings for the device, `placement_note` says how to get
-    them. The inputs are not rotated: a call whose data fits in cache is timed hot."""
+    them. The inputs are not rotated: a call whose data fits in cache is timed hot. Measured by a
+    job's rules (config/job.yaml); `point_budget_s` overrides its budget."""
     import socket
 
     from experiments.analysis.placements import place_row
@@ -125,7 +126,7 @@ def parse_args(argv, prog="python -m experiments place"):
     p.add_argument("--ceilings", default=DEFAULT_CEILINGS)
     p.add_argument("--system", default=None, help="the ceilings' system to place on")
     p.add_argument("--out", default="results/manual/place.parquet")
-    p.add_argument("--point-budget-s", type=float, default=0.5)
+    p.add_argument("--point-budget-s", type=float, help="default: config/job.yaml's")
     p.add_argument("--host", default="")
     p.add_argument("--profile", action="store_true", help="per aten op, with torch.profiler")
     p.add_argument("--ncu", action="store_true", help="per kernel bytes, with Nsight Compute")
@@ -158,8 +159,9 @@ def main(argv, prog="python -m experiments place") -> int:
         name = args.target.rpartition(":")[2].removeprefix(FACTORY_PREFIX)
         cfg = experiment_config("workload", workload=name, target=args.target,
                                 kwargs=args.kwargs, batches=[args.batch], max_call_s=math.inf)
+        budget = {} if args.point_budget_s is None else {"point_budget_s": args.point_budget_s}
         job = job_config(cfg, device=args.device, dtype=args.dtype, out=args.out,
-                         host=args.host, point_budget_s=args.point_budget_s)
+                         host=args.host, **budget)
         devs = resolve_pool(job.device)
     except (TargetError, ConfigError, DeviceError, ValueError) as exc:
         print(f"rooflab place: {exc}", file=sys.stderr)

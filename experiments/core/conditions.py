@@ -34,7 +34,6 @@ MARGIN_TICKS_PER_CPU, MARGIN_TICKS = 1, 2
 # An SM clock under this share of the device's max clock is a slowdown, unless the power cap (normal
 # for GEMM: an H200 runs 1250-1650 MHz of its 1980 at 700 W) or an idle GPU explains it.
 LOW_CLOCK_FRACTION = 0.7
-DEFAULT_CONTENTION_THRESHOLD = 0.1
 
 # NVML clock-event (throttle) reason bits, from nvml.h (stable ABI, unlike pynvml's constant names).
 REASONS = {
@@ -317,8 +316,12 @@ class Conditions:
         return power * time_s if power is not None else None
 
     def summary(self, time_s: float | None = None,
-                contention_threshold: float = DEFAULT_CONTENTION_THRESHOLD) -> dict:
-        """The row's condition columns; `time_s` (one call's median) apportions the energy."""
+                contention_threshold: float | None = None) -> dict:
+        """The row's condition columns; `time_s` (one call's median) apportions the energy;
+        `contention_threshold` None: config/job.yaml's."""
+        if contention_threshold is None:
+            from experiments.core.config import job_default
+            contention_threshold = job_default("contention_threshold")
         share, error, steal = self.cpu_shares()
         out = dict.fromkeys(COLUMNS)
         out |= {"cpu_freq_mhz": _median(self.freqs), "other_cpu_share": share,

@@ -7,6 +7,7 @@ the config becomes objects, before any device is touched.
 
 from __future__ import annotations
 
+import functools
 import math
 import tempfile
 from dataclasses import dataclass
@@ -141,6 +142,17 @@ def yaml_layer(path) -> Any:
     for key in ("defaults", "hydra"):
         base.pop(key, None)
     return base
+
+
+@functools.cache
+def job_defaults(config_dir=CONFIG_DIR) -> dict:
+    """config/job.yaml's values: every job setting's default, for code that measures without
+    Hydra (Context, place(), the timer), so it measures as a job does."""
+    return OmegaConf.to_container(yaml_layer(Path(config_dir, "job.yaml")), resolve=False)
+
+
+def job_default(key: str):
+    return job_defaults()[key]
 
 
 def job_config(experiment, config_dir=CONFIG_DIR, **overrides) -> "JobConfig":

@@ -18,7 +18,8 @@ from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from experiments.core.cpus import parse_cpus, pin_process
-from experiments.core.conditions import DEFAULT_CONTENTION_THRESHOLD, job_conditions, loadavg
+from experiments.core.conditions import job_conditions, loadavg
+from experiments.core.config import job_defaults
 from experiments.core.device import DeviceFacts, claim_device, device_facts, device_state
 from experiments.core.devicenames import gpu_indices
 from experiments.core.provenance import config_hash, git_state, package_versions
@@ -58,26 +59,36 @@ def is_unsupported(exc: BaseException) -> bool:
     )
 
 
+# the job's measuring rules: a Context given none of them takes config/job.yaml's
+SETTINGS = ("point_budget_s", "cv_threshold", "retries", "use_graph", "seed",
+            "contention_threshold", "precision", "min_point_s")
+
+
 @dataclass
 class Context:
-    """What an experiment gets: the device, its facts, the dtype, and the job's measuring rules."""
+    """What an experiment gets: the device, its facts, the dtype, and the job's measuring rules
+    (config/job.yaml's meanings; a setting left None takes its value there)."""
 
     device: torch.device
     dtype: str
     facts: DeviceFacts
-    point_budget_s: float = 0.5
-    cv_threshold: float = 0.1
-    retries: int = 1
-    use_graph: bool = True
-    seed: int = 0
-    contention_threshold: float = DEFAULT_CONTENTION_THRESHOLD
-    precision: float = 0.0  # stop sampling a point once its median is known this well (0: never)
-    min_point_s: float = 0.0  # ...but not before this long
+    point_budget_s: float | None = None
+    cv_threshold: float | None = None
+    retries: int | None = None
+    use_graph: bool | None = None
+    seed: int | None = None
+    contention_threshold: float | None = None
+    precision: float | None = None  # stop sampling a point once its median is known this well
+    min_point_s: float | None = None  # ...but not before this long
     # every GPU the job holds: [device] for most; the whole pool for an experiment between GPUs
     devices: list = field(default_factory=list)
     generator: torch.Generator = field(init=False)
 
     def __post_init__(self):
+        defaults = job_defaults()
+        for key in SETTINGS:
+            if getattr(self, key) is None:
+                setattr(self, key, defaults[key])
         self.devices = list(self.devices) or [self.device]
         self.generator = torch.Generator(device=self.device).manual_seed(self.seed)
 
@@ -89,10 +100,7 @@ class Context:
         """Time fn(i) within the point budget; returns the row's time columns. `device=` times on
         another GPU the job holds (events on that GPU's current stream)."""
         device = overrides.pop("device", self.device)
-        kwargs = dict(budget_s=self.point_budget_s, use_graph=self.use_graph,
-                      cv_threshold=self.cv_threshold, retries=self.retries,
-                      contention_threshold=self.contention_threshold, precision=self.precision,
-                      min_time_s=self.min_point_s) | overrides
+        kwargs = {key: getattr(self, key) for key in SETTINGS if key != "seed"} | overrides
         timing = measure(fn, device, **kwargs)
         stats = timing.stats
         stats["noisy"] = bool(stats["cv"] > kwargs["cv_threshold"])
@@ -171,13 +179,14 @@ def planned_points(module, cfg, ctx: Context) -> int | None:
     return points(cfg, ctx) if points else None
 
 
-def start_line(name: str, device: str, dtype: str, total: int | None, budget_s: float) -> str:
+def start_line(name: str, device: str, dtype: str, total: int | None,
+               point_budget_s: float) -> str:
     """The job's first log line: what it measures and roughly for how long."""
     head = f"{name} on {device} in {dtype}:"
     if total is None:
         return f"{head} points not known up front"
-    return (f"{head} {total} points, at most about {_duration(total * budget_s)} (an estimate: "
-            f"{total} points x point_budget_s {budget_s:g} s, before warm-ups and retries; a "
+    return (f"{head} {total} points, at most about {_duration(total * point_budget_s)} (an estimate: "
+            f"{total} points x point_budget_s {point_budget_s:g} s, before warm-ups and retries; a "
             "point stops sooner once its median is known)")
 
 
@@ -213,11 +222,8 @@ def _measure(job, module, device: str, dev: torch.device, devs, measured_on,
     """The job's rows and its file's metadata."""
     facts = device_facts(dev)
     host = job.host or socket.gethostname()
-    ctx = Context(device=dev, dtype=job.dtype.value, facts=facts,
-                  point_budget_s=job.point_budget_s, cv_threshold=job.cv_threshold,
-                  retries=job.retries, use_graph=job.use_graph, seed=job.seed,
-                  contention_threshold=job.contention_threshold, precision=job.precision,
-                  min_point_s=job.min_point_s, devices=devs)
+    ctx = Context(device=dev, dtype=job.dtype.value, facts=facts, devices=devs,
+                  **{key: getattr(job, key) for key in SETTINGS})
     git = provenance["git"]
     run_id = uuid.uuid4().hex[:12]
     identity = {

@@ -18,7 +18,8 @@ from typing import Callable
 import numpy as np
 import torch
 
-from experiments.core.conditions import DEFAULT_CONTENTION_THRESHOLD, Conditions
+from experiments.core.conditions import Conditions
+from experiments.core.config import job_defaults
 
 # One sample should last at least this long, so timer resolution and launch gaps are noise.
 SAMPLE_TARGET_S = {"cuda": 1e-3, "cpu": 2e-3}
@@ -85,12 +86,12 @@ def median_rel_halfwidth(samples_s) -> float:
     return (s[hi] - s[lo]) / 2 / median if median > 0 else math.inf
 
 
-def plan_counts(per_call_s: float, budget_s: float, sample_target_s: float,
+def plan_counts(per_call_s: float, point_budget_s: float, sample_target_s: float,
                 min_samples: int = 5, max_samples: int = 200) -> tuple[int, int]:
-    """(inner calls per sample, samples) for a call of `per_call_s` within `budget_s`."""
+    """(inner calls per sample, samples) for a call of `per_call_s` within `point_budget_s`."""
     per_call_s = max(per_call_s, 1e-9)
     inner = int(min(MAX_INNER, max(1, math.ceil(sample_target_s / per_call_s - 1e-9))))
-    samples = int(budget_s / (inner * per_call_s))
+    samples = int(point_budget_s / (inner * per_call_s))
     return inner, int(min(max_samples, max(min_samples, samples)))
 
 
@@ -196,9 +197,9 @@ def estimate_call(fn, timer, warmup: int = 2) -> float:
 
 
 def sample(timer, fn, inner: int, samples: int, precision: float = 0.0,
-           min_time_s: float = 0.0, min_samples: int = 5) -> np.ndarray:
+           min_point_s: float = 0.0, min_samples: int = 5) -> np.ndarray:
     """Up to `samples` samples, in chunks; stops early once at least `min_samples` samples and
-    `min_time_s` seconds are in and the median is known to `precision` (relative half-width of
+    `min_point_s` seconds are in and the median is known to `precision` (relative half-width of
     its 95 % interval), as nvbench stops on its noise criterion. precision=0: all of them."""
     if not precision:
         return np.asarray(timer.run(fn, inner, samples), dtype=float)
@@ -208,38 +209,44 @@ def sample(timer, fn, inner: int, samples: int, precision: float = 0.0,
         parts.append(np.asarray(timer.run(fn, inner, min(chunk, samples - taken)), dtype=float))
         taken += parts[-1].size
         if (taken < samples and taken >= min_samples
-                and time.perf_counter() - t0 >= min_time_s
+                and time.perf_counter() - t0 >= min_point_s
                 and median_rel_halfwidth(np.concatenate(parts)) <= precision):
             break
     return np.concatenate(parts)
 
 
-def measure(fn: Callable[[int], object], device: torch.device, budget_s: float, *,
-            timer=None, use_graph: bool = True, cv_threshold: float = 0.1,
-            retries: int = 1, min_samples: int = 5, max_samples: int = 200,
-            contention_threshold: float = DEFAULT_CONTENTION_THRESHOLD,
-            force_graph: bool = False, precision: float = 0.0,
-            min_time_s: float = 0.0) -> Timing:
+def measure(fn: Callable[[int], object], device: torch.device, point_budget_s: float, *,
+            timer=None, use_graph: bool | None = None, cv_threshold: float | None = None,
+            retries: int | None = None, min_samples: int = 5, max_samples: int = 200,
+            contention_threshold: float | None = None, force_graph: bool = False,
+            precision: float = 0.0, min_point_s: float = 0.0) -> Timing:
     """Time fn(i) (i picks a rotating buffer). Retries a noisy, contended (CPU: other processes
     used more than `contention_threshold` of the machine) or throttled (GPU) point; returns
-    per-call times and the conditions they were taken under.
+    per-call times and the conditions they were taken under. A job setting left None takes
+    config/job.yaml's value; `precision` 0 (sample the whole budget) is this primitive's own
+    mode: a job's precision and min_point_s come through Context.time.
 
     A point still noisy, contended or throttled after `retries` is returned all the same, with
-    its flags; the row builder flags noise. `budget_s` is the most a run may sample: with
+    its flags; the row builder flags noise. `point_budget_s` is the most a run may sample: with
     `precision` > 0 it stops once the median is known that well (see sample()). `force_graph`
     replays calls longer than GRAPH_BELOW_S from a graph too, for ops that production runs as graph replays (a decode step);
     `use_graph=False` still wins, and a CPU has no graphs, so there it does nothing.
     """
+    job = job_defaults() | {k: v for k, v in dict(
+        use_graph=use_graph, cv_threshold=cv_threshold, retries=retries,
+        contention_threshold=contention_threshold).items() if v is not None}
+    use_graph, cv_threshold, retries = job["use_graph"], job["cv_threshold"], job["retries"]
+    contention_threshold = job["contention_threshold"]
     timer = timer or make_timer(device, use_graph)
     per_call = estimate_call(fn, timer)
     if isinstance(timer, CudaTimer):
         timer.use_graph = use_graph and (force_graph or per_call < GRAPH_BELOW_S)
-    inner, samples = plan_counts(per_call, budget_s, SAMPLE_TARGET_S[device.type],
+    inner, samples = plan_counts(per_call, point_budget_s, SAMPLE_TARGET_S[device.type],
                                  min_samples, max_samples)
     best = None
     for _ in range(retries + 1):
         with Conditions(device) as conditions:
-            times = sample(timer, fn, inner, samples, precision, min_time_s, min_samples)
+            times = sample(timer, fn, inner, samples, precision, min_point_s, min_samples)
         timing = Timing(times, inner, timer.name)
         timing.conditions = conditions.summary(timing.stats["time_s"], contention_threshold)
         if best is None or timing.rank() < best.rank():

@@ -1,0 +1,54 @@
+"""What keeps a sweep's points honest and in bounds, for every experiment that needs it (matmul,
+decode, workload): how many copies of a call's data rotate, and the guard that skips a point
+predicted to take too long."""
+
+from __future__ import annotations
+
+import math
+
+
+def rotation_copies(set_bytes: float, llc_bytes: float, rotate_bytes_factor: float, *,
+                    at_most: int, at_least: int = 1, free_bytes: float | None = None,
+                    extra_bytes: float = 0.0) -> int:
+    """How many copies of one call's data rotate, so that a point is not timed hot in cache:
+    enough to span `rotate_bytes_factor` LLCs, at least `at_least`, at most `at_most` and, given
+    `free_bytes`, what fits in half of it beside `extra_bytes`; never fewer than 1."""
+    set_bytes = max(set_bytes, 1.0)
+    copies = min(at_most, max(at_least, math.ceil(rotate_bytes_factor * llc_bytes / set_bytes)))
+    if free_bytes is not None:
+        copies = min(copies, int((free_bytes / 2 - extra_bytes) // set_bytes))
+    return max(1, copies)
+
+
+class SlowPointGuard:
+    """Skips a point whose predicted call is longer than max_call_s. The prediction is this job's
+    roofline so far: max(FLOPs / best FLOP/s, bytes / best byte/s) over the points measured ok.
+    Points run smallest first, so the rates climb towards the device's ceilings; a guard for slow
+    CPUs (fp16 on a CPU without fp16 units), not a model."""
+
+    def __init__(self, max_call_s: float):
+        self.max_call_s, self.flop_rate, self.byte_rate = max_call_s, 0.0, 0.0
+
+    def skip(self, flops: float, nbytes: float) -> dict | None:
+        """The skipped row's status and message if the point would take too long, else None."""
+        predicted = max(flops / self.flop_rate if self.flop_rate else 0.0,
+                        nbytes / self.byte_rate if self.byte_rate else 0.0)
+        if predicted > self.max_call_s:
+            return {"status": "skipped",
+                    "message": f"predicted {predicted:.2g} s per call at this job's best rates so "
+                               f"far > max_call_s={self.max_call_s}"}
+        return None
+
+    def update(self, row: dict) -> None:
+        """Learn from a measured row (only an ok one with a time counts)."""
+        if row.get("status") == "ok" and row.get("time_s"):
+            self.flop_rate = max(self.flop_rate, row["flops"] / row["time_s"])
+            self.byte_rate = max(self.byte_rate, row["bytes"] / row["time_s"])
+
+    def point(self, ctx, base: dict, body) -> dict:
+        """ctx.point(base, body), unless the guard skips it; `base` holds flops and bytes."""
+        if skipped := self.skip(base["flops"], base["bytes"]):
+            return base | skipped
+        row = ctx.point(base, body)
+        self.update(row)
+        return row
