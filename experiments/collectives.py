@@ -68,10 +68,6 @@ ESTIMATE = 5  # calls timed on the host to plan the samples (a fixed count: ever
 log = logging.getLogger("rooflab")
 
 
-def _sizes():
-    return [1024 * 4**k for k in range(11)]  # 1 KiB ... 1 GiB
-
-
 @dataclass
 class CollectivesConfig(ExperimentConfig):
     name: str = NAME

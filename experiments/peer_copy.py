@@ -50,10 +50,6 @@ ONE_GPU = ("not measurable here: one GPU ({dev}): no peer to copy to; a pool of 
            "(device cuda:0+1) measures every pair")
 
 
-def _sizes():
-    return [4096 * 4**k for k in range(10)]  # 4 KiB ... 1 GiB
-
-
 @dataclass
 class PeerCopyConfig(ExperimentConfig):
     name: str = NAME

@@ -106,7 +106,6 @@ class JobConfig:
     precision: float = MISSING
     min_point_s: float = MISSING
     cpus: str = MISSING
-    config_source: dict = MISSING
 
     def __post_init__(self):
         try:
