@@ -1,14 +1,15 @@
-"""Analysis: merge measurement files, fit the roofline, check the article's claims, draw figures,
-render the report. One module per concern:
+"""Analysis: merge measurement files, fit the roofline, find the decode knees, judge the
+article's claims. One module per concern:
 
-    catalog     figure and claim names (light: the Snakefile imports it)
+    pipeline    the aggregate steps, each defined once (files in and out, what it does)
     dataset     collect / load the merged dataset; `source` labels published sets
     datasheets  reference devices from config/datasheets.yaml
     roofline    fitted ceilings with bootstrap intervals -> results/roofline/ceilings.parquet
-    decode      the decode knee and tokens/s predicted from the ceilings
-    claims      C1-C20, one check each
-    figures     one module per figure, registered by @figure (SVG + PNG)
-    report      the self-contained HTML report
+    knees       the decode knee and tokens/s predicted from the ceilings
+    placements  workloads placed on the fitted roofline
+    health      what the points ran under (load, clocks, throttling)
+    claims/     C1-C20, one check each, and which experiments and figure each reads
 
-Command line: python -m experiments.analysis {collect,roofline,figures,report,claims} --help
+The figures and the HTML report are experiments/report/'s.
+Command line: python -m experiments.analysis {collect,roofline,decode,claims,figures,report} --help
 """
