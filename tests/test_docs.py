@@ -11,6 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 DOCS = sorted((ROOT / "docs").glob("*.md"))
+PUBLISHED = sorted((ROOT / "results" / "published").glob("*/README.md"))
 README_MAX_BYTES = 16 * 1024
 TEST_COMMAND = "python3 -m pip install -e '.[test]' && python3 -m pytest -q"
 
@@ -41,7 +42,8 @@ def test_readme_is_a_short_guide():
         f"README.md is {size} bytes, over {README_MAX_BYTES}: move reference to docs/")
 
 
-@pytest.mark.parametrize("doc", [README, *DOCS], ids=lambda p: p.name)
+@pytest.mark.parametrize("doc", [README, *DOCS, *PUBLISHED],
+                         ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_path_named_exists(doc):
     named = repository_paths(doc.read_text())
     missing = sorted({p for p in named if not (ROOT / p).exists()})
