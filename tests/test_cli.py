@@ -119,6 +119,7 @@ def test_run_builds_snakemakes_command_line():
         _args("--quick", "--full")
 
 
+@pytest.mark.system
 def test_run_from_an_empty_directory_takes_its_config_and_writes_its_results(tmp_path):
     work = tmp_path / "work"
     (work / "config").mkdir(parents=True)  # the user's own sweep: the CI one, 2 tiny points

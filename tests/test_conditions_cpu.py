@@ -38,6 +38,7 @@ def _busy_share(seconds=0.3) -> float:
     return c.summary()["other_cpu_share"]
 
 
+@pytest.mark.system
 def test_other_processes_busy_on_every_core_flag_the_point_contended():
     procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
              for _ in range(os.cpu_count() or 1)]
@@ -94,6 +95,7 @@ def test_cpu_time_is_counted_on_the_jobs_own_cpus(tmp_path):
     assert own["busy"] == 150 and own["ncpu"] == 2 and own["steal"] == 0 and own["total"] == 1050
 
 
+@pytest.mark.system
 def test_a_pinned_job_runs_on_its_cpus(tmp_path):
     script = ("import os, torch; from experiments.core.runner import pin; pin('0', 'cpu'); "
               "print(sorted(os.sched_getaffinity(0)), torch.get_num_threads())")
