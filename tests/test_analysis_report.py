@@ -20,6 +20,8 @@ from experiments.analysis.claims import CLAIM_IDS
 EVIL = "<script>alert(1)</script>"
 
 
+# Every test that runs the whole chain (_pipeline, rendered: fit, knees, claims, figures, report)
+# is marked `system`: 2-10 s each on 2 cores.
 def _pipeline(tmp_path, run_files, published=()):
     data = tmp_path / "measurements.parquet"
     assert main(["collect", str(data), *map(str, run_files), "--published",
@@ -50,6 +52,7 @@ def rendered(tmp_path_factory):
     return _pipeline(tmp, run, [published])
 
 
+@pytest.mark.system
 def test_report_holds_every_claim_and_every_figure(rendered):
     html, figures, _ = rendered
     for cid in CLAIM_IDS:
@@ -62,21 +65,28 @@ def test_report_holds_every_claim_and_every_figure(rendered):
     assert "NVIDIA H200 SXM" in html  # the datasheet matched by name
 
 
+@pytest.mark.system
 def test_report_escapes_text_from_devices_and_configs(rendered):
     html, _, _ = rendered
     assert EVIL not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
 
 
+@pytest.mark.system
 def test_report_says_what_is_missing(rendered):
     html, figures, _ = rendered
-    # the CPU run has no decode, timing-with-events, transfer, launch or intensity rows
-    assert "no rows from" in html and "intensity" in html
-    assert "not measurable here" in html
+    # per system, the experiments it has no rows of: the CPU run's two systems lack decode,
+    # intensity, transfer and launch; the GPU set has rows of every experiment but workload's
+    missing = [set(m.split(", ")) for m in re.findall(r"no rows from ([^(<]+) \(", html)]
+    gpu = [m for m in missing if "decode" not in m]
+    assert gpu == [{"workload"}], missing
+    assert len(missing) == 3 and all({"decode", "intensity", "transfer", "launch"} <= m
+                                     for m in missing if m not in gpu), missing
     status = json.loads((figures / "index.json").read_text())
     assert set(status) == set(FIGURES) and all(v is None for v in status.values())
 
 
+@pytest.mark.system
 def test_figures_without_data_are_placeholders_naming_the_experiment(tmp_path):
     run = fx.write_files(tmp_path / "run", {"bandwidth": fx.bandwidth_rows(
         fx.CPU, np.random.default_rng(0), ("float32",))}, fx.CPU)
@@ -90,6 +100,7 @@ def test_figures_without_data_are_placeholders_naming_the_experiment(tmp_path):
             "n_points"} <= set(table.columns)
 
 
+@pytest.mark.system
 def test_report_reads_like_a_report(rendered):
     """No 'nan', raw Python values or file paths where a reader looks; the article's own words."""
     html, _, _ = rendered
@@ -115,6 +126,7 @@ def test_a_failing_step_states_its_error(tmp_path, capsys):
     assert "rooflab: roofline failed:" in err and "not-a-dir" in err
 
 
+@pytest.mark.system
 def test_a_contended_run_is_on_the_first_screen_and_in_its_verdicts(tmp_path):
     rows = fx.cpu_rows()
     # every point loaded; the first few still so after their retry (flagged: they leave the fit)
@@ -129,6 +141,7 @@ def test_a_contended_run_is_on_the_first_screen_and_in_its_verdicts(tmp_path):
     assert c10.under_load and "measured under load" in c10.measurement
 
 
+@pytest.mark.system
 def test_ceilings_carry_the_clock_and_power_of_their_plateau(tmp_path):
     rows = fx.gpu_rows(seed=0)
     for r in rows["matmul"]:
@@ -143,6 +156,7 @@ def test_ceilings_carry_the_clock_and_power_of_their_plateau(tmp_path):
     assert "pJ/FLOP" in html[html.index('id="energy"'):]
 
 
+@pytest.mark.system
 def test_duplicates_and_ignored_files_are_shown(tmp_path):
     """A host folder copied twice is counted once, a stray file is listed, both in the report."""
     root = tmp_path / "measurements"
@@ -163,6 +177,7 @@ def test_duplicates_and_ignored_files_are_shown(tmp_path):
     assert str(tmp_path) not in re.sub(r'src="data:[^"]+"', "", html)  # no full paths
 
 
+@pytest.mark.system
 def test_report_has_the_gpu_to_gpu_section(rendered):
     html, _, _ = rendered
     section = html[html.index('<h2 id="gpu2gpu">'):html.index('<h2 id="claims">')]
@@ -171,6 +186,7 @@ def test_report_has_the_gpu_to_gpu_section(rendered):
     assert "Not measurable here" not in section
 
 
+@pytest.mark.system
 def test_workloads_are_placed_on_the_roofline_in_the_report(tmp_path):
     rows = fx.gpu_rows(seed=0)
     rows["workload"] = [fx._row(fx.GPU, "workload", "mlp", "bfloat16",
@@ -186,6 +202,7 @@ def test_workloads_are_placed_on_the_roofline_in_the_report(tmp_path):
     assert "How well the roofline predicts" in section and "NVIDIA GeForce RTX 3090" in section
 
 
+@pytest.mark.system
 def test_a_workload_without_a_compute_roof_reads_without_nan(tmp_path):
     rows = {"bandwidth": fx.bandwidth_rows(fx.CPU, np.random.default_rng(0), ("float32",)),
             "workload": [fx._row(fx.CPU, "workload", "mlp", "float32", 1e-3, 2e6, 1e6, batch=1,
@@ -202,6 +219,7 @@ def _svg_texts(svg: str) -> list[str]:
     return re.findall(r"<text[^>]*>([^<]*)</text>", svg)
 
 
+@pytest.mark.system
 def test_figure_text_is_readable_on_a_narrow_screen(rendered):
     """At 800 px (764 px of text column) no figure text is under 10 px: panels stack rather than
     shrink, and the smallest font is big enough for the scale the page applies."""
@@ -214,6 +232,7 @@ def test_figure_text_is_readable_on_a_narrow_screen(rendered):
         assert shown >= 10, (name, smallest_pt, width_px)
 
 
+@pytest.mark.system
 def test_roofline_points_are_named_on_hover(rendered):
     html, figures, _ = rendered
     svg = (figures / "roofline.svg").read_text()
@@ -227,6 +246,7 @@ def test_roofline_points_are_named_on_hover(rendered):
     assert "<title>matmul gemm bfloat16 n 4096:" in block[:block.index("</figure>")]
 
 
+@pytest.mark.system
 def test_long_claim_numbers_are_folded_short_ones_shown(rendered):
     html, figures, _ = rendered
     table = pd.read_parquet(figures.parent / "claims.parquet")
@@ -266,6 +286,7 @@ def _draw_with_chinese(outdir):
     assert status["bandwidth"] is None
 
 
+@pytest.mark.system
 def test_the_first_screen_says_what_ran_how_long_and_what_went_wrong(tmp_path):
     rows = fx.gpu_rows(seed=0)
     for r in rows["decode"]:
@@ -297,6 +318,7 @@ def test_the_first_screen_says_what_ran_how_long_and_what_went_wrong(tmp_path):
     assert "<details><summary>RuntimeError: CUDA error: an illegal memory access was " in statuses
 
 
+@pytest.mark.system
 def test_workload_ops_show_as_kernels_with_their_measured_traffic(tmp_path):
     """A profiled MLP step: its GEMM op lands on the roofline at its counted intensity and again
     at FLOPs / DRAM, L2 and L1 bytes ncu measured; the op table and the summed model show."""

@@ -34,6 +34,7 @@ def two_gpus(tmp_path_factory):
     return a, b / "measurements.parquet"  # a folder and a file: both are accepted
 
 
+@pytest.mark.system
 def test_compare_shows_ceilings_with_ratio_and_the_claims_that_differ(two_gpus, tmp_path, capsys):
     a, b = two_gpus
     assert cli.main(["compare", str(a), str(b), "--out", str(tmp_path / "cmp.csv")]) == 0
@@ -59,6 +60,7 @@ def test_compare_shows_ceilings_with_ratio_and_the_claims_that_differ(two_gpus, 
     assert html.count("<table") == 2 and "GEMM ceiling" in html and "C11" in html
 
 
+@pytest.mark.system
 def test_compare_names_a_missing_file_in_one_line(two_gpus, tmp_path, capsys):
     a, _ = two_gpus
     assert cli.main(["compare", str(a), str(tmp_path / "nope.parquet")]) == 2
@@ -83,6 +85,7 @@ def test_bad_input_is_one_line_and_exit_status_2(argv, message, capsys):
     assert exit.value.code == 2 and err.startswith(message) and err.count("\n") == 1, err
 
 
+@pytest.mark.system
 def test_report_rebuilds_from_a_results_folder_without_measuring(tmp_path, capsys):
     res = _results(tmp_path / "res", fx.cpu_rows(), fx.CPU)
     assert cli.main(["report", "--results", str(res)]) == 0
@@ -119,6 +122,7 @@ def test_run_builds_snakemakes_command_line():
         _args("--quick", "--full")
 
 
+@pytest.mark.system
 def test_run_from_an_empty_directory_takes_its_config_and_writes_its_results(tmp_path):
     work = tmp_path / "work"
     (work / "config").mkdir(parents=True)  # the user's own sweep: the CI one, 2 tiny points

@@ -175,6 +175,7 @@ def test_out_that_cannot_be_written_fails_before_measuring(tmp_path, monkeypatch
     assert not (tmp_path / "new").exists()  # checking made nothing
 
 
+@pytest.mark.system
 def test_bad_out_on_the_command_line_measures_nothing(tmp_path):
     import subprocess
     import sys

@@ -133,6 +133,7 @@ CLAIM = textwrap.dedent("""
 """)
 
 
+@pytest.mark.system
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
 def test_two_jobs_on_a_pool_of_two_gpus_get_one_each(tmp_path):
     jobs = [subprocess.Popen([sys.executable, "-c", CLAIM, str(tmp_path)],
@@ -156,6 +157,7 @@ CLAIM_CPU = textwrap.dedent("""
 """)
 
 
+@pytest.mark.system
 def test_two_cpu_jobs_measure_one_after_the_other(tmp_path):
     # two jobs of any host label or results folder: only the lock folder (per machine) is shared
     jobs = [subprocess.Popen([sys.executable, "-c", CLAIM_CPU, str(tmp_path)],

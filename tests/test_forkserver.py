@@ -63,6 +63,7 @@ def run_client(env, cwd, *args, **kw):
                             stderr=subprocess.PIPE, text=True, **kw)
 
 
+@pytest.mark.system
 def test_a_job_runs_in_the_server_with_the_clients_streams_directory_and_status(
         server, tmp_path):
     env, proc = server
@@ -81,6 +82,7 @@ def test_a_job_runs_in_the_server_with_the_clients_streams_directory_and_status(
     assert pid != client.pid  # forked by the server, not run by the client
 
 
+@pytest.mark.system
 def test_without_a_server_the_job_runs_in_the_client(server, tmp_path):
     env, proc = server
     work = tmp_path / "work"
@@ -100,6 +102,7 @@ def _alive(pid: int) -> bool:
     return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] != "Z"
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
 def test_ending_the_client_ends_its_job(server, tmp_path, how):
     """Snakemake stops a job by signalling its shell's processes: the forked job must go too,
@@ -120,6 +123,7 @@ def test_ending_the_client_ends_its_job(server, tmp_path, how):
     assert proc.poll() is None  # the server goes on
 
 
+@pytest.mark.system
 def test_the_server_ends_with_its_parent(tmp_path):
     """A Snakemake run killed outright never runs onerror: its server must not linger."""
     path = tmp_path / "s.sock"
@@ -137,6 +141,7 @@ def test_the_server_ends_with_its_parent(tmp_path):
     assert wait_for(lambda: not path.exists())
 
 
+@pytest.mark.system
 def test_start_and_stop_from_the_workflow(monkeypatch):
     monkeypatch.delenv(forkserver.ENV, raising=False)
     monkeypatch.chdir(ROOT)
@@ -165,6 +170,7 @@ def test_no_server_for_a_snakemake_run_without_jobs(argv, runs):
     assert forkserver.runs_jobs(argv) is runs
 
 
+@pytest.mark.system
 def test_start_waits_past_what_the_imports_print(monkeypatch, tmp_path):
     """A preloaded module that prints before the server's "ready" must not make start() give up
     (or wait out its timeout): the jobs would then run without the server."""

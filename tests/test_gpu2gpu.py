@@ -96,6 +96,7 @@ def test_layout_counts_the_large_buffer():
     assert odd["chunk"] == 83 and odd["bytes"] == 83 * 3 * 4
 
 
+@pytest.mark.system
 def test_two_ranks_on_the_cpu_time_and_check_every_collective():
     """The ranks' machinery (spawn, FileStore, one agreed plan, rank 0's rows) with gloo."""
     cfg = experiment_config("collectives", sizes=[1024, 65536], timeout_s=120)
@@ -113,6 +114,7 @@ def test_two_ranks_on_the_cpu_time_and_check_every_collective():
     assert all(r["rel_error"] == 0 for r in rows if r["op"] == "all_gather")
 
 
+@pytest.mark.system
 def test_ranks_that_fail_leave_error_rows_with_the_reason():
     cfg = experiment_config("collectives", sizes=[1024], ops=["all_reduce"], timeout_s=60)
     spec = {"backend": "no_such_backend", "indices": [], "ops": ["all_reduce"], "sizes": [1024],

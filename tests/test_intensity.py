@@ -140,6 +140,7 @@ def _sm90_toolchain():
         pytest.skip(f"triton's CUDA toolchain (ptxas, cuobjdump) is not available: {tools}")
 
 
+@pytest.mark.system
 def test_hot_loop_is_all_full_width_fmas_on_hopper():
     _sm90_toolchain()
     from experiments.kernels.fma_chain import UNROLL, UNROLL_PACKED

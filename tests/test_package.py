@@ -14,6 +14,8 @@ import pytest
 
 from workflow_copy import ROOT
 
+pytestmark = pytest.mark.system  # slow: see docs/development.md
+
 # What a wheel is built from: the tracked top level, without results other than the published.
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "Snakefile", "environment.yml", "experiments",
            "config", "workflow", "results/published")

@@ -41,6 +41,7 @@ def leftovers(path: Path) -> list[Path]:
 
 # -- a job killed mid-run ---------------------------------------------------------------------
 
+@pytest.mark.system
 def test_killed_measurement_leaves_no_partial_file(tmp_path):
     out = tmp_path / "m" / "bw.parquet"
     proc = subprocess.Popen(
@@ -76,6 +77,7 @@ def _job_pid(repo: Path, dtype: str) -> int | None:
     return None
 
 
+@pytest.mark.system
 def test_rerun_after_a_killed_job_does_only_what_is_missing(tmp_path):
     repo = copy_repo(tmp_path / "repo", job={"cpu": {"point_budget_s": 0.3}}, experiments={
         "bandwidth": {"dtypes": ["float32", "float16"],
@@ -146,6 +148,7 @@ def test_bad_file_stops_collect_naming_it(tmp_path, capsys, kind):
     assert not out.exists()
 
 
+@pytest.mark.system
 def test_bad_file_stops_the_workflow_collect_rule(tmp_path):
     repo = copy_repo(tmp_path / "repo")
     bad = repo / "results/measurements/ci/cpu/bandwidth/float32.parquet"
@@ -230,6 +233,7 @@ def test_noisy_point_is_measured_again_then_flagged(batches, runs, noisy, median
 
 # -- hostile config values ----------------------------------------------------------------------
 
+@pytest.mark.system
 def test_spaces_and_semicolons_in_config_run_nothing(tmp_path):
     repo = copy_repo(tmp_path / "repo")
     results = "out dir;touch pwned-results;x"
@@ -242,6 +246,7 @@ def test_spaces_and_semicolons_in_config_run_nothing(tmp_path):
     assert (rows.status == "ok").all() and (rows.host == "x__touch_pwned-host").all()
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("value", [
     "host=x$(touch pwned)",
     "results=r`touch pwned`",
@@ -289,6 +294,7 @@ def _bandwidth(**cpu):
     return {"experiments": {"bandwidth": {"dtypes": ["float32"], "cpu": cpu}}}
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("change, message", [
     ({"host": ""}, "host"),
     ({"host": "."}, "'.'"),
@@ -313,6 +319,7 @@ def test_schema_refuses_bad_values_before_any_job(tmp_path, change, message):
     assert not (repo / "results").exists()
 
 
+@pytest.mark.system
 def test_sizes_given_with_config_on_the_command_line_are_checked_too(tmp_path):
     # Snakemake hands nested --config numbers over as strings: "16384" passes, "0" does not
     repo = copy_repo(tmp_path / "repo")
@@ -324,6 +331,7 @@ def test_sizes_given_with_config_on_the_command_line_are_checked_too(tmp_path):
     assert bad.returncode != 0 and "Error validating config file" in bad.stdout
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("experiments, message", [
     # names come from the modules at experiments/' top, keys and their values from the Config dataclasses
     ({"bandwith": {"dtypes": ["float32"]}},
@@ -344,6 +352,7 @@ def test_sweep_is_checked_against_the_experiments_code(tmp_path, experiments, me
 
 # -- a YAML error names the file and the line -------------------------------------------------
 
+@pytest.mark.system
 def test_yaml_error_in_the_sweep_config_names_file_and_line(tmp_path):
     repo = copy_repo(tmp_path / "repo")
     config = repo / "config" / "config.yaml"
@@ -355,6 +364,7 @@ def test_yaml_error_in_the_sweep_config_names_file_and_line(tmp_path):
                      run.stdout), run.stdout[-3000:]
 
 
+@pytest.mark.system
 @pytest.mark.xfail(strict=True, reason="Snakemake 9 reads a --configfile before the workflow "
                    "runs and drops the parser's message: 'Config file is not valid JSON or YAML'")
 def test_yaml_error_in_a_configfile_names_file_and_line(tmp_path):
@@ -366,6 +376,7 @@ def test_yaml_error_in_a_configfile_names_file_and_line(tmp_path):
     assert "extra.yaml" in run.stdout and "line 3" in run.stdout, run.stdout[-3000:]
 
 
+@pytest.mark.system
 def test_yaml_error_in_a_hydra_config_names_file_and_line(tmp_path):
     import shutil
 

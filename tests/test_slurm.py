@@ -23,6 +23,8 @@ from conftest import wait_for
 
 from workflow_copy import copy_repo, snakemake
 
+pytestmark = pytest.mark.system  # slow: see docs/development.md
+
 REQUIRED = os.environ.get("ROOFLAB_REQUIRE_SLURM") == "1"
 # Debian's default path. It must be this one: the plugin's job step drops SLURM_CONF from the
 # environment of the srun it starts, which then reads the default.

@@ -6,12 +6,15 @@ import re
 import zipfile
 
 import pandas as pd
+import pytest
 
 from experiments.report.catalog import FIGURES
 from experiments.analysis.dataset import param
 from experiments.analysis.claims import CLAIM_IDS
 
 from workflow_copy import ROOT, copy_repo, snakemake
+
+pytestmark = pytest.mark.system  # slow: see docs/development.md
 
 TINY = {
     "bandwidth": {"dtypes": ["float32", "bfloat16"], "cpu": {"sizes": [16384, 1048576]}},

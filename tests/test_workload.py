@@ -131,6 +131,7 @@ def _cli(*args, timeout=300):
                           capture_output=True, text=True, timeout=timeout, env=env)
 
 
+@pytest.mark.system
 def test_cli_prints_the_table_and_writes_rows(tmp_path, user_file):
     out = tmp_path / "place.parquet"
     run = _cli("experiments.models:make_mlp", "--device", "cpu", "--batch", "4", "--kwargs",
@@ -202,6 +203,7 @@ def test_default_workloads_import():
     check_workloads(yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["workloads"])
 
 
+@pytest.mark.system
 def test_workflow_plans_one_job_per_workload_device_dtype(tmp_path):
     workloads = {"mlp": {"target": "experiments.models:make_mlp",
                          "dtypes": ["float32", "bfloat16"], "cpu": {"batches": [1, 2],
