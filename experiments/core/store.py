@@ -18,8 +18,23 @@ class DatasetError(ValueError):
     """A file in the dataset that is not a rooflab measurement file."""
 
 
+# Set in a job forked by the fork server (experiments/sweep/): the pipe to its client, which puts
+# the job's files in place once the job ended well. A job whose client or server died meanwhile
+# (declared failed) never has its file accepted, however late it writes it.
+COMMIT_FD = "ROOFLAB_COMMIT_FD"  # "pid:fd": that process's pipe
+
+
+def _commit(tmp: str, path: Path) -> None:
+    pid, _, fd = os.environ.get(COMMIT_FD, "").partition(":")
+    if pid != str(os.getpid()):  # not that job (none, or a process it started): rename here
+        os.replace(tmp, path)
+        return
+    os.write(int(fd), f"{os.path.abspath(tmp)}\0{path.absolute()}\n".encode())
+
+
 def write_atomic(table: pa.Table, path: str | os.PathLike) -> Path:
-    """Write to a temp file beside `path`, fsync, rename: a killed job leaves no partial file."""
+    """Write to a temp file beside `path`, fsync, rename: a killed job leaves no partial file.
+    Under the fork server the client renames it, once the job has ended well (_commit)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -31,7 +46,7 @@ def write_atomic(table: pa.Table, path: str | os.PathLike) -> Path:
             pq.write_table(table, handle)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        _commit(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
