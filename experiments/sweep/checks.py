@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import re
+import tempfile
 from dataclasses import fields
 from pathlib import Path
 
@@ -92,3 +96,73 @@ def check_workloads(workloads: dict | None, config_dir=CONFIG_DIR, kinds=("cpu",
             check_settings(f"{where}.{kind}", Config, base, spec.get(kind) or {},
                            {"workload": name, "target": target},
                            skip=("name", "workload", "target"))
+
+
+def coerce_nested(value):
+    """`--config` hands values nested in a mapping over as strings ('job={cpu: {point_budget_s:
+    0.5}}' gives '0.5'): numbers and booleans written as such become them again. For the sweep's
+    own mappings (job, experiments, workloads), where no text value looks like a number."""
+    if isinstance(value, dict):
+        return {k: coerce_nested(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [coerce_nested(v) for v in value]
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    if re.fullmatch(r"[+-]?[0-9]+", text):
+        return int(text)
+    if re.fullmatch(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?", text):
+        return float(text)
+    return value
+
+
+def check_results(results: str) -> None:
+    """The results folder takes new files: a read-only one (EROFS) or a full disk (ENOSPC) is
+    refused in one line before any job, instead of as a traceback or empty job logs."""
+    folder = Path(results)
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".rooflab-probe-", dir=folder)
+        try:
+            os.write(fd, b"x" * 4096)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            os.unlink(probe)
+    except OSError as exc:
+        why = {errno.EROFS: "is on a read-only file system",
+               errno.ENOSPC: "has no space left on its disk",
+               errno.EDQUOT: "is past its disk quota",
+               errno.EACCES: "is not writable by you"}.get(exc.errno, exc.strerror or str(exc))
+        raise ConfigError(f"results folder {results} {why}: nothing can be measured into it "
+                          "(free space, or set results=<another folder>)") from None
+
+
+def stray_files(measurements: str, expected: list[str]) -> list[str]:
+    """One line per file under the measurements folder that no job of this sweep writes (nor
+    another host's folder holds): collect leaves it out, so say so at every run."""
+    from experiments.analysis.dataset import _ignored  # the one place that knows the layout
+
+    return [f"rooflab: {path} ignored: {reason}"
+            for path, reason in _ignored(measurements, [Path(p) for p in expected]).items()]
+
+
+HOST_LABEL = re.compile(r"[A-Za-z0-9._-]*")  # a results folder's name, as the workflow writes it
+
+
+def host_error(argv: list[str]) -> str | None:
+    """Why a job's `host=` label cannot be used, in one line (Hydra's lexer error says nothing of
+    what is allowed); None when it can."""
+    for arg in argv:
+        key, _, value = arg.partition("=")
+        if key.lstrip("+") != "host":
+            continue
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        if not HOST_LABEL.fullmatch(value) or value in (".", ".."):
+            return (f"host={value!r}: a host label holds letters, digits, '.', '_' and '-' only "
+                    "(not '.' or '..'); empty: this machine's hostname")
+    return None

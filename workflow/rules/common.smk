@@ -4,6 +4,7 @@ import re
 import shlex
 from pathlib import Path
 import socket
+import sys
 
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
@@ -11,15 +12,22 @@ from snakemake.utils import validate
 from experiments import holds_all_gpus
 from experiments.core.config import ConfigError, parse_cpus
 from experiments.core.paths import config_dir
-from experiments.sweep.checks import check_sweep, check_workloads
+from experiments.sweep.checks import (check_results, check_sweep, check_workloads, coerce_nested,
+                                      stray_files)
+from experiments.sweep import forkserver
 from experiments.sweep.triggers import job_digest
 from experiments.core import devicenames
 
 
+for _key in ("job", "experiments", "workloads"):  # --config's nested numbers arrive as text
+    if isinstance(config.get(_key), dict):
+        config[_key] = coerce_nested(config[_key])
 validate(config, "../schemas/config.schema.yaml")
 try:  # experiment names and their keys: from the experiment modules and their dataclasses, not the schema
     check_sweep(config["experiments"])
     check_workloads(config.get("workloads"))  # each target imported: a misspelt one fails here
+    if forkserver.runs_jobs(sys.argv):  # a dry run or a listing writes no results
+        check_results(config["results"])
 except ConfigError as exc:
     raise WorkflowError(f"config: {exc}") from None
 
@@ -97,6 +105,12 @@ def measurement_files():
         if path.parts[-4] != HOST
     )
     return own + others
+
+
+# Files no job of this sweep writes are left out of the dataset: said at every run, not only
+# when collect reruns.
+for _line in stray_files(f"{RESULTS}/measurements", measurement_files()):
+    print(_line, file=sys.stderr)
 
 
 def hydra_value(value):
