@@ -79,6 +79,7 @@ def test_read_only_or_full_results_are_refused_in_one_line(monkeypatch, tmp_path
         checks.check_results(str(tmp_path / "results"))
     text = str(exc.value)
     assert words in text and str(tmp_path / "results") in text and "\n" not in text
+    assert checks.results_problem(str(tmp_path / "results")) == text  # the onerror line
 
 
 @pytest.mark.parametrize("label, ok", [("ci", True), ("'node-7.lab_2'", True), ("", True),

@@ -141,6 +141,15 @@ def check_results(results: str) -> None:
                           "(free space, or set results=<another folder>)") from None
 
 
+def results_problem(results: str) -> str | None:
+    """check_results' one line, or None where the results folder takes files."""
+    try:
+        check_results(results)
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
 def stray_files(measurements: str, expected: list[str]) -> list[str]:
     """One line per file under the measurements folder that no job of this sweep writes (nor
     another host's folder holds): collect leaves it out, so say so at every run."""
