@@ -157,8 +157,8 @@ def serve(path: str, modules=PRELOAD, later=PRELOAD_LATER) -> None:
     parent = os.getppid()
     jobs: dict[int, tuple] = {}  # pid -> (client connection, pidfd)
 
-    def end(*_):  # stop(): its jobs die with it (PR_SET_PDEATHSIG), its socket goes
-        Path(path).unlink(missing_ok=True)
+    def end(*_):  # stop(): its jobs die with it (PR_SET_PDEATHSIG), its socket and folder go
+        _remove(path)
         os._exit(0)
 
     signal.signal(signal.SIGTERM, end)
