@@ -18,6 +18,7 @@ if forkserver.runs_jobs(sys.argv) and not (getattr(workflow, "remote_exec", Fals
     forkserver.launch()
 
 from experiments.core.config import yaml_error  # noqa: E402 (imports torch)
+from experiments.sweep.checks import results_problem  # noqa: E402
 from experiments.core.paths import shipped  # noqa: E402
 
 min_version("8.0")
@@ -53,6 +54,9 @@ onsuccess:
 
 onerror:
     forkserver.stop()
+    # a disk that filled (or went read-only) mid-run: the jobs' logs are empty, so say it here
+    if _why := results_problem(RESULTS):
+        print(f"rooflab: {_why}", file=sys.stderr)
 
 
 include: "workflow/rules/common.smk"

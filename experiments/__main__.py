@@ -28,6 +28,7 @@ from experiments import all_experiments
 from experiments.core.config import CONFIG_DIR as _CONFIG_DIR, ConfigError, register_configs, yaml_error
 from experiments.core.device import DeviceError, resolve_pool
 from experiments.core.runner import run_job
+from experiments.sweep.checks import host_error
 
 CONFIG_DIR = str(_CONFIG_DIR)
 MODULES = all_experiments()
@@ -74,4 +75,7 @@ if __name__ == "__main__":
         list_experiments()
     else:
         check_config_files()
+        if why := host_error(sys.argv[1:]):
+            print(f"rooflab: bad config: {why}", file=sys.stderr)
+            sys.exit(2)
         main()

@@ -126,6 +126,26 @@ def test_noisy_points_never_enter_a_fit():
     assert math.isnan(c.value) and "left out 6 noisy" in c.note, c.note
 
 
+def test_a_ceiling_whose_points_were_all_dropped_is_still_a_row_saying_why():
+    rows = fx.matmul_rows(fx.GPU, np.random.default_rng(0))
+    for r in rows:
+        if r["dtype"] == "float32" and r["status"] == "ok":  # every float32 point, noisy
+            r["noisy"] = True
+    _, table = _fit({"matmul": rows})
+    c = _ceiling(table, "matrix_flops", "float32")
+    assert math.isnan(c.value) and c.method == "not fitted", c
+    assert "10 of 10 dropped" in c.note and "9 noisy" in c.note and "1 oom" in c.note, c.note
+    assert not math.isnan(_ceiling(table, "matrix_flops", "bfloat16").value)
+    # and when no dtype has a point left: still one row per dtype aimed at, not one for none
+    for r in rows:
+        r["noisy"] = r["status"] == "ok"
+    _, table = _fit({"matmul": rows})
+    for dtype in fx.GPU["matrix"]:
+        c = _ceiling(table, "matrix_flops", dtype)
+        assert math.isnan(c.value) and "noisy" in c.note, c.note
+    assert table[(table.ceiling == "matrix_flops") & table.dtype.isna()].empty
+
+
 def test_no_ceiling_from_a_single_point():
     rows = [r for r in fx.matmul_rows(fx.GPU, np.random.default_rng(0), sizes=(256, 4096))
             if r["status"] == "ok"]

@@ -17,7 +17,7 @@ from experiments.core.config import ConfigError
 from experiments.analysis import dataset
 from experiments.core import store
 from experiments.core.device import DeviceError, device_facts, resolve_pool
-from experiments.core.schema import SCHEMA, finish_row, to_table
+from experiments.core.schema import FORMAT, SCHEMA, finish_row, to_table
 from experiments.core.timer import GRAPH_BELOW_S, CpuTimer, CudaTimer, measure, plan_counts, summarize
 from experiments.core.runner import Context, Unsupported
 
@@ -124,7 +124,7 @@ def test_atomic_write_leaves_no_partial_file(tmp_path, monkeypatch):
 def test_written_file_has_schema_and_provenance(tmp_path):
     path = store.write_atomic(_table(), tmp_path / "out.parquet")
     assert pq.read_schema(path).remove_metadata() == SCHEMA
-    assert store.read_metadata(path) == {"run_id": "r1"}
+    assert store.read_metadata(path) == {"run_id": "r1"} | FORMAT  # and its format
 
 
 def test_collect_names_a_corrupt_or_foreign_file(tmp_path):

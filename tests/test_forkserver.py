@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -35,24 +37,47 @@ sys.exit(int(sys.argv[1]))
 """
 # The client, as experiments/__main__.py starts: delegate, else run here.
 CLIENT = """
-import sys
+import os, sys
 from experiments.sweep.forkserver import delegate
-delegate("job_module")
+delegate(os.environ.get("JOB_MODULE", "job_module"))
 print("ran in the client itself")
 sys.exit(99)
 """
 
 
+# A job that writes a measurement file the way every job does (core/store.py), then ends as told.
+WRITER = """
+import os, sys, time
+import pyarrow as pa
+from experiments.core.store import write_atomic
+mode, out, pidfile = sys.argv[1:4]
+open(pidfile, "w").write(str(os.getpid()))
+if mode == "late":
+    time.sleep(3)
+write_atomic(pa.table({"x": [1]}), out)
+if mode == "hang":
+    time.sleep(60)
+sys.exit(4 if mode == "fail" else 0)
+"""
+
+
+def start_server(tmp_path, root=ROOT, modules=("json",), stderr=None):
+    (tmp_path / "job_module.py").write_text(JOB)
+    (tmp_path / "writer_job.py").write_text(WRITER)
+    (tmp_path / "client.py").write_text(CLIENT)
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(tmp_path), str(root)])}
+    path = str(tmp_path / "server.sock")
+    proc = subprocess.Popen([sys.executable, "-m", "experiments.sweep.forkserver", path,
+                             *modules], stdout=subprocess.PIPE, stderr=stderr, text=True, env=env,
+                            cwd=tmp_path)  # not the checkout: `root` is the code it imports
+    return env | {forkserver.ENV: f"{socket.gethostname()}:{path}"}, proc
+
+
 @pytest.fixture
 def server(tmp_path):
-    (tmp_path / "job_module.py").write_text(JOB)
-    (tmp_path / "client.py").write_text(CLIENT)
-    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
-    path = str(tmp_path / "server.sock")
-    proc = subprocess.Popen([sys.executable, "-m", "experiments.sweep.forkserver", path, "json"],
-                            stdout=subprocess.PIPE, text=True, env=env)
+    env, proc = start_server(tmp_path)
     assert proc.stdout.readline().strip() == "ready"
-    yield env | {forkserver.ENV: f"{socket.gethostname()}:{path}"}, proc
+    yield env, proc
     proc.terminate()
     proc.wait(timeout=10)
 
@@ -185,3 +210,109 @@ def test_start_waits_past_what_the_imports_print(monkeypatch, tmp_path):
         assert time.monotonic() - t0 < 20
     finally:
         forkserver.stop()
+
+
+def _writer(env, tmp_path, mode):
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    out, pidfile = work / f"{mode}.parquet", tmp_path / f"{mode}.pid"
+    client = run_client(env | {"JOB_MODULE": "writer_job"}, work, mode, str(out), str(pidfile))
+    return client, out, pidfile
+
+
+def test_a_jobs_file_is_in_place_only_once_it_ended_well(server, tmp_path):
+    env, _ = server
+    for mode, status in (("ok", 0), ("fail", 4)):
+        client, out, _ = _writer(env, tmp_path, mode)
+        client.communicate(timeout=60)
+        assert client.returncode == status
+        assert out.exists() is (status == 0), mode
+    assert not list((tmp_path / "work").glob(".*.tmp"))  # the failed job's temp file is gone
+
+
+def test_a_file_handed_over_by_a_job_whose_client_was_killed_is_never_accepted(server, tmp_path):
+    env, proc = server
+    client, out, pidfile = _writer(env, tmp_path, "hang")
+    assert wait_for(lambda: list(out.parent.glob(".*.tmp")), timeout=60)  # written, handed over
+    job = int(pidfile.read_text())
+    client.kill()  # Snakemake gave up on the job: it is failed
+    client.wait(timeout=15)
+    assert wait_for(lambda: not _alive(job)), "the job outlived its client"
+    time.sleep(0.5)
+    assert not out.exists() and proc.poll() is None
+
+
+def test_kill_9_on_the_server_ends_its_jobs_and_their_late_files(server, tmp_path):
+    """The issue's case: the job went on measuring beside the next one, and wrote its file 2 s
+    after its failure was logged; the rerun took that file as done."""
+    env, proc = server
+    client, out, pidfile = _writer(env, tmp_path, "late")
+    assert wait_for(lambda: pidfile.exists() and pidfile.read_text(), timeout=60)
+    job = int(pidfile.read_text())
+    proc.kill()
+    proc.wait()
+    _, err = client.communicate(timeout=30)
+    assert client.returncode == 1 and "the fork server stopped while the job ran" in err
+    assert wait_for(lambda: not _alive(job)), "the job outlived its killed server"
+    time.sleep(4)  # past the moment it would have written
+    assert not out.exists() and not list(out.parent.glob(".*.tmp"))
+
+
+def test_a_job_runs_the_code_on_disk_when_it_starts(tmp_path):
+    """Code edited while a sweep runs (normal while developing an experiment): the next job
+    forked by the server runs the edit, not what the server imported."""
+    copy = tmp_path / "src"
+    shutil.copytree(ROOT / "experiments", copy / "experiments",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "probe.py").write_text(
+        "import experiments.core.devicenames as d\nprint('edited', hasattr(d, 'EDITED'))\n")
+    env, proc = start_server(tmp_path, root=copy, modules=("experiments.core.devicenames",))
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        env |= {"JOB_MODULE": "probe"}
+        work = tmp_path / "work"
+        work.mkdir()
+        out, _ = run_client(env, work).communicate(timeout=60)
+        assert "edited False" in out, out
+        source = copy / "experiments" / "core" / "devicenames.py"
+        source.write_text(source.read_text() + "\nEDITED = 1\n")
+        out, _ = run_client(env, work).communicate(timeout=60)
+        assert "edited True" in out, out
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_ctrl_c_leaves_the_server_quiet_and_its_end_clean(tmp_path):
+    """Ctrl-C reaches the whole process group: the server, busy importing, printed a 50-line
+    KeyboardInterrupt traceback, and at its end 'Exception ignored in atexit callback'."""
+    env, proc = start_server(tmp_path, modules=("torch", "pandas"), stderr=subprocess.PIPE)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)  # while it imports
+    assert proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    assert proc.poll() is None
+    proc.terminate()
+    assert proc.wait(timeout=10) == 0
+    assert proc.stderr.read() == ""
+    assert not (tmp_path / "server.sock").exists()
+
+
+def test_nothing_is_left_in_the_temp_dir(monkeypatch, tmp_path):
+    """A run's server folder goes when the run ends, however it ends: stopped, or its parent
+    gone before onstart (a refused run: the Snakefile launched the server while parsing)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.delenv(forkserver.ENV, raising=False)
+    forkserver.launch(modules=("json",))
+    assert list(tmp_path.glob("rooflab-forkserver-*"))
+    forkserver.stop()
+    assert not list(tmp_path.glob("rooflab-forkserver-*"))
+    # the atexit hook of a run that never started: a process that only launches, then exits
+    run = subprocess.run([sys.executable, "-c", "import tempfile, sys\n"
+                          f"tempfile.tempdir = {str(tmp_path)!r}\n"
+                          "from experiments.sweep import forkserver\n"
+                          "forkserver.launch(modules=('json',))\nsys.exit(1)"],
+                         cwd=ROOT, env=os.environ | {"PYTHONPATH": str(ROOT)}, timeout=60)
+    assert run.returncode == 1
+    assert not list(tmp_path.glob("rooflab-forkserver-*"))

@@ -115,7 +115,7 @@ def test_rerun_after_a_killed_job_does_only_what_is_missing(tmp_path):
     dry = snakemake(repo, "--cores", "all", "-n", *targets)
     assert dry.returncode == 0, dry.stdout[-4000:]
     assert re.search(r"^measure\s+1$", dry.stdout, re.M), dry.stdout[-4000:]
-    assert f"dtype={killed}" in dry.stdout and f"dtype={other}" not in dry.stdout
+    assert f"case={killed}" in dry.stdout and f"case={other}" not in dry.stdout
 
     rerun = snakemake(repo, "--cores", "all", *targets)
     assert rerun.returncode == 0, rerun.stdout[-4000:]

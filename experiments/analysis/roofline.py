@@ -336,18 +336,41 @@ def fit_system(rows: pd.DataFrame, facts: dict) -> list[dict]:
         if name == "l1" and not (exp.status != "not_applicable").any():
             continue  # a CPU: its L1 is a window of the bandwidth curve
         good, left = fit_rows(exp)
-        if exp.empty or good.empty:
+        if exp.empty or (good.empty and name not in PER_DTYPE):
             why = f"no {name} rows" if exp.empty else f"no usable {name} rows" + (
                 f" ({left})" if left else " (none ok)")
             out.append(_missing(*first, why))
             continue
-        fitted = fit(good)
+        fitted = fit(good) if not good.empty else []
         for c in fitted:  # say what the fit left out, beside any note of its own
             if left:
                 c["note"] = "; ".join(n for n in (c.get("note"), left) if n)
-        out += fitted
+        out += fitted + unfitted(exp, fitted, name)
     out = l1_step(out)
     return out + ridges(out)
+
+
+# Ceilings fitted per dtype: each dtype the sweep aimed at gets its row, fitted or not.
+PER_DTYPE = {"matmul": (("matrix_flops", "FLOP/s"),),
+             "intensity": (("vector_flops", "FLOP/s"), ("intensity_bw", "B/s"))}
+
+
+def unfitted(exp: pd.DataFrame, fitted: list[dict], name: str) -> list[dict]:
+    """A "not fitted" row for each (ceiling, dtype) the sweep aimed at that no point survived
+    for, saying how many of its points were dropped and why (status, or a flag)."""
+    out = []
+    for ceiling, unit in PER_DTYPE.get(name, ()):
+        have = {c["dtype"] for c in fitted if c["ceiling"] == ceiling}
+        for dtype, g in exp.groupby("dtype"):
+            if dtype in have:
+                continue
+            whys = [f"{n} {s}" for s, n in g.status.value_counts().items() if s != "ok"]
+            good = ok(g)
+            whys += [f"{int(good[f].fillna(False).astype(bool).sum())} {f}" for f in FLAGS
+                     if f in good and good[f].fillna(False).astype(bool).any()]
+            out.append(_missing(ceiling, unit, f"no point survived: {len(g)} of {len(g)} "
+                                f"dropped ({', '.join(whys) or 'no positive rate'})", dtype))
+    return out
 
 
 def dram_ceiling(rows: pd.DataFrame, facts: dict) -> dict | None:

@@ -23,7 +23,7 @@ from experiments.core.config import job_defaults
 from experiments.core.device import DeviceFacts, claim_device, device_facts, device_state
 from experiments.core.devicenames import gpu_indices
 from experiments.core.provenance import config_hash, git_state, package_versions
-from experiments.core.schema import to_table
+from experiments.core.schema import past_int64, to_table, too_large
 from experiments.core.store import write_atomic
 from experiments.core.timer import measure
 
@@ -121,6 +121,8 @@ class Context:
     def point(self, base: dict, body: Callable[[], dict]) -> dict:
         """Run one point; a failure becomes a row with its status instead of ending the job."""
         row = dict(base)
+        if big := past_int64(row):  # sizes no row (nor device) can hold: refused before measuring
+            return row | dict.fromkeys(big) | {"status": "skipped", "message": too_large(big)}
         try:
             row.update(body())
             row.setdefault("status", "ok")

@@ -85,6 +85,26 @@ LATER_COLUMNS = ("sm_clock_mhz", "mem_clock_mhz", "power_w", "temperature_c", "t
                  "energy_j", "cpu_freq_mhz", "other_cpu_share", "steal_share", "contended",
                  "throttled", "j_per_flop", "j_per_byte")
 METADATA_KEY = b"rooflab"
+# Written into every measurement file's metadata (and a merged set's: core/store.py) and checked
+# on reading: a file of another row schema or time unit is refused, naming it.
+SCHEMA_VERSION = 1
+TIME_UNIT = "s"  # every time_s* column
+FORMAT = {"schema_version": SCHEMA_VERSION, "time_unit": TIME_UNIT}
+
+
+INT64 = (-(2**63), 2**63 - 1)
+INT_COLUMNS = tuple(f.name for f in SCHEMA if pa.types.is_integer(f.type))
+
+
+def past_int64(row: dict) -> dict:
+    """The row's integer columns whose value an int64 cannot hold ({column: value})."""
+    return {k: row[k] for k in INT_COLUMNS if isinstance(row.get(k), (int, float))
+            and not isinstance(row[k], bool) and not INT64[0] <= row[k] <= INT64[1]}
+
+
+def too_large(big: dict) -> str:
+    return ("not measured: " + ", ".join(f"{k}={v:.3g}" for k, v in big.items()) +
+            f" is past what a row holds (int64, at most {INT64[1]:.3g}) and any device's memory")
 
 
 def finish_row(row: dict) -> dict:
@@ -94,6 +114,9 @@ def finish_row(row: dict) -> dict:
         raise KeyError(f"row has columns outside the schema: {sorted(unknown)}")
     if row.get("status") not in STATUSES:
         raise ValueError(f"status={row.get('status')!r}; allowed: {STATUSES}")
+    if big := past_int64(row):  # a point never measured (Context.point): the file is still written
+        row.update({k: None for k in big},
+                   message="; ".join(m for m in (row.get("message"), too_large(big)) if m))
     flops, nbytes, t = row.get("flops"), row.get("bytes"), row.get("time_s")
     if flops is not None and nbytes:
         row.setdefault("intensity", flops / nbytes)

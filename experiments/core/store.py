@@ -11,16 +11,32 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from experiments.core.schema import LATER_COLUMNS, METADATA_KEY, SCHEMA, STATUSES
+from experiments.core.schema import FORMAT, LATER_COLUMNS, METADATA_KEY, SCHEMA, STATUSES
 
 
 class DatasetError(ValueError):
     """A file in the dataset that is not a rooflab measurement file."""
 
 
+# Set in a job forked by the fork server (experiments/sweep/): the pipe to its client, which puts
+# the job's files in place once the job ended well. A job whose client or server died meanwhile
+# (declared failed) never has its file accepted, however late it writes it.
+COMMIT_FD = "ROOFLAB_COMMIT_FD"  # "pid:fd": that process's pipe
+
+
+def _commit(tmp: str, path: Path) -> None:
+    pid, _, fd = os.environ.get(COMMIT_FD, "").partition(":")
+    if pid != str(os.getpid()):  # not that job (none, or a process it started): rename here
+        os.replace(tmp, path)
+        return
+    os.write(int(fd), f"{os.path.abspath(tmp)}\0{path.absolute()}\n".encode())
+
+
 def write_atomic(table: pa.Table, path: str | os.PathLike) -> Path:
-    """Write to a temp file beside `path`, fsync, rename: a killed job leaves no partial file."""
+    """Write to a temp file beside `path`, fsync, rename: a killed job leaves no partial file.
+    Under the fork server the client renames it, once the job has ended well (_commit)."""
     path = Path(path)
+    table = with_format(table)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -31,11 +47,33 @@ def write_atomic(table: pa.Table, path: str | os.PathLike) -> Path:
             pq.write_table(table, handle)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        _commit(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def with_format(table: pa.Table) -> pa.Table:
+    """A measurement table (one with rooflab metadata) stamped with its row schema's version and
+    time unit (schema.FORMAT)."""
+    meta = dict(table.schema.metadata or {})
+    if METADATA_KEY not in meta:
+        return table
+    value = json.loads(meta[METADATA_KEY])
+    if not isinstance(value, dict):
+        return table
+    meta[METADATA_KEY] = json.dumps(value | FORMAT, default=str)
+    return table.replace_schema_metadata(meta)
+
+
+def check_format(path, meta: dict) -> None:
+    """Refuse a file written for another row schema or time unit (absent: an older file of ours)."""
+    for key, ours in FORMAT.items():
+        if key in meta and meta[key] != ours:
+            raise DatasetError(f"{path}: its metadata says {key}={meta[key]!r}; rooflab reads "
+                               f"{key}={ours!r} (a file of another rooflab version or tool: "
+                               "convert it, or leave it out)")
 
 
 def read_metadata(path: str | os.PathLike) -> dict:
@@ -56,6 +94,7 @@ def read_metadata(path: str | os.PathLike) -> dict:
 
 def read_measurements(path: str | os.PathLike) -> pa.Table:
     """Read one measurement file, checking that it is one of ours and has our columns."""
+    check_format(path, read_metadata(path))
     try:
         table = pq.read_table(path)
     except Exception as exc:  # pyarrow raises several types for a bad file

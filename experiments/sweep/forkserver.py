@@ -14,12 +14,17 @@ the server's address from its environment so processes it starts (ncu's) run for
                                    # otherwise (a cluster node, no server) right here, as before
 
 The client forwards SIGINT/SIGTERM/SIGHUP to the forked job and exits with its status; a client
-that dies (killed by Snakemake) takes its job with it. The server exits when its parent (the
-Snakemake run) does, or after IDLE_EXIT_S with nothing to do. Linux only (fd passing, pidfd); elsewhere jobs run as plain processes.
+that dies (killed by Snakemake) takes its job with it, and so does a server that dies (the job's
+parent-death signal, child.py). A job's files are put in place by its client once it ended well:
+one declared failed never has its file accepted. Each job takes the code on disk when it starts
+(child.fresh_code). The server exits when its parent (the Snakemake run) does, or after
+IDLE_EXIT_S with nothing to do. Linux only (fd passing, pidfd); elsewhere jobs run as plain
+processes.
 """
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import json
 import os
@@ -32,6 +37,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from experiments.sweep import child
 
 ENV = "ROOFLAB_FORKSERVER"  # "hostname:socket path" of this run's server
 # What the jobs import, loaded once in the server. Nothing here may start a thread or touch a GPU
@@ -82,14 +89,18 @@ def delegate(module: str) -> None:
 
 
 def _client(conn: socket.socket, module: str, args: list[str]) -> int:
+    """Run the job in the server; its files become visible only here, once it ended well: a job
+    whose client or server died never puts a file in place (_commit)."""
     request = {"module": module, "argv": args, "cwd": os.getcwd(), "env": dict(os.environ)}
-    socket.send_fds(conn, [json.dumps(request).encode() + b"\n"], [0, 1, 2])
+    pending, handed = os.pipe()  # the job writes "temp\0final" per file here (core/store.py)
+    socket.send_fds(conn, [json.dumps(request).encode() + b"\n"], [0, 1, 2, handed])
+    os.close(handed)
     reader = conn.makefile("rb")
     line = reader.readline()
     if not line:
         print(f"rooflab: the fork server at {address()} closed without running the job",
               file=sys.stderr)
-        return 1
+        return _commit(pending, False) or 1
     pid = json.loads(line)["pid"]
 
     def forward(signum, _frame):
@@ -103,8 +114,30 @@ def _client(conn: socket.socket, module: str, args: list[str]) -> int:
     line = reader.readline()
     if not line:
         print("rooflab: the fork server stopped while the job ran", file=sys.stderr)
-        return 1
-    return int(json.loads(line)["status"])
+        return _commit(pending, False) or 1
+    status = int(json.loads(line)["status"])
+    return _commit(pending, status == 0) or status
+
+
+def _commit(pending: int, ok: bool) -> int:
+    """Put the job's finished files in place (ok), or remove them; 1 where one could not be."""
+    os.set_blocking(pending, False)  # the job has ended: what it handed over is in the pipe
+    data = b""
+    try:
+        while chunk := os.read(pending, 1 << 16):
+            data += chunk
+    except BlockingIOError:
+        pass
+    os.close(pending)
+    failed = 0
+    for line in data.decode(errors="replace").splitlines():
+        temp, _, final = line.partition("\0")
+        try:
+            os.replace(temp, final) if ok else os.unlink(temp)
+        except OSError as exc:
+            print(f"rooflab: {final}: {exc.strerror or exc}", file=sys.stderr)
+            failed = 1
+    return failed
 
 
 # -- server -------------------------------------------------------------------------------------
@@ -115,13 +148,21 @@ def preload(modules=PRELOAD) -> None:
             importlib.import_module(name)
         except Exception:  # an optional package missing: its jobs import what they need
             pass
+    child.stamp_loaded()
 
 
 def serve(path: str, modules=PRELOAD, later=PRELOAD_LATER) -> None:
     """Listen on `path`; fork one child per request. Returns when the parent process exits or on
     SIGTERM, ending the jobs still running."""
     parent = os.getppid()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    jobs: dict[int, tuple] = {}  # pid -> (client connection, pidfd)
+
+    def end(*_):  # stop(): its jobs die with it (PR_SET_PDEATHSIG), its socket and folder go
+        _remove(path)
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, end)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is Snakemake's to report, and the jobs'
     preload(modules)
     later = list(later)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -129,7 +170,6 @@ def serve(path: str, modules=PRELOAD, later=PRELOAD_LATER) -> None:
     listener.listen(64)
     sel = selectors.DefaultSelector()
     sel.register(listener, selectors.EVENT_READ, None)
-    jobs: dict[int, tuple] = {}  # pid -> (client connection, pidfd)
     print("ready", flush=True)  # start() waits for this line
     os.dup2(2, 1)  # whatever a later import prints goes to stderr: nobody reads the pipe now
     try:
@@ -164,14 +204,14 @@ def serve(path: str, modules=PRELOAD, later=PRELOAD_LATER) -> None:
             os.waitpid(pid, 0)
             _forget(sel, jobs, pid)
         listener.close()
-        Path(path).unlink(missing_ok=True)
+        _remove(path)
 
 
 def _accept(listener, sel, jobs) -> None:
     conn, _ = listener.accept()
     conn.settimeout(10)
     try:
-        data, fds, _, _ = socket.recv_fds(conn, MAX_MESSAGE, 3)
+        data, fds, _, _ = socket.recv_fds(conn, MAX_MESSAGE, 4)
         while data and not data.endswith(b"\n") and len(data) < MAX_MESSAGE:
             more = conn.recv(MAX_MESSAGE)
             if not more:
@@ -183,12 +223,14 @@ def _accept(listener, sel, jobs) -> None:
         return
     sys.stdout.flush()
     sys.stderr.flush()
+    server = os.getpid()
     pid = os.fork()
     if pid == 0:
+        child.die_with(server)
         sel.close()
         listener.close()
         conn.close()
-        _child(request, fds)  # never returns
+        child.run(request, fds, ENV)  # never returns
     for fd in fds:
         os.close(fd)
     conn.settimeout(None)
@@ -224,47 +266,6 @@ def _kill(pid: int) -> None:
         pass
 
 
-def _child(request: dict, fds: list[int]) -> None:
-    """Become the job: its streams, directory, environment and arguments; then `python -m`."""
-    code = 1
-    try:
-        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
-            signal.signal(signum, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C: KeyboardInterrupt
-        for target, fd in zip((0, 1, 2), fds):
-            os.dup2(fd, target)
-            os.close(fd)
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update({k: v for k, v in request["env"].items() if k != ENV})
-        import random
-
-        random.seed()  # as a fresh process would be, not the server's state
-        sys.argv = [request["module"], *request["argv"]]
-        import runpy
-
-        runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        if not isinstance(exc.code, (int, type(None))):
-            print(exc.code, file=sys.stderr)
-    except BaseException:
-        import traceback
-
-        traceback.print_exc()
-        code = 1
-    finally:
-        try:
-            import logging
-
-            logging.shutdown()
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
-
-
 # -- the workflow's side ------------------------------------------------------------------------
 
 _SERVER: tuple | None = None  # (process, socket path) of the server launch() began
@@ -296,6 +297,7 @@ def launch(python: str = sys.executable, modules: tuple = ()) -> None:
     if _SERVER is not None or not usable():
         return
     path = os.path.join(tempfile.mkdtemp(prefix="rooflab-forkserver-"), "socket")
+    atexit.register(stop)  # a run refused before onstart never reaches onsuccess/onerror
     # unbuffered: start() reads it line by line behind select(), which sees no Python buffer
     proc = subprocess.Popen([python, "-m", "experiments.sweep.forkserver", path, *modules],
                             stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, bufsize=0)
@@ -343,11 +345,13 @@ def stop() -> None:
 
 
 def _remove(path: str) -> None:
+    """The socket, and the folder launch() made for it (nothing is left in the temp dir)."""
     Path(path).unlink(missing_ok=True)
-    try:
-        Path(path).parent.rmdir()
-    except OSError:
-        pass
+    if Path(path).parent.name.startswith("rooflab-forkserver-"):
+        try:
+            Path(path).parent.rmdir()
+        except OSError:
+            pass
 
 
 if __name__ == "__main__":  # python -m experiments.sweep.forkserver SOCKET [MODULE ...]

@@ -4,20 +4,30 @@ import re
 import shlex
 from pathlib import Path
 import socket
+import sys
 
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from experiments import holds_all_gpus
 from experiments.core.config import ConfigError, parse_cpus
-from experiments.sweep.checks import check_sweep, check_workloads
+from experiments.core.paths import config_dir
+from experiments.sweep.checks import (check_results, check_sweep, check_workloads, coerce_nested,
+                                      stray_files)
+from experiments.sweep import forkserver
+from experiments.sweep.triggers import job_digest
 from experiments.core import devicenames
 
 
+for _key in ("job", "experiments", "workloads"):  # --config's nested numbers arrive as text
+    if isinstance(config.get(_key), dict):
+        config[_key] = coerce_nested(config[_key])
 validate(config, "../schemas/config.schema.yaml")
 try:  # experiment names and their keys: from the experiment modules and their dataclasses, not the schema
     check_sweep(config["experiments"])
     check_workloads(config.get("workloads"))  # each target imported: a misspelt one fails here
+    if forkserver.runs_jobs(sys.argv):  # a dry run or a listing writes no results
+        check_results(config["results"])
 except ConfigError as exc:
     raise WorkflowError(f"config: {exc}") from None
 
@@ -42,11 +52,10 @@ try:
 except devicenames.DeviceError as exc:
     raise WorkflowError(f"config: {exc}") from None
 RESULTS = config["results"]
-# One measurement job's file; job_args builds the same path from the wildcards.
-MEASUREMENT = f"{RESULTS}/measurements/{{host}}/{{device}}/{{experiment}}/{{dtype}}.parquet"
-# One workload job's file: the workload experiment's folder, one file per workload and dtype
-# (the `-` keeps it apart from MEASUREMENT's {dtype}, which has none).
-WORKLOAD_MEASUREMENT = f"{RESULTS}/measurements/{{host}}/{{device}}/workload/{{workload}}-{{dtype}}.parquet"
+# One measurement job's file; job_args builds the same path from the wildcards. {case} is its
+# dtype, or for a workload job (experiment `workload`, one per entry of `workloads:`)
+# <workload>-<dtype>: the workload experiment's folder holds one file per workload and dtype.
+MEASUREMENT = f"{RESULTS}/measurements/{{host}}/{{device}}/{{experiment}}/{{case}}.parquet"
 
 # Each device is a resource. A CPU's capacity is 1: its jobs run one at a time. A GPU's is
 # PREFETCH per GPU: the next job starts (Python, torch, Hydra: seconds) while one measures, and
@@ -59,34 +68,36 @@ for _slug in DEVICES:
 
 
 def grid():
-    """(experiment, device, dtype) of every measurement job in the sweep."""
+    """(experiment, device, case) of every measurement job in the sweep: each experiment's dtypes,
+    and each workload's as experiment `workload`, case <workload>-<dtype>."""
     return [
         (exp, dev, dtype)
         for exp, spec in config["experiments"].items()
         for dev in DEVICES
         for dtype in spec["dtypes"]
-    ]
-
-
-def workload_grid():
-    """(workload, device, dtype) of every workload job."""
-    return [
-        (name, dev, dtype)
+    ] + [
+        ("workload", dev, f"{name}-{dtype}")
         for name, spec in (config.get("workloads") or {}).items()
         for dev in DEVICES
         for dtype in spec["dtypes"]
     ]
 
 
+def job_spec(wildcards):
+    """(sweep entry, dtype, the experiment's own overrides beyond its kind's settings) of a job."""
+    if wildcards.experiment != "workload":
+        return config["experiments"][wildcards.experiment], wildcards.case, {}
+    name, _, dtype = wildcards.case.rpartition("-")
+    spec = config["workloads"][name]
+    return spec, dtype, {"experiment.workload": name, "experiment.target": spec["target"]}
+
+
 def measurement_files():
     """This machine's sweep, plus the files of other hosts copied into results/measurements/
     (how machines are merged: each keeps its own host folder)."""
     own = [
-        MEASUREMENT.format(host=HOST, device=dev, experiment=exp, dtype=dtype)
-        for exp, dev, dtype in grid()
-    ] + [
-        WORKLOAD_MEASUREMENT.format(host=HOST, device=dev, workload=name, dtype=dtype)
-        for name, dev, dtype in workload_grid()
+        MEASUREMENT.format(host=HOST, device=dev, experiment=exp, case=case)
+        for exp, dev, case in grid()
     ]
     others = sorted(
         str(path)
@@ -94,6 +105,12 @@ def measurement_files():
         if path.parts[-4] != HOST
     )
     return own + others
+
+
+# Files no job of this sweep writes are left out of the dataset: said at every run, not only
+# when collect reruns.
+for _line in stray_files(f"{RESULTS}/measurements", measurement_files()):
+    print(_line, file=sys.stderr)
 
 
 def hydra_value(value):
@@ -141,21 +158,34 @@ def job_args(wildcards):
     only params it does not consider derived from `output`, `input`, `threads` or `resources`; a
     function taking `output` is never recorded, so a changed sweep value would rerun nothing."""
     kind = device_kind(wildcards.device)
-    spec = config["experiments"][wildcards.experiment]
+    spec, dtype, own = job_spec(wildcards)
     out = MEASUREMENT.format(host=wildcards.host, device=wildcards.device,
-                             experiment=wildcards.experiment, dtype=wildcards.dtype)
+                             experiment=wildcards.experiment, case=wildcards.case)
     settings = {**config.get("job", {}).get(kind, {})}
-    settings.update({f"experiment.{k}": v for k, v in spec.get(kind, {}).items()})
+    settings.update({f"experiment.{k}": v for k, v in (spec.get(kind) or {}).items()})
     return shlex.join(
         [
             f"experiment={wildcards.experiment}",
+            *(f"{key}={hydra_value(value)}" for key, value in own.items()),
             f"device={devicenames.from_slug(wildcards.device)}",
-            f"dtype={wildcards.dtype}",
+            f"dtype={dtype}",
             f"host={hydra_value(HOST)}",
             f"out={hydra_value(out)}",
-            *(f"{key}={hydra_value(value)}" for key, value in settings.items()),
+            # ++: a mapping's keys are new keys of an empty one (a workload's factory kwargs;
+            # Hydra's struct mode)
+            *(f"++{key}={hydra_dict(value)}" if isinstance(value, dict) else
+              f"{key}={hydra_value(value)}" for key, value in settings.items()),
         ]
     )
+
+
+def job_inputs(wildcards):
+    """A digest of what shapes the job beside its command line: config/job.yaml's and its
+    experiment's defaults, the code it runs, a workload's target, the versions of the packages
+    that time it (experiments/sweep/triggers.py). A param, and a function of the wildcards alone
+    (as job_args), so a change of any of them re-measures exactly the jobs it touches."""
+    spec, _, own = job_spec(wildcards)
+    return job_digest(wildcards.experiment, str(config_dir()), own.get("experiment.target", ""))
 
 
 def hydra_dict(value):
@@ -165,30 +195,6 @@ def hydra_dict(value):
     if isinstance(value, list):
         return "[" + ", ".join(hydra_dict(v) for v in value) + "]"
     return hydra_value(value)
-
-
-def workload_args(wildcards):
-    """A workload job's overrides (a function of the wildcards alone, as job_args)."""
-    kind = device_kind(wildcards.device)
-    spec = config["workloads"][wildcards.workload]
-    out = WORKLOAD_MEASUREMENT.format(host=wildcards.host, device=wildcards.device,
-                                      workload=wildcards.workload, dtype=wildcards.dtype)
-    settings = {**config.get("job", {}).get(kind, {})}
-    settings.update({f"experiment.{k}": v for k, v in (spec.get(kind) or {}).items()})
-    return shlex.join(
-        [
-            "experiment=workload",
-            f"experiment.workload={wildcards.workload}",
-            f"experiment.target={hydra_value(spec['target'])}",
-            f"device={devicenames.from_slug(wildcards.device)}",
-            f"dtype={wildcards.dtype}",
-            f"host={hydra_value(HOST)}",
-            f"out={hydra_value(out)}",
-            # ++: the factory's kwargs are new keys of an empty mapping (Hydra's struct mode)
-            *(f"{'++' if isinstance(value, dict) else ''}{key}={hydra_dict(value)}"
-              for key, value in settings.items()),
-        ]
-    )
 
 
 # What one job asks Slurm for (workflow/profiles/slurm; a local run ignores it), by device kind.
