@@ -1,4 +1,4 @@
-"""The one row schema that every experiment writes (README, "Columns", documents each field)."""
+"""The one row schema that every experiment writes (docs/schema.md documents each field)."""
 
 from __future__ import annotations
 
