@@ -7,6 +7,7 @@
     python -m experiments.analysis claims DATASET --ceilings C --knees K --out results/claims.parquet
     python -m experiments.analysis figures DATASET --ceilings C --knees K --decode-model M
         --outdir results/figures
+    python -m experiments.analysis placements DATASET --ceilings C --out results/placements.parquet
     python -m experiments.analysis report DATASET --ceilings C --knees K --claims CL
         --figures DIR --out report.html
 
@@ -70,8 +71,13 @@ def main(argv=None) -> int:
     _common(p, knees=True)
     p.add_argument("--decode-model", required=True, help="from `decode --points`")
     p.add_argument("--outdir", required=True)
+    p = sub.add_parser("placements", help="place and predict every workload call and op")
+    _common(p)
+    p.add_argument("--out", required=True, help="placements.parquet")
     p = sub.add_parser("report", help="render the self-contained HTML report")
     _common(p, knees=True, claims=True)
+    p.add_argument("--placements", help="placements.parquet (from `placements`); without it, "
+                                        "computed here")
     p.add_argument("--figures", required=True, help="directory holding the figures")
     p.add_argument("--out", required=True)
     args = parser.parse_args(argv)
@@ -106,6 +112,8 @@ def main(argv=None) -> int:
         _write(per_row, args.points)
         print(f"rooflab: {len(knees)} decode curves -> {args.out}", file=sys.stderr)
         return 0
+    if args.command == "placements":
+        return write_placements(ds, ceilings, args.out)
     knees = pd.read_parquet(args.knees)
     if args.command == "claims":
         from experiments.analysis import claims
@@ -128,8 +136,21 @@ def main(argv=None) -> int:
     elif args.command == "report":
         from experiments.report import render as report
         report.render(ds, ceilings, sheets, args.figures, pd.read_parquet(args.claims), knees,
-                      out=args.out)
+                      out=args.out, placements=args.placements)
         print(f"rooflab: report -> {args.out}", file=sys.stderr)
+    return 0
+
+
+def write_placements(ds, ceilings, out) -> int:
+    """The placements step: every workload call and op placed and predicted, one file."""
+    from experiments.analysis import placements
+
+    table = placements.placement_table(ds, ceilings)
+    _write(table, out)
+    stats = placements.error_stats(table)
+    print(f"rooflab: {len(table)} placements -> {out}; |error| median/p90: " + ", ".join(
+        f"{k} {v['median']:.0%}/{v['p90']:.0%} (n={v['n']})" for k, v in stats.items()
+        if v["n"]), file=sys.stderr)
     return 0
 
 

@@ -25,6 +25,7 @@ localrules:
     decode_knees,
     claims,
     figures,
+    placements,
     report,
 
 
@@ -93,6 +94,22 @@ rule claims:
         " > {log:q} 2>&1"
 
 
+# Every workload call and op placed and predicted (the report reads it; published with a set).
+rule placements:
+    input:
+        data=f"{RESULTS}/measurements.parquet",
+        ceilings=f"{RESULTS}/roofline/ceilings.parquet",
+    output:
+        f"{RESULTS}/placements.parquet",
+    conda:
+        "../../environment.yml"
+    log:
+        f"{RESULTS}/logs/aggregate/placements.log",
+    shell:
+        "python -m experiments.analysis placements {input.data:q} --ceilings {input.ceilings:q}"
+        " --out {output:q} > {log:q} 2>&1"
+
+
 rule figures:
     input:
         data=f"{RESULTS}/measurements.parquet",
@@ -129,6 +146,7 @@ rule report:
         ceilings=f"{RESULTS}/roofline/ceilings.parquet",
         knees=f"{RESULTS}/roofline/knees.parquet",
         claims=f"{RESULTS}/claims.parquet",
+        placements=f"{RESULTS}/placements.parquet",
         datasheets=DATASHEETS,
         figures=expand(f"{RESULTS}/figures/{{name}}.png", name=FIGURES),
         index=f"{RESULTS}/figures/index.json",
@@ -147,4 +165,5 @@ rule report:
     shell:
         "python -m experiments.analysis report {input.data:q} --ceilings {input.ceilings:q}"
         " --knees {input.knees:q} --claims {input.claims:q} --datasheets {input.datasheets:q} --figures {params.figures:q} --out {output:q}"
+        " --placements {input.placements:q}"
         " > {log:q} 2>&1"

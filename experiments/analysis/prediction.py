@@ -1,0 +1,115 @@
+"""The time a call should take on a fitted roofline, summed over its ops.
+
+Each op (an aten op with its FLOPs and bytes, experiments/placement/counting.py) is predicted as
+the slowest of three terms:
+- compute: FLOPs / P, P the dtype's GEMM ceiling for matrix ops (matmuls, convolutions,
+  attention, fused layers), its vector (FMA) ceiling for the rest;
+- memory: with Nsight Compute's bytes, the slowest level's measured traffic over that level's
+  bandwidth (DRAM, L2, L1); with counted bytes, the `cold` bytes (weights and the call's inputs,
+  rotated past the caches by the workload experiment) over DRAM bandwidth plus the rest (the
+  activations earlier ops wrote) over the bandwidth of the smallest cache level whose fitted
+  window holds the op's working set (its tensors in and out), DRAM when none does;
+- latency: the floor of one kernel (graph replay or eager launch, as the call was timed).
+A call is the sum over its ops. error = measured / predicted - 1.
+"""
+
+from __future__ import annotations
+
+import math
+
+from experiments.analysis import roofline
+
+MISS = 0.5  # |error| above this: the row names the term that failed
+
+
+def roofs(ceilings, system: str, dtype: str, graph: bool) -> dict:
+    """The ceilings the model reads for one system and dtype."""
+    val = lambda name, dt=None: roofline.value(ceilings, system, name, dt)  # noqa: E731
+    matrix, vector = val("matrix_flops", dtype), val("vector_flops", dtype)
+    levels = []  # (capacity window, name, B/s), smallest first
+    rows = ceilings[(ceilings.system == system) & ceilings.ceiling.str.endswith("_bw")
+                    & ceilings.value.notna()]
+    for r in rows.itertuples(index=False):
+        hi = getattr(r, "ws_max", math.nan)
+        if r.ceiling not in ("dram_bw", "l1_bw", "intensity_bw") and hi == hi and hi:
+            levels.append((float(hi), r.ceiling[:-3].upper(), float(r.value)))
+    return {"matrix": matrix or vector, "vector": vector or matrix,
+            "DRAM": val("dram_bw"), "L2": val("l2_bw"), "L1": val("l1_bw"),
+            "caches": sorted(levels),
+            "latency": val("latency_graph" if graph else "latency_eager") or 0.0}
+
+
+def cache_level(r: dict, working_set: float) -> tuple[str, float | None]:
+    for hi, name, bw in r["caches"]:
+        if working_set <= hi:
+            return name, bw
+    return "DRAM", r["DRAM"]
+
+
+def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = None,
+               kind: str = "vector", calls: int = 1, measured: dict | None = None) -> dict:
+    """One op (calls launches of it, work summed over them): its three terms, the prediction,
+    which term bounds it and the memory level."""
+    calls = max(int(calls or 1), 1)
+    P = r["matrix"] if kind == "matrix" else r["vector"]
+    compute = flops / P if P and flops else 0.0
+    level, memory = "DRAM", None
+    measured = {k: v for k, v in (measured or {}).items() if v == v and v is not None}
+    if measured:  # Nsight Compute's traffic at each level over that level's bandwidth
+        times = {name: measured[key] / r[name] for key, name in
+                 (("dram_bytes", "DRAM"), ("l2_bytes", "L2"), ("l1_bytes", "L1"))
+                 if key in measured and r[name]}
+        if times:
+            level = max(times, key=times.get)
+            memory = times[level]
+    if memory is None and r["DRAM"] and nbytes == nbytes:
+        cold = min(cold_bytes if cold_bytes == cold_bytes and cold_bytes is not None
+                   else nbytes, nbytes)
+        level, bw = cache_level(r, nbytes / calls)
+        warm_bw = bw or r["DRAM"]
+        memory = cold / r["DRAM"] + (nbytes - cold) / warm_bw
+        if cold >= nbytes - cold:
+            level = "DRAM"
+    latency = r["latency"] * calls
+    terms = {"compute": compute, "memory": memory or 0.0, "latency": latency}
+    bound = max(terms, key=terms.get)
+    return {"compute_s": compute, "memory_s": memory, "latency_s": latency,
+            "predicted_time_s": terms[bound] if terms[bound] > 0 else math.nan,
+            "bound": bound, "level": level if bound == "memory" else None}
+
+
+def predict_call(r: dict, ops: list) -> dict:
+    """A call from its ops ([op, shapes, calls, FLOPs, bytes, cold bytes, kind, source] lists):
+    the sum of their predictions; the call's bound is the term that takes most of that sum."""
+    parts = [predict_op(r, o[3], o[4], o[5], o[6], o[2]) for o in ops]
+    parts = [p for p in parts if p["predicted_time_s"] == p["predicted_time_s"]]
+    total = sum(p["predicted_time_s"] for p in parts)
+    share: dict = {}
+    for p in parts:
+        key = p["bound"] + (f" ({p['level']})" if p["level"] else "")
+        share[key] = share.get(key, 0.0) + p["predicted_time_s"]
+    top = max(share, key=share.get) if share else "-"
+    bound, _, level = top.partition(" (")
+    return {"predicted_time_s": total if total > 0 else math.nan,
+            "compute_s": sum(p["compute_s"] for p in parts if p["bound"] == "compute"),
+            "memory_s": sum(p["memory_s"] or 0.0 for p in parts if p["bound"] == "memory"),
+            "latency_s": sum(p["latency_s"] for p in parts if p["bound"] == "latency"),
+            "bound": bound, "level": level.rstrip(")") or None, "ops": len(parts)}
+
+
+def failed_term(error: float, bound: str, level: str | None) -> str:
+    """For a miss above MISS: which term failed, and the likely reason."""
+    if not (error == error) or abs(error) <= MISS:
+        return ""
+    where = f" ({level})" if level else ""
+    if error > 0:
+        return {"compute": "compute: the kernel ran below the FLOP roof (small or oddly shaped "
+                           "work, or a fallback kernel)",
+                "memory": f"memory{where}: more traffic than counted (activations spilled, "
+                          "strided reads) or bandwidth below the ceiling",
+                "latency": "latency: more kernels or longer launches than the floor"}.get(
+            bound, bound)
+    return {"compute": "compute: fewer FLOPs ran than counted (masked or skipped work)",
+            "memory": f"memory{where}: fewer bytes reached this level than counted (served "
+                      "from a closer cache)",
+            "latency": "latency: the floor is above what this call took"}.get(bound, bound)
