@@ -14,6 +14,11 @@ delegate("experiments")  # to the run's fork server if any (imports done there)
 
 import logging  # noqa: E402
 import sys  # noqa: E402
+
+if __name__ == "__main__" and sys.argv[1:2] == ["place"]:  # before Hydra and torch: --help is fast
+    from experiments.cli.place import main as place_main
+
+    sys.exit(place_main(sys.argv[2:]))
 from pathlib import Path  # noqa: E402
 
 from experiments.core.cpus import pin_from_argv  # noqa: E402
