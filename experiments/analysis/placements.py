@@ -56,9 +56,10 @@ def _params(row) -> dict:
     return p if isinstance(p, dict) else json.loads(p or "{}") if isinstance(p, str) else {}
 
 
-def place_row(row, ceilings: pd.DataFrame, system: str) -> dict:
+def place_row(row, ceilings: pd.DataFrame, system: str, rows=None) -> dict:
     """One measured call against `system`'s ceilings (a row of the schema, dict or Series):
-    summed over its ops where the row lists them, else one roof for the whole call."""
+    summed over its ops where the row lists them, else one roof for the whole call. `rows`
+    (the dataset's) give the model the system's GEMM and bandwidth curves."""
     flops, nbytes, t = float(row["flops"]), float(row["bytes"]), float(row["time_s"])
     # device times (graph replay; an op's own time in the profiler) have the graph floor; eager
     # launches timed from the host have the eager one
@@ -68,7 +69,7 @@ def place_row(row, ceilings: pd.DataFrame, system: str) -> dict:
     found = {"predicted_from": "whole call", "level": "DRAM" if pred["bound"] == "memory"
              else None}
     if ops:
-        r = prediction.roofs(ceilings, system, row["dtype"], graph)
+        r = _roofs(ceilings, system, row["dtype"], graph, rows)
         found = prediction.predict_call(r, ops)
         found = {k: found[k] for k in ("predicted_time_s", "compute_s", "memory_s", "latency_s",
                                        "bound", "level")} | {
@@ -92,6 +93,21 @@ def place_row(row, ceilings: pd.DataFrame, system: str) -> dict:
             "model_error": error,
             "failed_term": prediction.failed_term(error, pred["bound"], found["level"]),
             "missing": ", ".join(pred["missing"])}
+
+
+_ROOFS: dict = {}
+
+
+def _roofs(ceilings, system, dtype, graph, rows):
+    """prediction.roofs, once per (tables, system, dtype, timer) in a process."""
+    key = (id(ceilings), id(rows), system, dtype, graph)
+    if key not in _ROOFS:
+        _ROOFS[key] = prediction.roofs(ceilings, system, dtype, graph, rows)
+    return _ROOFS[key]
+
+
+def _all_rows(ds):
+    return ds.rows if hasattr(ds, "rows") else ds
 
 
 def _rows(ds, ops: bool = False) -> pd.DataFrame:
@@ -135,7 +151,7 @@ def placements(ds, ceilings: pd.DataFrame) -> pd.DataFrame:
             continue
         out.append({"workload": row["op"], "dtype": row["dtype"], "batch": row["batch"],
                     "flops": row.flops, "bytes": row.bytes, "timer": row.timer}
-                   | place_row(row, ceilings, roof_of[row.system])
+                   | place_row(row, ceilings, roof_of[row.system], _all_rows(ds))
                    | {"system": row.system, "roofline_of": roof_of[row.system]})
     return pd.DataFrame(out, columns=PLACEMENT_COLUMNS)
 
@@ -172,7 +188,7 @@ def op_placements(ds, ceilings: pd.DataFrame) -> pd.DataFrame:
         levels = {key: p.get(key, math.nan) for key, _, _ in LEVELS}
         roof = roof_of[row.system]
         placed = place_row(row, ceilings, roof) | {"system": row.system}
-        r = prediction.roofs(ceilings, roof, row["dtype"], graph=True)
+        r = _roofs(ceilings, roof, row["dtype"], True, _all_rows(ds))
         kind = p.get("kind") or ("matrix" if str(p.get("aten_op")).removeprefix("aten::")
                                  in MATRIX_OPS else "vector")  # rows before `kind` was kept
         op = prediction.predict_op(r, row.flops, row.bytes, p.get("cold_bytes"), kind,

@@ -22,21 +22,58 @@ from experiments.analysis import roofline
 MISS = 0.5  # |error| above this: the row names the term that failed
 
 
-def roofs(ceilings, system: str, dtype: str, graph: bool) -> dict:
-    """The ceilings the model reads for one system and dtype."""
+BANDWIDTH_OPS = ("copy", "scale", "add", "triad", "add_one")
+
+
+def curves(rows, system: str, dtype: str) -> dict:
+    """The roofs at a size, from the system's own sweep where the dataset holds it: GEMM FLOP/s
+    against FLOPs per call (the matmul experiment, this dtype) and the best bandwidth against
+    working set (the bandwidth experiment: L1/L2 plateaus, the small-size ramp, then DRAM)."""
+    import numpy as np
+
+    need = {"system", "status", "time_s", "experiment", "dtype", "flops", "flop_per_s", "op",
+            "working_set_bytes", "byte_per_s"}
+    if rows is None or not len(rows) or not need <= set(rows.columns):
+        return {}
+    mine = rows[(rows.system == system) & (rows.status == "ok") & (rows.time_s > 0)]
+    out = {}
+    mm = mine[(mine.experiment == "matmul") & (mine.dtype == dtype) & (mine.flops > 0)]
+    if mm.flops.nunique() >= 2:
+        g = mm.groupby("flops").flop_per_s.median().sort_index()
+        out["gemm"] = (np.log(g.index.to_numpy(float)), g.to_numpy(float))
+    bw = mine[(mine.experiment == "bandwidth") & mine.op.isin(BANDWIDTH_OPS)
+              & (mine.working_set_bytes > 0)]
+    if bw.working_set_bytes.nunique() >= 2:
+        g = bw.groupby("working_set_bytes").byte_per_s.max().sort_index()
+        out["bandwidth"] = (np.log(g.index.to_numpy(float)), g.to_numpy(float))
+    return out
+
+
+def _at(curve, x: float) -> float | None:
+    import numpy as np
+
+    if curve is None or not x > 0:
+        return None
+    return float(np.interp(math.log(x), *curve))
+
+
+def roofs(ceilings, system: str, dtype: str, graph: bool, rows=None) -> dict:
+    """The ceilings the model reads for one system and dtype (and, given the dataset's rows,
+    its GEMM and bandwidth curves: the roofs at an op's size)."""
     val = lambda name, dt=None: roofline.value(ceilings, system, name, dt)  # noqa: E731
     matrix, vector = val("matrix_flops", dtype), val("vector_flops", dtype)
     levels = []  # (capacity window, name, B/s), smallest first
-    rows = ceilings[(ceilings.system == system) & ceilings.ceiling.str.endswith("_bw")
-                    & ceilings.value.notna()]
-    for r in rows.itertuples(index=False):
+    bws = ceilings[(ceilings.system == system) & ceilings.ceiling.str.endswith("_bw")
+                   & ceilings.value.notna()]
+    for r in bws.itertuples(index=False):
         hi = getattr(r, "ws_max", math.nan)
         if r.ceiling not in ("dram_bw", "l1_bw", "intensity_bw") and hi == hi and hi:
             levels.append((float(hi), r.ceiling[:-3].upper(), float(r.value)))
     return {"matrix": matrix or vector, "vector": vector or matrix,
             "DRAM": val("dram_bw"), "L2": val("l2_bw"), "L1": val("l1_bw"),
             "caches": sorted(levels),
-            "latency": val("latency_graph" if graph else "latency_eager") or 0.0}
+            "latency": val("latency_graph" if graph else "latency_eager") or 0.0} | \
+        curves(rows, system, dtype)
 
 
 def cache_level(r: dict, working_set: float) -> tuple[str, float | None]:
@@ -52,6 +89,8 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
     which term bounds it and the memory level."""
     calls = max(int(calls or 1), 1)
     P = r["matrix"] if kind == "matrix" else r["vector"]
+    if kind == "matrix" and r.get("gemm"):  # the GEMM roof at this size
+        P = _at(r["gemm"], flops / calls) or P
     compute = flops / P if P and flops else 0.0
     level, memory = "DRAM", None
     measured = {k: v for k, v in (measured or {}).items() if v == v and v is not None}
@@ -66,8 +105,8 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
         cold = min(cold_bytes if cold_bytes == cold_bytes and cold_bytes is not None
                    else nbytes, nbytes)
         level, bw = cache_level(r, nbytes / calls)
-        warm_bw = bw or r["DRAM"]
-        memory = cold / r["DRAM"] + (nbytes - cold) / warm_bw
+        warm_bw = _at(r.get("bandwidth"), nbytes / calls) or bw or r["DRAM"]
+        memory = cold / min(warm_bw, r["DRAM"]) + (nbytes - cold) / warm_bw
         if cold >= nbytes - cold:
             level = "DRAM"
     latency = r["latency"] * calls
