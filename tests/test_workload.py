@@ -352,3 +352,25 @@ def test_lock_wait_names_the_holder(tmp_path, caplog):
         t.join(5)
     got[0][1].release()
     assert f"waiting for the CPU held by PID {os.getpid()}" in caplog.text
+
+
+def test_cli_touches_nothing_cuda_on_a_cpu(tmp_path):
+    """Every way torch probes CUDA raises here: a CPU placement must not reach one."""
+    code = textwrap.dedent(f'''
+        import sys, torch
+        def probed(*a, **k):
+            raise SystemExit("CUDA probed")
+        for name in ("is_available", "device_count", "init", "get_device_name",
+                     "get_device_properties", "synchronize", "current_device"):
+            setattr(torch.cuda, name, probed)
+        torch.backends.cuda.is_built = lambda: False  # a CPU-only build: auto means the CPU
+        from experiments.cli.place import main
+        sys.exit(main(["experiments.models:make_mlp", "--batch", "2", "--kwargs",
+                       '{{"d_model": 8, "hidden": 16}}', "--out", "{tmp_path / 'c.parquet'}",
+                       "--point-budget-s", "0.02", "--profile"]))
+    ''')
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stdout[-1500:] + run.stderr[-1500:]
+    assert "on cpu" in run.stdout and "CUDA" not in run.stdout + run.stderr
+    assert "gpuGetDeviceCount" not in run.stderr
