@@ -56,6 +56,19 @@ def test_ncu_bytes_replace_the_counted_ones():
     assert op["level"] == "L2" and op["memory_s"] == pytest.approx(8e8 / L2)
 
 
+def test_attention_pays_for_its_exponentials():
+    r = roofs()
+    plain = prediction.predict_op(r, 1e12, 1e6, 1e6, "matrix")
+    softmax = prediction.predict_op(r, 1e12, 1e6, 1e6, "matrix", exponentials=1e9)
+    sfu = V * prediction.SFU_SHARE  # no float32 vector ceiling here: none charged
+    assert softmax["compute_s"] == plain["compute_s"] and not r["sfu"]
+    r = prediction.roofs(pd.concat([ceilings(), ceilings().iloc[[4]].assign(dtype="float32")]),
+                         SYS, "bfloat16", True)
+    sfu = V * prediction.SFU_SHARE
+    softmax = prediction.predict_op(r, 1e12, 1e6, 1e6, "matrix", exponentials=1e9)
+    assert softmax["compute_s"] == pytest.approx(1e12 / P + 1e9 / sfu)
+
+
 def test_a_call_is_the_sum_of_its_ops():
     r = roofs()
     ops = [["aten::addmm", "[]", 2, 2e12, 4e6, 4e6, "matrix", "FlopCounterMode"],
@@ -88,7 +101,7 @@ def test_the_placements_file_holds_calls_and_ops_and_names_the_failed_term(tmp_p
     assert sorted(table.kind) == ["call", "call", "op"]
     calls = table[table.kind == "call"].set_index("batch")
     assert calls.loc[1, "predicted_time_s"] == pytest.approx(predicted)
-    assert calls.loc[1, "predicted_from"] == "sum over 2 ops"
+    assert calls.loc[1, "predicted_from"] == "sum over 2 ops (2 distinct)"
     assert calls.loc[1, "model_error"] == pytest.approx(0.1) and not calls.loc[1, "failed_term"]
     assert calls.loc[2, "model_error"] == pytest.approx(2.0)
     assert calls.loc[2, "failed_term"].startswith("compute")

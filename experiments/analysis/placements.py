@@ -69,11 +69,11 @@ def place_row(row, ceilings: pd.DataFrame, system: str, rows=None) -> dict:
     found = {"predicted_from": "whole call", "level": "DRAM" if pred["bound"] == "memory"
              else None}
     if ops:
-        r = _roofs(ceilings, system, row["dtype"], graph, rows)
+        r = _roofs(ceilings, system, row["dtype"], graph, rows, row.get("system"))
         found = prediction.predict_call(r, ops)
         found = {k: found[k] for k in ("predicted_time_s", "compute_s", "memory_s", "latency_s",
                                        "bound", "level")} | {
-            "predicted_from": f"sum over {found['ops']} ops"}
+            "predicted_from": f"sum over {found['launches']} ops ({found['ops']} distinct)"}
         pred = pred | {k: found[k] for k in ("predicted_time_s", "bound")}
         pred["time_s"] = found["predicted_time_s"]
     attained = flops / t if t > 0 else math.nan
@@ -98,11 +98,13 @@ def place_row(row, ceilings: pd.DataFrame, system: str, rows=None) -> dict:
 _ROOFS: dict = {}
 
 
-def _roofs(ceilings, system, dtype, graph, rows):
-    """prediction.roofs, once per (tables, system, dtype, timer) in a process."""
-    key = (id(ceilings), id(rows), system, dtype, graph)
+def _roofs(ceilings, system, dtype, graph, rows, own=None):
+    """prediction.roofs, once per (tables, system, dtype, timer) in a process; the curves from
+    the roofline's system and the placed row's own (`own`)."""
+    key = (id(ceilings), id(rows), system, own, dtype, graph)
     if key not in _ROOFS:
-        _ROOFS[key] = prediction.roofs(ceilings, system, dtype, graph, rows)
+        _ROOFS[key] = prediction.roofs(ceilings, system, dtype, graph, rows,
+                                       also=(own,) if own else ())
     return _ROOFS[key]
 
 
@@ -188,12 +190,13 @@ def op_placements(ds, ceilings: pd.DataFrame) -> pd.DataFrame:
         levels = {key: p.get(key, math.nan) for key, _, _ in LEVELS}
         roof = roof_of[row.system]
         placed = place_row(row, ceilings, roof) | {"system": row.system}
-        r = _roofs(ceilings, roof, row["dtype"], True, _all_rows(ds))
+        r = _roofs(ceilings, roof, row["dtype"], True, _all_rows(ds), row.system)
         kind = p.get("kind") or ("matrix" if str(p.get("aten_op")).removeprefix("aten::")
                                  in MATRIX_OPS else "vector")  # rows before `kind` was kept
         op = prediction.predict_op(r, row.flops, row.bytes, p.get("cold_bytes"), kind,
                                    p.get("calls_per_step") or 1,
-                                   levels if p.get("bytes_source") == "ncu" else None)
+                                   levels if p.get("bytes_source") == "ncu" else None,
+                                   exponentials=p.get("exponentials") or 0.0)
         error = row.time_s / op["predicted_time_s"] - 1 if op["predicted_time_s"] > 0 \
             else math.nan
         out.append({"workload": row["op"], "dtype": row["dtype"], "batch": row["batch"],

@@ -11,13 +11,15 @@ with `make_` (or it has `rooflab_factory = True`): make(batch, dtype, device, ge
 -> (fn, args), see experiments/models/. The command line needs a factory (it must build the
 inputs); place() takes the callable and its tensors directly.
 
-Work is counted, never derived from the timing: FLOPs by torch.utils.flop_counter.FlopCounterMode
-(matmuls, convolutions, attention; elementwise ops, norms and softmax count 0), bytes as the
-compulsory traffic: every input tensor, every parameter and buffer reachable from fn (an nn.Module,
-or a partial, bound method or closure holding one), and every output, each moved once. The call
-is timed by the core timer (experiments/core/timer.py) replayed from a CUDA graph where it can be
-captured (`timer` cuda_event_graph), else as eager launches (cuda_event); its output is checked
-finite, two calls must agree, and where a float64 copy can run, against float64.
+Work is counted, never derived from the timing: every aten op the call runs, FLOPs by torch's
+formulas where it has them and rooflab's elsewhere (elementwise ops, norms, softmax, pooling,
+embeddings, causal attention as causal, the fused transformer and RNN kernels: docs/placement.md),
+bytes as the compulsory traffic (every input, every parameter and buffer reachable from fn, every
+output, each moved once) and per op. The call is timed by the core timer replayed from a CUDA
+graph where it can be captured, else as eager launches; its output is checked finite, two calls
+must agree, and where a float64 copy can run, against float64. The prediction sums, over the
+call's ops, the slowest of compute, memory traffic at the level its working set fits, and the
+latency floor (experiments/analysis/prediction.py).
 """
 
 from __future__ import annotations

@@ -188,7 +188,8 @@ def run(args, prog: str) -> int:
         if system:
             r = prediction.roofs(table, system, args.dtype, graph=dev.type == "cuda")
             pred = [prediction.predict_op(r, o["flops"], o["bytes"], o["cold_bytes"], o["kind"],
-                                          o["calls"]) for o in ops.to_dict("records")]
+                                          o["calls"], exponentials=o["exponentials"])
+                    for o in ops.to_dict("records")]
             ops["bound"] = [p["bound"] for p in pred]
             ops["level"] = [p["level"] for p in pred]
             ops["predicted_time_s"] = [p["predicted_time_s"] for p in pred]

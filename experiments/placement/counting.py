@@ -43,7 +43,8 @@ class OpCounter(torch.utils._python_dispatch.TorchDispatchMode):
                          "kind": "matrix" if name in formulas.MATRIX_OPS else "vector",
                          "input_shapes": shapes_key(ins),
                          "bytes": distinct_bytes(ins) + distinct_bytes(outs),
-                         "cold_bytes": distinct_bytes(cold)})
+                         "cold_bytes": distinct_bytes(cold),
+                         "exponentials": formulas.exponentials(name, args, kwargs)})
         return out
 
 
@@ -83,16 +84,18 @@ def record_ops(fn, args, kwargs=None):
 
 def summarize_ops(ops: list[dict]) -> list[list]:
     """The ops grouped by (op, input shapes): [op, input shapes, calls, FLOPs, bytes, cold bytes,
-    kind, FLOP source], the work a call's prediction sums over (kept in the row's params)."""
+    kind, FLOP source, softmax exponentials], the work a call's prediction sums over (kept in
+    the row's params)."""
     groups: dict = {}
     for o in ops:
         g = groups.setdefault((o["op"], o["input_shapes"]), [o["op"], o["input_shapes"], 0, 0.0,
                                                              0.0, 0.0, o["kind"],
-                                                             o["flops_source"]])
+                                                             o["flops_source"], 0.0])
         g[2] += 1
         g[3] += o["flops"]
         g[4] += o["bytes"]
         g[5] += o["cold_bytes"]
+        g[8] += o["exponentials"]
     return list(groups.values())
 
 

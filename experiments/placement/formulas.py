@@ -164,6 +164,24 @@ def _pool(name, args, kwargs, out):
     return float(_numel(_first(out)) * window)
 
 
+def exponentials(name: str, args, kwargs) -> float:
+    """Softmax exponentials a fused attention kernel evaluates (one per query-key pair kept):
+    they run on the special-function units, not the matrix units, and the model charges them
+    there (experiments/analysis/prediction.py)."""
+    if name in ATTENTION:
+        flops = _sdpa(name, args, kwargs)
+        q, v = args[0], args[2]
+        return flops / (2.0 * (q.shape[-1] + v.shape[-1]))
+    if name == "_transformer_encoder_layer_fwd":
+        src, heads = args[0], int(args[2])
+        b, t = (src.shape[0], src.shape[1]) if src.dim() == 3 else (1, src.shape[0])
+        return float(b * heads * t * t)
+    if name == "_native_multi_head_attention":
+        q, k, heads = args[0], args[1], int(args[4])
+        return float(q.shape[0] * heads * q.shape[-2] * k.shape[-2])
+    return 0.0
+
+
 def formula(name: str, args, kwargs, out) -> float | None:
     """FLOPs of one aten op (name without `aten::`) by the conventions above; None where the op
     has none (then 0, placed by its bytes)."""

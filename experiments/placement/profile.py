@@ -50,7 +50,8 @@ def profile_ops(fn, args, kwargs=None, device=None, calls: int = 3):
     dev = torch.device(device) if device else tensors(args)[0].device
     _, recorded = record_ops(fn, args, kwargs)
     work = pd.DataFrame(summarize_ops(recorded), columns=[
-        "op", "input_shapes", "calls", "flops", "bytes", "cold_bytes", "kind", "flops_source"])
+        "op", "input_shapes", "calls", "flops", "bytes", "cold_bytes", "kind", "flops_source",
+        "exponentials"])
     counted = set(zip(work.op, work.input_shapes))
     counts = work.op.value_counts()
     names = {op: (op, shapes) for op, shapes in counted if counts[op] == 1}
@@ -81,6 +82,7 @@ def op_rows(ops, workload: str, batch: int, ncu_ops=None) -> list[dict]:
         params = {"aten_op": r["op"], "input_shapes": r["input_shapes"],
                   "flops_source": r.get("flops_source"), "calls_per_step": r.get("calls"),
                   "kind": r.get("kind"), "cold_bytes": r.get("cold_bytes"),
+                  "exponentials": r.get("exponentials"),
                   "bytes_source": "ncu" if r.get("dram_bytes") == r.get("dram_bytes")
                   and r.get("dram_bytes") is not None else "counted"}
         params |= {level: r[level] for level in (*LEVELS, "kernels")
