@@ -4,26 +4,32 @@
 # the shipped ones under Nsight Compute), placed on the published H200 roofline and predicted
 # (results/placements.parquet). Prints every call's error, then the median and p90 |error| last.
 #   OUT=/tmp/out bash bench/h200_place.sh       (about 6-8 minutes)
+# (DEVICE=cpu ONLY="linear lstm" runs a part of it anywhere, to check the steps)
 python3 -m pip install -q --no-index --find-links .whl snakemake hydra-core || exit 1
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OUT=${OUT:-$PWD/out} PYTHONPATH=$PWD
 R=$OUT/results
 HOST=h200place
+DEVICE=${DEVICE:-cuda:0}
+SLUG=$(python3 -c "from experiments.core.devicenames import slug; print(slug('$DEVICE'))")
 mkdir -p "$R"
 # the workload jobs alone (the roofline is the published H200 set's: same device model)
 TARGETS=$(python3 - <<PY
 import yaml
 base = yaml.safe_load(open("config/config.yaml"))["workloads"]
 mods = yaml.safe_load(open("config/presets/modules.yaml"))["workloads"]
+only = "${ONLY:-}".split()
 for name, spec in {**base, **mods}.items():
+    if only and name not in only:
+        continue
     for dtype in (spec.get("dtypes") or base[name]["dtypes"]):
-        print(f"$R/measurements/$HOST/cuda0/workload/{name}-{dtype}.parquet")
+        print(f"$R/measurements/$HOST/$SLUG/workload/{name}-{dtype}.parquet")
 PY
 )
 which ncu || echo "ncu not on PATH: bytes are counted, not measured"
 time snakemake --cores all --configfile config/presets/modules.yaml \
-    --config 'devices=["cuda:0"]' host=$HOST "results=$R" 'published=[]' \
+    --config "devices=[\"$DEVICE\"]" host=$HOST "results=$R" 'published=[]' \
     --rerun-incomplete -- $TARGETS > "$OUT/snakemake.log" 2>&1 \
     || { tail -40 "$OUT/snakemake.log"; exit 1; }
 # modules.parquet: this run's workload rows, the file to publish; then placed on the published set

@@ -80,16 +80,15 @@ def timing_warnings(row: dict) -> list[str]:
     cv, n = row.get("cv"), row.get("samples")
     spread = (f"median {_fmt(row.get('time_s'), 's')}, 10-90 % {_fmt(row.get('time_s_q10'), 's')}"
               f" to {_fmt(row.get('time_s_q90'), 's')}")
+    pct = lambda v: f"{v * 100:.0f} %" if v == v and v is not None else "-"  # noqa: E731
     if row.get("noisy") or (cv == cv and cv is not None and cv > NOISY_CV):
-        out.append(f"warning: the timing was noisy: {spread}, spread (cv) "
-                   f"{_fmt(cv * 100 if cv == cv and cv is not None else None)} % over "
+        out.append(f"warning: the timing was noisy: {spread}, spread (cv) {pct(cv)} over "
                    f"{n} samples; run again on a quieter machine")
     if row.get("contended"):
         other, steal = row.get("other_cpu_share"), row.get("steal_share")
-        out.append("warning: the CPU was contended while timing: other processes used "
-                   f"{_fmt((other or 0) * 100)} % of it"
-                   + (f", the hypervisor stole {_fmt(steal * 100)} %" if steal else "")
-                   + f" ({spread})")
+        out.append(f"warning: the CPU was contended while timing: other processes used "
+                   f"{pct(other or 0.0)} of it"
+                   + (f", the hypervisor stole {pct(steal)}" if steal else "") + f" ({spread})")
     return out
 
 
