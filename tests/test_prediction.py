@@ -133,3 +133,17 @@ def test_the_placements_command_writes_the_file(tmp_path):
                          text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "placements ->" in run.stderr and len(pd.read_parquet(out)) == 3
+
+
+def test_a_call_whose_ops_ncu_measured_is_predicted_from_their_bytes():
+    ds, _ = _dataset()
+    op = ds[ds.variant == "aten_op"].iloc[0].to_dict()
+    op["params"] = op["params"] | {"bytes_source": "ncu", "dram_bytes": 4e7, "l2_bytes": 1e7,
+                                   "l1_bytes": 1e7}
+    ds = pd.concat([ds[ds.variant != "aten_op"], pd.DataFrame([op])], ignore_index=True)
+    table = placements.placement_table(ds, ceilings())
+    call = table[(table.kind == "call") & (table.batch == 1)].iloc[0]
+    assert call.predicted_time_s == pytest.approx(4e7 / DRAM)  # the one op's measured traffic
+    assert call.predicted_from == "sum over 1 profiled ops, ncu bytes"
+    other = table[(table.kind == "call") & (table.batch == 2)].iloc[0]
+    assert other.predicted_from.startswith("sum over 2 ops")  # no ops measured at batch 2

@@ -294,11 +294,31 @@ def model_error_summary(placements: pd.DataFrame) -> pd.DataFrame:
 TABLE_COLUMNS = ["kind", *PLACEMENT_COLUMNS, *[c for c in OP_COLUMNS if c not in PLACEMENT_COLUMNS]]
 
 
+def with_measured_bytes(calls: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
+    """Calls whose ops Nsight Compute measured: predicted as the sum of those ops' predictions
+    (each on its measured DRAM/L2/L1 traffic) instead of their counted bytes."""
+    keys = ["system", "workload", "dtype", "batch"]
+    measured = ops[ops.bytes_source == "ncu"]
+    if calls.empty or measured.empty:
+        return calls
+    sums = ops[ops.set_index(keys).index.isin(measured.set_index(keys).index)].groupby(keys).agg(
+        ncu_predicted=("predicted_time_s", "sum"), n=("aten_op", "size")).reset_index()
+    out = calls.merge(sums, on=keys, how="left")
+    hit = out.ncu_predicted.notna() & (out.ncu_predicted > 0)
+    out.loc[hit, "predicted_time_s"] = out.ncu_predicted[hit]
+    out.loc[hit, "predicted_from"] = [f"sum over {int(n)} profiled ops, ncu bytes"
+                                      for n in out.n[hit]]
+    out.loc[hit, "model_error"] = out.measured_time_s[hit] / out.ncu_predicted[hit] - 1
+    out.loc[hit, "failed_term"] = [prediction.failed_term(e, b, lv) for e, b, lv in
+                                   zip(out.model_error[hit], out.bound[hit], out.level[hit])]
+    return out.drop(columns=["ncu_predicted", "n"])
+
+
 def placement_table(ds, ceilings: pd.DataFrame) -> pd.DataFrame:
     """results/placements.parquet: every placed whole call (kind `call`) and op (kind `op`):
     measured, predicted, error, the bound and level, and the term that failed on a miss."""
-    calls = placements(ds, ceilings).assign(kind="call")
     ops = op_placements(ds, ceilings).assign(kind="op")
+    calls = with_measured_bytes(placements(ds, ceilings), ops).assign(kind="call")
     ops = ops.assign(measured_time_s=ops.time_s)
     frames = [f for f in (calls, ops) if len(f)]
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
