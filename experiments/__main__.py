@@ -66,12 +66,8 @@ def check_config_files() -> None:
             sys.exit(2)
 
 
-if __name__ == "__main__":
-    if sys.argv[1:2] == ["place"]:  # its own argparse CLI; everything else is Hydra's
-        from experiments.cli.place import main as place_main
-
-        sys.exit(place_main(sys.argv[2:]))
-    elif "--list" in sys.argv[1:]:
+if __name__ == "__main__":  # `place` left above, before the imports; the rest is Hydra's
+    if "--list" in sys.argv[1:]:
         list_experiments()
     else:
         check_config_files()
