@@ -14,6 +14,11 @@ delegate("experiments")  # to the run's fork server if any (imports done there)
 
 import logging  # noqa: E402
 import sys  # noqa: E402
+
+if __name__ == "__main__" and sys.argv[1:2] == ["place"]:  # before Hydra and torch: --help is fast
+    from experiments.cli.place import main as place_main
+
+    sys.exit(place_main(sys.argv[2:]))
 from pathlib import Path  # noqa: E402
 
 from experiments.core.cpus import pin_from_argv  # noqa: E402
@@ -66,12 +71,8 @@ def check_config_files() -> None:
             sys.exit(2)
 
 
-if __name__ == "__main__":
-    if sys.argv[1:2] == ["place"]:  # its own argparse CLI; everything else is Hydra's
-        from experiments.cli.place import main as place_main
-
-        sys.exit(place_main(sys.argv[2:]))
-    elif "--list" in sys.argv[1:]:
+if __name__ == "__main__":  # `place` left above, before the imports; the rest is Hydra's
+    if "--list" in sys.argv[1:]:
         list_experiments()
     else:
         check_config_files()

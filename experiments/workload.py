@@ -1,12 +1,13 @@
 """Your own workload on the roofline: one factory (experiments/placement/target.py's convention) over its
-batch sizes, each point counted (FlopCounterMode, compulsory bytes), checked and timed by the core
+batch sizes, each point counted (every aten op's FLOPs and bytes, experiments/placement/counting.py;
+compulsory bytes for the call), checked and timed by the core
 timer, replayed from a CUDA graph whatever its length where it can be captured.
 
 config/config.yaml's `workloads:` lists them; the workflow runs one job per workload, device and
 dtype. Copies of the call's data (fresh weights and inputs from the factory) rotate until they span
 `rotate_bytes_factor` LLCs, so a point is not timed hot in cache, as decode does with its weights.
-A target that cannot be imported, raises, returns no tensor, or counts no FLOPs becomes rows with
-that status and message; the other points go on.
+A target that cannot be imported, raises or returns no tensor becomes rows with that status and
+message; the other points go on. A call of 0 FLOPs is placed by its bytes.
 """
 
 from __future__ import annotations

@@ -29,9 +29,11 @@ DATASHEETS = pipeline.DATASHEETS
 HELP = {"dataset": "merged measurements (from `collect`)",
         "ceilings": "ceilings.parquet (from `roofline`)", "knees": "knees.parquet (from `decode`)",
         "decode_model": "the prediction per decode row (from `decode --points`)",
-        "claims": "claims.parquet (from `claims`)", "figures": "directory holding the figures",
+        "claims": "claims.parquet (from `claims`)",
+        "placements": "placements.parquet (from `placements`)", "figures": "directory holding the figures",
         "datasheets": "reference devices (YAML)", "report": "the HTML file to write"}
-OPTIONAL = {("claims", "claims"): "claims.parquet; without it, only print"}
+OPTIONAL = {("claims", "claims"): "claims.parquet; without it, only print",
+            ("report", "placements"): "placements.parquet; without it, computed here"}
 
 
 def parser() -> argparse.ArgumentParser:

@@ -4,8 +4,9 @@
     roofline  dataset -> roofline/ceilings.parquet
     decode    dataset, ceilings -> roofline/knees.parquet, roofline/decode_model.parquet
     claims    dataset, ceilings, knees, datasheets -> claims.parquet
+    placements  dataset, ceilings -> placements.parquet (every workload call and op, predicted)
     figures   dataset, ceilings, knees, decode model, datasheets -> figures/ (PNG, SVG, index.json)
-    report    dataset, ceilings, knees, claims, datasheets, figures -> report.html
+    report    dataset, ceilings, knees, claims, placements, datasheets, figures -> report.html
 
 Everything that runs them reads this table: `python -m experiments.analysis STEP` (its options),
 the workflow's aggregate rules (their commands, workflow/rules/aggregate.smk), `rooflab report`
@@ -35,6 +36,7 @@ class Files:
     knees: str | None = None
     decode_model: str | None = None
     claims: str | None = None
+    placements: str | None = None
     figures: str | None = None  # a folder
     report: str | None = None
     datasheets: str = DATASHEETS
@@ -45,7 +47,8 @@ class Files:
         return cls(dataset=f"{r}/measurements.parquet", ceilings=f"{r}/roofline/ceilings.parquet",
                    knees=f"{r}/roofline/knees.parquet",
                    decode_model=f"{r}/roofline/decode_model.parquet",
-                   claims=f"{r}/claims.parquet", figures=f"{r}/figures",
+                   claims=f"{r}/claims.parquet", placements=f"{r}/placements.parquet",
+                   figures=f"{r}/figures",
                    report=f"{r}/report.html", datasheets=datasheets or DATASHEETS)
 
     def but(self, **changes) -> "Files":
@@ -138,6 +141,15 @@ def _claims(f: Files) -> str:
     return ""
 
 
+def _placements(f: Files) -> str:
+    from experiments.analysis import placements
+    table = placements.placement_table(_dataset(f), _frame(f.ceilings))
+    _write(table, f.placements)
+    stats = placements.error_stats(table)
+    return (f"{len(table)} placements -> {f.placements}; |error| median/p90: " + ", ".join(
+        f"{k} {v['median']:.0%}/{v['p90']:.0%} (n={v['n']})" for k, v in stats.items() if v["n"]))
+
+
 def _figures(f: Files) -> str:
     import json
 
@@ -152,7 +164,7 @@ def _figures(f: Files) -> str:
 def _report(f: Files) -> str:
     from experiments.report import render
     render.render(_dataset(f), _frame(f.ceilings), _sheets(f), f.figures, _frame(f.claims),
-                  _frame(f.knees), out=f.report)
+                  _frame(f.knees), out=f.report, placements=f.placements)
     return f"report -> {f.report}"
 
 
@@ -191,12 +203,15 @@ STEPS: dict[str, Step] = {s.name: s for s in (
     Step("claims", "judge every claim on every system (and print them)",
          _DATA | {"ceilings": "--ceilings", "knees": "--knees", "datasheets": "--datasheets"},
          {"claims": "--out"}, _claims),
+    Step("placements", "place and predict every workload call and op",
+         _DATA | {"ceilings": "--ceilings"}, {"placements": "--out"}, _placements),
     Step("figures", "draw every figure (PNG and SVG)",
          _DATA | {"ceilings": "--ceilings", "knees": "--knees", "decode_model": "--decode-model",
                   "datasheets": "--datasheets"}, {"figures": "--outdir"}, _figures),
     Step("report", "render the self-contained HTML report",
          _DATA | {"ceilings": "--ceilings", "knees": "--knees", "claims": "--claims",
-                  "datasheets": "--datasheets", "figures": "--figures"}, {"report": "--out"},
+                  "placements": "--placements", "datasheets": "--datasheets",
+                  "figures": "--figures"}, {"report": "--out"},
          _report),
 )}
 AFTER_COLLECT = tuple(STEPS)  # in order: each reads only what the ones before it wrote

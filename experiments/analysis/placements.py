@@ -1,13 +1,16 @@
 """Workloads on the roofline: each measured call placed against the fitted ceilings, the batch
 where each workload turns compute-bound (measured and predicted), and how far the model is off.
 
-A row's prediction is roofline.predict: time = max(latency, bytes / B, FLOPs / P), with the work
-counted in the row (FlopCounterMode FLOPs, compulsory bytes), B the DRAM bandwidth (the workload
-experiment rotates copies of its data past the LLC), P the dtype's GEMM ceiling, and the latency
-floor of graph replay or of eager launches as the row was timed. model_error = measured /
-predicted - 1: above 0 the call is slower than the roofline allows (kernels below the roofs,
-or work the counters miss), below 0 faster (data served from a cache, or FLOPs counted that
-the kernel skips, e.g. the masked half of causal attention).
+A row's prediction is experiments/analysis/prediction.py's: a call is the sum over its ops of
+max(compute, memory traffic at the level its working set fits, latency floor), with Nsight
+Compute's bytes where they were measured. A call measured before its ops were recorded (no `ops`
+in its params) falls back to one roof for the whole call: max(latency, bytes / B, FLOPs / P).
+model_error = measured / predicted - 1: above 0 the call is slower than the roofline allows,
+below 0 faster; above MISS in size, `failed_term` says which term failed.
+
+placement_table() is the workflow's results/placements.parquet: every whole call (`kind` call)
+and every profiled op (`kind` op) with measured, predicted, error, bound and level;
+read_placements() splits it back for the report.
 
 The predicted knee: bytes(b) = b0 + b1 b and FLOPs(b) = f0 + f1 b fitted (least squares) over the
 measured batches; the knee is where FLOPs(b) / P overtakes bytes(b) / B,
@@ -23,8 +26,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from experiments.analysis import roofline
+from experiments.analysis import prediction, roofline
 from experiments.analysis.knees import compute_for, measured_knee
+from experiments.placement.formulas import MATRIX_OPS
 
 KNEE_AGREES = 2.0  # a predicted knee within this factor of the measured one agrees
 
@@ -33,34 +37,79 @@ OP_COLUMNS = ["system", "workload", "dtype", "batch", "aten_op", "input_shapes",
               "share_of_call", "flops", "bytes", "intensity", "attained_flop_per_s",
               "attained_byte_per_s", "roof_flop_per_s", "fraction_of_roof", "bound",
               "predicted_time_s", "bytes_source", "dram_bytes", "l2_bytes", "l1_bytes",
-              "measured_bound"]
+              "measured_bound", "level", "compute_s", "memory_s", "latency_s", "model_error",
+              "failed_term", "flops_source"]
 PLACEMENT_COLUMNS = ["system", "workload", "dtype", "batch", "flops", "bytes", "intensity",
                      "measured_time_s", "timer", "attained_flop_per_s", "attained_byte_per_s",
-                     "roof_flop_per_s", "fraction_of_roof", "bound", "predicted_time_s",
-                     "model_error", "missing", "roofline_of"]
+                     "roof_flop_per_s", "fraction_of_roof", "bound", "level", "predicted_time_s",
+                     "compute_s", "memory_s", "latency_s", "model_error", "failed_term",
+                     "predicted_from", "missing", "roofline_of"]
 KNEE_COLUMNS = ["system", "workload", "dtype", "batches", "bandwidth_Bps", "compute_flops",
                 "measured", "measured_low", "measured_high", "measured_note", "predicted",
                 "predicted_note", "ratio", "agrees"]
 
 
-def place_row(row, ceilings: pd.DataFrame, system: str) -> dict:
-    """One measured call against `system`'s ceilings (a row of the schema, dict or Series)."""
+def _params(row) -> dict:
+    import json
+
+    p = row.get("params") if hasattr(row, "get") else None
+    return p if isinstance(p, dict) else json.loads(p or "{}") if isinstance(p, str) else {}
+
+
+def place_row(row, ceilings: pd.DataFrame, system: str, rows=None) -> dict:
+    """One measured call against `system`'s ceilings (a row of the schema, dict or Series):
+    summed over its ops where the row lists them, else one roof for the whole call. `rows`
+    (the dataset's) give the model the system's GEMM and bandwidth curves."""
     flops, nbytes, t = float(row["flops"]), float(row["bytes"]), float(row["time_s"])
     # device times (graph replay; an op's own time in the profiler) have the graph floor; eager
     # launches timed from the host have the eager one
-    pred = roofline.predict(ceilings, system, row["dtype"], flops, nbytes,
-                            graph=row.get("timer") in ("cuda_event_graph", "torch_profiler"))
+    graph = row.get("timer") in ("cuda_event_graph", "torch_profiler")
+    pred = roofline.predict(ceilings, system, row["dtype"], flops, nbytes, graph=graph)
+    ops = _params(row).get("ops")
+    found = {"predicted_from": "whole call", "level": "DRAM" if pred["bound"] == "memory"
+             else None}
+    if ops:
+        r = _roofs(ceilings, system, row["dtype"], graph, rows, row.get("system"))
+        found = prediction.predict_call(r, ops)
+        found = {k: found[k] for k in ("predicted_time_s", "compute_s", "memory_s", "latency_s",
+                                       "bound", "level")} | {
+            "predicted_from": f"sum over {found['launches']} ops ({found['ops']} distinct)"}
+        pred = pred | {k: found[k] for k in ("predicted_time_s", "bound")}
+        pred["time_s"] = found["predicted_time_s"]
     attained = flops / t if t > 0 else math.nan
     roof = pred["roof_flops"]
     predicted = pred["time_s"]
+    error = t / predicted - 1 if predicted and predicted > 0 else math.nan
     return {"system": system, "attained_flop_per_s": attained,
             "attained_byte_per_s": nbytes / t if t > 0 else math.nan,
             "intensity": flops / nbytes if nbytes else math.nan,
             "roof_flop_per_s": roof if roof else math.nan,
             "fraction_of_roof": attained / roof if roof else math.nan,
             "bound": pred["bound"], "predicted_time_s": predicted, "measured_time_s": t,
-            "model_error": t / predicted - 1 if predicted and predicted > 0 else math.nan,
+            "compute_s": found.get("compute_s", pred.get("compute_s")),
+            "memory_s": found.get("memory_s", pred.get("memory_s")),
+            "latency_s": found.get("latency_s", pred.get("latency_s")),
+            "level": found["level"], "predicted_from": found["predicted_from"],
+            "model_error": error,
+            "failed_term": prediction.failed_term(error, pred["bound"], found["level"]),
             "missing": ", ".join(pred["missing"])}
+
+
+_ROOFS: dict = {}
+
+
+def _roofs(ceilings, system, dtype, graph, rows, own=None):
+    """prediction.roofs, once per (tables, system, dtype, timer) in a process; the curves from
+    the roofline's system and the placed row's own (`own`)."""
+    key = (id(ceilings), id(rows), system, own, dtype, graph)
+    if key not in _ROOFS:
+        _ROOFS[key] = prediction.roofs(ceilings, system, dtype, graph, rows,
+                                       also=(own,) if own else ())
+    return _ROOFS[key]
+
+
+def _all_rows(ds):
+    return ds.rows if hasattr(ds, "rows") else ds
 
 
 def _rows(ds, ops: bool = False) -> pd.DataFrame:
@@ -69,7 +118,7 @@ def _rows(ds, ops: bool = False) -> pd.DataFrame:
     w = rows[(rows.experiment == "workload") & (rows.status == "ok")]
     variant = w["variant"].fillna("") if "variant" in w else pd.Series("", index=w.index)
     w = w[(variant == "aten_op") == ops]
-    return w[w.time_s.notna() & (w.time_s > 0) & (w.bytes > 0) & ((w.flops > 0) | ops)]
+    return w[w.time_s.notna() & (w.time_s > 0) & (w.bytes > 0) & (w.flops >= 0)]
 
 
 def roofline_systems(rows: pd.DataFrame, ceilings: pd.DataFrame) -> dict:
@@ -104,7 +153,7 @@ def placements(ds, ceilings: pd.DataFrame) -> pd.DataFrame:
             continue
         out.append({"workload": row["op"], "dtype": row["dtype"], "batch": row["batch"],
                     "flops": row.flops, "bytes": row.bytes, "timer": row.timer}
-                   | place_row(row, ceilings, roof_of[row.system])
+                   | place_row(row, ceilings, roof_of[row.system], _all_rows(ds))
                    | {"system": row.system, "roofline_of": roof_of[row.system]})
     return pd.DataFrame(out, columns=PLACEMENT_COLUMNS)
 
@@ -139,16 +188,31 @@ def op_placements(ds, ceilings: pd.DataFrame) -> pd.DataFrame:
             continue
         p = row.params if isinstance(row.params, dict) else json.loads(row.params or "{}")
         levels = {key: p.get(key, math.nan) for key, _, _ in LEVELS}
-        placed = place_row(row, ceilings, roof_of[row.system]) | {"system": row.system}
+        roof = roof_of[row.system]
+        placed = place_row(row, ceilings, roof) | {"system": row.system}
+        r = _roofs(ceilings, roof, row["dtype"], True, _all_rows(ds), row.system)
+        kind = p.get("kind") or ("matrix" if str(p.get("aten_op")).removeprefix("aten::")
+                                 in MATRIX_OPS else "vector")  # rows before `kind` was kept
+        op = prediction.predict_op(r, row.flops, row.bytes, p.get("cold_bytes"), kind,
+                                   p.get("calls_per_step") or 1,
+                                   levels if p.get("bytes_source") == "ncu" else None,
+                                   exponentials=p.get("exponentials") or 0.0)
+        error = row.time_s / op["predicted_time_s"] - 1 if op["predicted_time_s"] > 0 \
+            else math.nan
         out.append({"workload": row["op"], "dtype": row["dtype"], "batch": row["batch"],
                     "aten_op": p.get("aten_op"), "input_shapes": p.get("input_shapes"),
                     "time_s": row.time_s, "flops": row.flops, "bytes": row.bytes,
                     "bytes_source": p.get("bytes_source", "counted"), **levels,
-                    "measured_bound": measured_bound(ceilings, row.system, row["dtype"],
+                    "flops_source": p.get("flops_source"),
+                    "measured_bound": measured_bound(ceilings, roof, row["dtype"],
                                                      row.flops, levels)}
                    | {k: placed[k] for k in ("system", "intensity", "attained_flop_per_s",
                                              "attained_byte_per_s", "roof_flop_per_s",
-                                             "fraction_of_roof", "bound", "predicted_time_s")})
+                                             "fraction_of_roof")}
+                   | {k: op[k] for k in ("bound", "level", "predicted_time_s", "compute_s",
+                                         "memory_s", "latency_s")}
+                   | {"model_error": error,
+                      "failed_term": prediction.failed_term(error, op["bound"], op["level"])})
     table = pd.DataFrame(out, columns=OP_COLUMNS)
     if len(table):
         call = table.groupby(["system", "workload", "dtype", "batch"]).time_s.transform("sum")
@@ -225,6 +289,64 @@ def model_error_summary(placements: pd.DataFrame) -> pd.DataFrame:
             "p90_abs_error": float(g.model_error.abs().quantile(0.9))}
            for s, g in p.groupby("system", sort=True)]
     return pd.DataFrame(out, columns=cols)
+
+
+TABLE_COLUMNS = ["kind", *PLACEMENT_COLUMNS, *[c for c in OP_COLUMNS if c not in PLACEMENT_COLUMNS]]
+
+
+def with_measured_bytes(calls: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
+    """Calls whose ops Nsight Compute measured: predicted as the sum of those ops' predictions
+    (each on its measured DRAM/L2/L1 traffic) instead of their counted bytes."""
+    keys = ["system", "workload", "dtype", "batch"]
+    measured = ops[ops.bytes_source == "ncu"]
+    if calls.empty or measured.empty:
+        return calls
+    sums = ops[ops.set_index(keys).index.isin(measured.set_index(keys).index)].groupby(keys).agg(
+        ncu_predicted=("predicted_time_s", "sum"), n=("aten_op", "size")).reset_index()
+    out = calls.merge(sums, on=keys, how="left")
+    hit = out.ncu_predicted.notna() & (out.ncu_predicted > 0)
+    out.loc[hit, "predicted_time_s"] = out.ncu_predicted[hit]
+    out.loc[hit, "predicted_from"] = [f"sum over {int(n)} profiled ops, ncu bytes"
+                                      for n in out.n[hit]]
+    out.loc[hit, "model_error"] = out.measured_time_s[hit] / out.ncu_predicted[hit] - 1
+    out.loc[hit, "failed_term"] = [prediction.failed_term(e, b, lv) for e, b, lv in
+                                   zip(out.model_error[hit], out.bound[hit], out.level[hit])]
+    return out.drop(columns=["ncu_predicted", "n"])
+
+
+def placement_table(ds, ceilings: pd.DataFrame) -> pd.DataFrame:
+    """results/placements.parquet: every placed whole call (kind `call`) and op (kind `op`):
+    measured, predicted, error, the bound and level, and the term that failed on a miss."""
+    ops = op_placements(ds, ceilings).assign(kind="op")
+    calls = with_measured_bytes(placements(ds, ceilings), ops).assign(kind="call")
+    ops = ops.assign(measured_time_s=ops.time_s)
+    frames = [f for f in (calls, ops) if len(f)]
+    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    table = table.reindex(columns=TABLE_COLUMNS)
+    for col in ("input_shapes", "aten_op", "failed_term", "level", "missing", "flops_source",
+                "bytes_source", "measured_bound", "predicted_from", "timer", "roofline_of"):
+        table[col] = table[col].astype(object).where(table[col].notna(), None)
+    return table
+
+
+def read_placements(path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(whole calls, ops) from results/placements.parquet, with the columns placements() and
+    op_placements() give; the report reads this, never recomputes it."""
+    table = pd.read_parquet(path)
+    calls = table[table.kind == "call"].reindex(columns=PLACEMENT_COLUMNS)
+    ops = table[table.kind == "op"].reindex(columns=OP_COLUMNS)
+    return calls.reset_index(drop=True), ops.reset_index(drop=True)
+
+
+def error_stats(table: pd.DataFrame) -> dict:
+    """Median and 90th percentile of |error| over whole calls, over ops, and over both."""
+    out = {}
+    for name, part in (("calls", table[table.kind == "call"]), ("ops", table[table.kind == "op"]),
+                       ("all", table)):
+        e = part.model_error.dropna().abs()
+        out[name] = {"n": int(e.size), "median": float(e.median()) if e.size else math.nan,
+                     "p90": float(e.quantile(0.9)) if e.size else math.nan}
+    return out
 
 
 # ---- which fitted system a placed call goes on ------------------------------------------------

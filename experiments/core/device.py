@@ -67,12 +67,13 @@ def acquire_first_free(paths: list[Path], poll_s: float = 0.05) -> tuple[int, Fi
         for i, lock in enumerate(locks):
             try:
                 lock.acquire(timeout=0)
+                _holder_file(paths[i]).write_text(str(os.getpid()))
                 return i, lock
             except Timeout:
                 pass
         if not waiting:
-            log.info("the device (every GPU of the pool) is busy; waiting for it: %s",
-                     [str(p) for p in paths])
+            log.info("waiting for the %s held by %s: %s", "CPU" if paths[0].name == CPU_LOCK
+                     else "GPU", " and ".join(_holder(p) for p in paths), ", ".join(map(str, paths)))
             waiting = True
         time.sleep(poll_s)
 
@@ -105,6 +106,23 @@ def acquire_all(paths: list[Path], poll_s: float = 0.05) -> list[FileLock]:
 
 
 CPU_LOCK = "CPU.lock"
+
+
+def _holder_file(path: Path) -> Path:
+    return path.with_name(path.name + ".pid")
+
+
+def _holder(path: Path) -> str:
+    """Who holds a lock: the PID its holder wrote beside it, with its command where readable."""
+    try:
+        pid = int(_holder_file(path).read_text())
+    except (OSError, ValueError):
+        return "another job"
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:80].strip()
+    except OSError:
+        cmd = ""
+    return f"PID {pid}" + (f" ({cmd})" if cmd else "")
 
 
 @contextmanager

@@ -1,4 +1,5 @@
-"""Example workloads to place on the roofline: nothing to download, random weights and inputs.
+"""Example workloads to place on the roofline: nothing to download, random weights and inputs
+(torch's standard modules one by one: experiments/models/modules.py).
 
 The convention (experiments/placement/ reads it): a *factory* is a function whose name starts with
 `make_` (or that has the attribute `rooflab_factory = True`), called as
@@ -51,7 +52,8 @@ def _init(module: nn.Module, generator) -> nn.Module:
 
 def make_mlp(batch, dtype, device, generator, **kwargs):
     """Transformer MLP block: Linear(d, hidden) -> GELU -> Linear(hidden, d) on x [batch, d].
-    FLOPs 2 b d hidden x 2 (bias adds and GELU are not counted by FlopCounterMode)."""
+    FLOPs 2 b d hidden x 2 for the GEMMs (their bias adds fused in addmm are not counted) + b
+    hidden for the GELU (docs/placement.md)."""
     k = _pick(device, kwargs, cpu={"d_model": 64, "hidden": 256},
               cuda={"d_model": 4096, "hidden": 16384})
     mlp = nn.Sequential(nn.Linear(k["d_model"], k["hidden"]), nn.GELU(),

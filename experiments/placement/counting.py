@@ -1,6 +1,7 @@
-"""Work counted from definitions, never from the timing: FLOPs by torch's FlopCounterMode,
-bytes as the compulsory traffic (every input, every reachable parameter and buffer, every output,
-each moved once)."""
+"""Work counted from definitions, never from the timing: FLOPs per aten op (torch's formulas,
+else experiments/placement/formulas.py), bytes as the compulsory traffic (every input, every
+reachable parameter and buffer, every output, each moved once) and per op (its tensors in and
+out)."""
 
 from __future__ import annotations
 import contextlib
@@ -9,32 +10,103 @@ import sys
 import torch
 from torch.utils import flop_counter
 from torch.utils._pytree import tree_leaves
-from experiments.core.runner import NotApplicable
+from experiments.placement import formulas
 
 
 def tensors(obj) -> list[torch.Tensor]:
     return [t for t in tree_leaves(obj) if isinstance(t, torch.Tensor)]
 
 
-def _cpu_attention_flops(q, k, v, *args, out_shape=None, **kwargs):
-    return flop_counter.sdpa_flop_count(q, k, v)
+class OpCounter(torch.utils._python_dispatch.TorchDispatchMode):
+    """Each aten op one call runs, with its FLOPs (torch's formula where FlopCounterMode has one,
+    else experiments/placement/formulas.py; attention and the fused ops always by the latter, so
+    causal masks and fast paths count what runs), the bytes of its own tensors in and out, and
+    of those the `cold` ones: inputs the call did not produce itself (weights, the call's inputs),
+    which a rotated call reads from DRAM. Views and allocations move nothing and are left out."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+        self._made = set()  # storages this call's ops wrote
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        name = func._overloadpacket.__name__
+        if func.is_view or name in formulas.NO_WORK:
+            return out
+        flops, source = op_flops(func, name, args, kwargs, out)
+        ins, outs = tensors((args, kwargs)), tensors(out)
+        cold = [t for t in ins if _storage(t) not in self._made]
+        self._made.update(_storage(t) for t in outs)
+        self.ops.append({"op": op_name(func), "flops": float(flops), "flops_source": source,
+                         "kind": "matrix" if name in formulas.MATRIX_OPS else "vector",
+                         "input_shapes": shapes_key(ins),
+                         "bytes": distinct_bytes(ins) + distinct_bytes(outs),
+                         "cold_bytes": distinct_bytes(cold),
+                         "exponentials": formulas.exponentials(name, args, kwargs)})
+        return out
 
 
-# FlopCounterMode has torch's SDPA formula for the GPU kernels but no entry for the CPU one:
-# the same formula, registered for it.
-# FlopCounterMode wraps its custom mapping in shape_wrapper itself; the recorder below does not.
-def custom_flop_mapping(wrap: bool = False) -> dict:
-    op = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
-    fn = flop_counter.shape_wrapper(_cpu_attention_flops) if wrap else _cpu_attention_flops
-    return {op: fn} if op is not None else {}
+def _storage(t) -> int:
+    try:
+        return t.untyped_storage().data_ptr()
+    except Exception:  # noqa: BLE001 - a tensor without storage (meta, sparse): never cold
+        return id(t)
+
+
+def op_flops(func, name: str, args, kwargs, out) -> tuple[float, str]:
+    """(FLOPs, which formula) of one aten op."""
+    packet = func._overloadpacket
+    if name not in formulas.OWN and packet in flop_counter.flop_registry:
+        return flop_counter.flop_registry[packet](*args, **kwargs, out_val=out), "FlopCounterMode"
+    found = formulas.formula(name, args, kwargs, out)
+    return (found, "formula") if found is not None else (0.0, "none")
+
+
+def op_name(func) -> str:
+    """The name torch.profiler gives an aten op ('aten::add', not the overload 'aten::add.Tensor')."""
+    return func._overloadpacket._qualified_op_name
+
+
+def shapes_key(ins) -> str:
+    """Input shapes as torch.profiler records them, which leaves out 0-d (scalar) arguments."""
+    return str([list(t.shape) for t in ins if t.dim()])
+
+
+def record_ops(fn, args, kwargs=None):
+    """(the call's output, its ops as OpCounter records them)."""
+    counter = OpCounter()
+    with counter:
+        out = fn(*args, **(kwargs or {}))
+    return out, counter.ops
+
+
+def summarize_ops(ops: list[dict]) -> list[list]:
+    """The ops grouped by (op, input shapes): [op, input shapes, calls, FLOPs, bytes, cold bytes,
+    kind, FLOP source, softmax exponentials], the work a call's prediction sums over (kept in
+    the row's params)."""
+    groups: dict = {}
+    for o in ops:
+        g = groups.setdefault((o["op"], o["input_shapes"]), [o["op"], o["input_shapes"], 0, 0.0,
+                                                             0.0, 0.0, o["kind"],
+                                                             o["flops_source"], 0.0])
+        g[2] += 1
+        g[3] += o["flops"]
+        g[4] += o["bytes"]
+        g[5] += o["cold_bytes"]
+        g[8] += o["exponentials"]
+    return list(groups.values())
 
 
 def count_flops(fn, args, kwargs=None) -> tuple[float, dict]:
-    """(FLOPs of one call, FLOPs per aten op) by FlopCounterMode."""
-    with flop_counter.FlopCounterMode(display=False, custom_mapping=custom_flop_mapping()) as fc:
-        fn(*args, **(kwargs or {}))
-    per_op = {str(op): int(n) for op, n in fc.get_flop_counts().get("Global", {}).items() if n}
-    return float(fc.get_total_flops()), per_op
+    """(FLOPs of one call, FLOPs per aten op), every op counted (see OpCounter)."""
+    _, ops = record_ops(fn, args, kwargs)
+    per_op: dict = {}
+    for o in ops:
+        if o["flops"]:
+            per_op[o["op"]] = per_op.get(o["op"], 0) + int(o["flops"])
+    return float(sum(o["flops"] for o in ops)), per_op
 
 
 def reachable_tensors(obj, depth: int = 3, seen=None) -> list[torch.Tensor]:
@@ -103,15 +175,19 @@ def precision(dtype_name: str):
 
 
 def count(fn, args, kwargs=None) -> dict:
-    """One call's FLOPs and compulsory bytes; raises for a call that returns no tensor (TypeError)
-    or counts no FLOPs (NotApplicable: its intensity is undefined)."""
-    out = fn(*args, **(kwargs or {}))
+    """One call's FLOPs, compulsory bytes and its ops' work; raises TypeError for a call that
+    returns no tensor. A call of 0 FLOPs (a gather, a copy) is placed by its bytes alone."""
+    out, ops = record_ops(fn, args, kwargs)
     if not tensors(out):
         raise TypeError(f"the call returned {type(out).__name__}, no tensor: nothing to check "
                         "or count as written")
-    flops, per_op = count_flops(fn, args, kwargs)
-    if flops <= 0:
-        raise NotApplicable("FlopCounterMode counts 0 FLOPs (it counts matmuls, convolutions "
-                            "and attention, not elementwise ops): the intensity is undefined; "
-                            "time it with the bandwidth experiment's ops instead")
-    return count_bytes(fn, args, kwargs, out) | {"flops": flops, "flops_per_op": per_op}
+    per_op: dict = {}
+    for o in ops:
+        if o["flops"]:
+            per_op[o["op"]] = per_op.get(o["op"], 0) + int(o["flops"])
+    fused = sorted({o["op"] for o in ops if o["flops_source"] == "formula"
+                    and o["kind"] == "matrix"})
+    return count_bytes(fn, args, kwargs, out) | {
+        "flops": float(sum(o["flops"] for o in ops)), "flops_per_op": per_op,
+        "op_bytes": float(sum(o["bytes"] for o in ops)), "ops": summarize_ops(ops),
+        "counted_by_formula": fused}

@@ -25,7 +25,7 @@ def measure(ctx, fn, args, kwargs=None, calls=None) -> dict:
 
 def row_fields(counts: dict, stats: dict, err: float, info: dict) -> dict:
     params = {k: v for k, v in counts.items() if k not in ("flops", "bytes")}
-    params |= info | {"flop_counter": "FlopCounterMode", "bytes_counted": "compulsory",
+    params |= info | {"flop_counter": "FlopCounterMode + formulas", "bytes_counted": "compulsory",
                       "graph": stats.get("timer") == "cuda_event_graph"}
     return stats | {"flops": counts["flops"], "bytes": counts["bytes"],
                     "working_set_bytes": int(counts["bytes"]), "rel_error": err,

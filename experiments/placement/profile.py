@@ -1,91 +1,74 @@
-"""Per aten op: torch.profiler's device time, FLOPs by torch's formulas, compulsory bytes."""
+"""Per aten op: torch.profiler's device time, the op's counted FLOPs and bytes."""
 
 from __future__ import annotations
 import torch
 
-from experiments.placement.counting import custom_flop_mapping, distinct_bytes, tensors
-from torch.utils import flop_counter
+from experiments.placement.counting import (op_name, record_ops, shapes_key,  # noqa: F401
+                                            summarize_ops, tensors)
 
 
 # the levels Nsight Compute measures bytes at (experiments/placement/ncu.py)
 LEVELS = ("dram_bytes", "l2_bytes", "l1_bytes")
 
 
-class _OpRecorder(torch.utils._python_dispatch.TorchDispatchMode):
-    """Each aten op one call runs, with its compulsory bytes (its tensor inputs and outputs,
-    exact dtypes) and FLOPs (torch's flop formulas, the registry FlopCounterMode uses)."""
-
-    def __init__(self):
-        super().__init__()
-        self.ops = []
-        self.formulas = flop_counter.flop_registry | custom_flop_mapping(wrap=True)
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        packet = func._overloadpacket
-        flops = self.formulas[packet](*args, **kwargs, out_val=out) if packet in self.formulas else 0
-        ins = tensors((args, kwargs))
-        self.ops.append({"op": op_name(func), "flops": float(flops),
-                         "input_shapes": shapes_key(ins),
-                         "bytes": distinct_bytes(ins) + distinct_bytes(tensors(out))})
-        return out
-
-
-def op_name(func) -> str:
-    """The name torch.profiler gives an aten op ('aten::add', not the overload 'aten::add.Tensor')."""
-    return func._overloadpacket._qualified_op_name
-
-
-def shapes_key(ins) -> str:
-    """Input shapes as torch.profiler records them, which leaves out 0-d (scalar) arguments."""
-    return str([list(t.shape) for t in ins if t.dim()])
+def _profiled_times(prof, counted: set, names: dict, cuda: bool, calls: int) -> dict:
+    """(op, input shapes) -> time per call. Each aten event's self time (device time on a GPU)
+    goes to its outermost ancestor the recorder counted (a cuDNN kernel under aten::convolution
+    goes to aten::convolution, whose FLOPs and bytes were counted); an event with no counted
+    ancestor matches a counted op of its name when that name is unique, else is dropped (views,
+    the profiler's own events)."""
+    times: dict = {}
+    for evt in prof.profiler.function_events:
+        if not evt.name.startswith("aten::"):
+            continue
+        own = (evt.self_device_time_total if cuda else evt.self_cpu_time_total) or 0.0
+        if own <= 0:
+            continue
+        key, node = None, evt
+        while node is not None:
+            if node.name.startswith("aten::"):
+                shapes = str([s for s in (node.input_shapes or []) if s])
+                if (node.name, shapes) in counted:
+                    key = (node.name, shapes)
+                elif node is evt and node.name in names:
+                    key = names[node.name]
+            node = node.cpu_parent
+        if key is not None:
+            times[key] = times.get(key, 0.0) + own / 1e6 / calls
+    return times
 
 
 def profile_ops(fn, args, kwargs=None, device=None, calls: int = 3):
-    """Per aten op: time on the device per call (torch.profiler; self time, so a composite op's
-    kernels sit with the op that launched them), FLOPs (profiler's, else torch's formula) and
-    compulsory bytes of its own inputs and outputs. Ops of no device time are left out."""
+    """Per aten op: time on the device per call (torch.profiler; the time of the kernels an op
+    launched, however deep), FLOPs (experiments/placement/counting.py) and the bytes of its own
+    inputs and outputs (`cold_bytes`: those the call did not write itself). Views, allocations
+    and the profiler's own events are left out."""
     import pandas as pd
-    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     kwargs = kwargs or {}
     dev = torch.device(device) if device else tensors(args)[0].device
-    recorder = _OpRecorder()
-    with recorder:
-        fn(*args, **kwargs)
-    work = pd.DataFrame(recorder.ops, columns=["op", "flops", "input_shapes", "bytes"])
-    work = work.groupby(["op", "input_shapes"], as_index=False).agg(
-        flops=("flops", "sum"), bytes=("bytes", "sum"), calls=("op", "size"))
+    _, recorded = record_ops(fn, args, kwargs)
+    work = pd.DataFrame(summarize_ops(recorded), columns=[
+        "op", "input_shapes", "calls", "flops", "bytes", "cold_bytes", "kind", "flops_source",
+        "exponentials"])
+    counted = set(zip(work.op, work.input_shapes))
+    counts = work.op.value_counts()
+    names = {op: (op, shapes) for op, shapes in counted if counts[op] == 1}
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
     fn(*args, **kwargs)  # warm: first calls pick kernels and allocate
-    with profile(activities=activities, record_shapes=True, with_flops=True) as prof:
+    with profile(activities=activities, record_shapes=True) as prof:
         for _ in range(calls):
             fn(*args, **kwargs)
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
-    rows = []
-    for evt in prof.key_averages(group_by_input_shape=True):
-        if evt.device_type != DeviceType.CPU or not evt.key.startswith("aten::"):
-            continue  # a kernel's own event (its time is its op's already), or the profiler's
-        self_us = (getattr(evt, "self_device_time_total", None) if dev.type == "cuda"
-                   else evt.self_cpu_time_total) or 0.0
-        if self_us <= 0:
-            continue
-        shapes = str([s for s in (evt.input_shapes or []) if s])
-        rows.append({"op": evt.key, "input_shapes": shapes, "time_s": self_us / 1e6 / calls,
-                     "profiler_flops": (evt.flops or 0) / calls})
-    timed = pd.DataFrame(rows, columns=["op", "input_shapes", "time_s", "profiler_flops"])
-    ops = timed.merge(work, on=["op", "input_shapes"], how="left")
-    ops["flops"] = ops.profiler_flops.where(ops.profiler_flops > 0, ops.flops)
-    ops["flops_source"] = ["torch.profiler" if p > 0 else "flop formula" if f == f else "none"
-                           for p, f in zip(ops.profiler_flops, ops.flops)]
+    times = _profiled_times(prof, counted, names, dev.type == "cuda", calls)
+    work["time_s"] = [times.get(k, 0.0) for k in zip(work.op, work.input_shapes)]
+    ops = work[work.time_s > 0].copy()
     ops["intensity"] = ops.flops / ops.bytes
     ops["flop_per_s"] = ops.flops / ops.time_s
     ops["byte_per_s"] = ops.bytes / ops.time_s
-    return ops.drop(columns="profiler_flops").sort_values("time_s", ascending=False,
-                                                          ignore_index=True)
+    return ops.sort_values("time_s", ascending=False, ignore_index=True)
 
 
 def op_rows(ops, workload: str, batch: int, ncu_ops=None) -> list[dict]:
@@ -98,6 +81,8 @@ def op_rows(ops, workload: str, batch: int, ncu_ops=None) -> list[dict]:
     for r in ops.to_dict("records"):
         params = {"aten_op": r["op"], "input_shapes": r["input_shapes"],
                   "flops_source": r.get("flops_source"), "calls_per_step": r.get("calls"),
+                  "kind": r.get("kind"), "cold_bytes": r.get("cold_bytes"),
+                  "exponentials": r.get("exponentials"),
                   "bytes_source": "ncu" if r.get("dram_bytes") == r.get("dram_bytes")
                   and r.get("dram_bytes") is not None else "counted"}
         params |= {level: r[level] for level in (*LEVELS, "kernels")

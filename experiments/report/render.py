@@ -271,13 +271,14 @@ def _energy(ds: Dataset) -> list[dict]:
              "conditions": _conditions(r)} for r in table.to_dict("records")]
 
 
-def _workloads(ds: Dataset, ceilings: pd.DataFrame, sheets) -> dict:
+def _workloads(ds: Dataset, ceilings: pd.DataFrame, sheets, table=None) -> dict:
     """Your workloads: each system's roofline (inline SVG, a tooltip per point), the placement
-    table, the model's error, the knees, and each workload predicted on the datasheet devices."""
-    placed = placements.placements(ds, ceilings)
+    table (results/placements.parquet where given), the model's error, the knees, and each
+    workload predicted on the datasheet devices."""
+    placed, ops = placements.read_placements(table) if table else (
+        placements.placements(ds, ceilings), placements.op_placements(ds, ceilings))
     if placed.empty:
         return {}
-    ops = placements.op_placements(ds, ceilings)
     figures, rows = [], []
     for system, g in placed.groupby("system", sort=False):
         roof = g.roofline_of.iloc[0]  # its own, or the same device model's (roofline_systems)
@@ -310,7 +311,9 @@ def _workloads(ds: Dataset, ceilings: pd.DataFrame, sheets) -> dict:
                          "fraction": f"{r['fraction_of_roof']:.0%}"
                          if finite(r["fraction_of_roof"]) else "", "bound": r["bound"] or "",
                          "predicted": si(r["predicted_time_s"], "s"),
-                         "error": f"{r['model_error']:+.0%}" if finite(r["model_error"]) else ""})
+                         "error": (f"{r['model_error']:+.0%}" if finite(r["model_error"])
+                                   else "") + (f" ({r['failed_term']})" if r.get("failed_term")
+                                               else "")})
     errors = [e | {"what": "whole calls"} for e in
               placements.model_error_summary(placed).to_dict("records")]
     op_err = ops.assign(model_error=ops.time_s / ops.predicted_time_s - 1)
@@ -491,8 +494,9 @@ def gpu2gpu(ds: Dataset) -> dict:
 
 
 def render(ds: Dataset, ceilings: pd.DataFrame, sheets: list, figures_dir,
-           table: pd.DataFrame, knees: pd.DataFrame, out=None) -> str:
-    """Render the report from the claims table and knees the workflow wrote; writes `out`."""
+           table: pd.DataFrame, knees: pd.DataFrame, out=None, placements=None) -> str:
+    """Render the report from the claims table, knees and placements (results/placements.parquet)
+    the workflow wrote; writes `out`."""
     figures_dir = Path(figures_dir)
     index = figures_dir / "index.json"
     placeholders = json.loads(index.read_text()) if index.exists() else {}
@@ -506,7 +510,7 @@ def render(ds: Dataset, ceilings: pd.DataFrame, sheets: list, figures_dir,
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         n_rows=len(ds.rows), systems=systems,
         sources=sorted(ds.rows.source.unique()), summary=_summary(table, ds),
-        energy=_energy(ds), workloads=_workloads(ds, ceilings, sheets),
+        energy=_energy(ds), workloads=_workloads(ds, ceilings, sheets, placements),
         sections=_claim_sections(table), all_claims=_records(table), figures=figures,
         inline=_inliner(figures), shown=[],
         provenance=_provenance(ds), comparison=_comparison(ceilings, ds, sheets),

@@ -27,6 +27,7 @@ localrules:
     roofline,
     decode_knees,
     claims,
+    placements,
     figures,
     report,
 
@@ -93,6 +94,22 @@ rule claims:
         STEPS["claims"].shell() + " > {log:q} 2>&1"
 
 
+
+# Every workload call and op placed and predicted (the report reads it; published with a set).
+rule placements:
+    input:
+        dataset=FILES.dataset,
+        ceilings=FILES.ceilings,
+    output:
+        placements=FILES.placements,
+    conda:
+        "../../environment.yml"
+    log:
+        f"{RESULTS}/logs/aggregate/placements.log",
+    shell:
+        STEPS["placements"].shell() + " > {log:q} 2>&1"
+
+
 rule figures:
     input:
         dataset=FILES.dataset,
@@ -127,6 +144,7 @@ rule report:
         ceilings=FILES.ceilings,
         knees=FILES.knees,
         claims=FILES.claims,
+        placements=FILES.placements,
         datasheets=FILES.datasheets,
         figures=expand(f"{FILES.figures}/{{name}}.png", name=FIGURES),
         index=f"{FILES.figures}/index.json",

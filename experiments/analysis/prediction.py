@@ -1,0 +1,170 @@
+"""The time a call should take on a fitted roofline, summed over its ops.
+
+Each op (an aten op with its FLOPs and bytes, experiments/placement/counting.py) is predicted as
+the slowest of three terms:
+- compute: FLOPs / P, P the dtype's GEMM ceiling for matrix ops (matmuls, convolutions,
+  attention, fused layers) at the op's size where the system's matmul sweep is in the dataset,
+  its vector (FMA) ceiling for the rest; a fused attention kernel adds its softmax
+  exponentials at the special-function units' rate, SFU_SHARE of the float32 FMA rate (they
+  stall the matrix units: FlashAttention-3, Shah et al. 2024, section 3);
+- memory: with Nsight Compute's bytes, the slowest level's measured traffic over that level's
+  bandwidth (DRAM, L2, L1); with counted bytes, the `cold` bytes (weights and the call's inputs,
+  rotated past the caches by the workload experiment) over DRAM bandwidth plus the rest (the
+  activations earlier ops wrote) over the bandwidth of the smallest cache level whose fitted
+  window holds the op's working set (its tensors in and out), DRAM when none does;
+- latency: the floor of one kernel (graph replay or eager launch, as the call was timed).
+A call is the sum over its ops. error = measured / predicted - 1.
+"""
+
+from __future__ import annotations
+
+import math
+
+from experiments.analysis import roofline
+
+MISS = 0.5  # |error| above this: the row names the term that failed
+# exponentials per second over float32 FMA FLOP/s: an SM issues 16 MUFU ops per clock against
+# 128 FMA (256 FLOPs) on Hopper and Ampere
+SFU_SHARE = 16 / 256
+
+
+BANDWIDTH_OPS = ("copy", "scale", "add", "triad", "add_one")
+
+
+def curves(rows, systems, dtype: str) -> dict:
+    """The roofs at a size, from the system's own sweep where the dataset holds it: GEMM FLOP/s
+    against FLOPs per call (the matmul experiment, this dtype) and the best bandwidth against
+    working set (the bandwidth experiment: L1/L2 plateaus, the small-size ramp, then DRAM).
+    `systems`: the roofline's system and that of the placed rows (one device model)."""
+    import numpy as np
+
+    need = {"system", "status", "time_s", "experiment", "dtype", "flops", "flop_per_s", "op",
+            "working_set_bytes", "byte_per_s"}
+    if rows is None or not len(rows) or not need <= set(rows.columns):
+        return {}
+    systems = {systems} if isinstance(systems, str) else set(systems)
+    mine = rows[rows.system.isin(systems) & (rows.status == "ok") & (rows.time_s > 0)]
+    out = {}
+    mm = mine[(mine.experiment == "matmul") & (mine.dtype == dtype) & (mine.flops > 0)]
+    if mm.flops.nunique() >= 2:
+        g = mm.groupby("flops").flop_per_s.median().sort_index()
+        out["gemm"] = (np.log(g.index.to_numpy(float)), g.to_numpy(float))
+    bw = mine[(mine.experiment == "bandwidth") & mine.op.isin(BANDWIDTH_OPS)
+              & (mine.working_set_bytes > 0)]
+    if bw.working_set_bytes.nunique() >= 2:
+        g = bw.groupby("working_set_bytes").byte_per_s.max().sort_index()
+        out["bandwidth"] = (np.log(g.index.to_numpy(float)), g.to_numpy(float))
+    return out
+
+
+def _at(curve, x: float) -> float | None:
+    import numpy as np
+
+    if curve is None or not x > 0:
+        return None
+    return float(np.interp(math.log(x), *curve))
+
+
+def roofs(ceilings, system: str, dtype: str, graph: bool, rows=None, also=()) -> dict:
+    """The ceilings the model reads for one system and dtype (and, given the dataset's rows,
+    its GEMM and bandwidth curves, from `system` and the systems in `also`: the roofs at an
+    op's size)."""
+    val = lambda name, dt=None: roofline.value(ceilings, system, name, dt)  # noqa: E731
+    matrix, vector = val("matrix_flops", dtype), val("vector_flops", dtype)
+    levels = []  # (capacity window, name, B/s), smallest first
+    bws = ceilings[(ceilings.system == system) & ceilings.ceiling.str.endswith("_bw")
+                   & ceilings.value.notna()]
+    for r in bws.itertuples(index=False):
+        hi = getattr(r, "ws_max", math.nan)
+        if r.ceiling not in ("dram_bw", "l1_bw", "intensity_bw") and hi == hi and hi:
+            levels.append((float(hi), r.ceiling[:-3].upper(), float(r.value)))
+    return {"matrix": matrix or vector, "vector": vector or matrix,
+            "DRAM": val("dram_bw"), "L2": val("l2_bw"), "L1": val("l1_bw"),
+            "caches": sorted(levels),
+            "sfu": (val("vector_flops", "float32") or 0.0) * SFU_SHARE,
+            "latency": val("latency_graph" if graph else "latency_eager") or 0.0} | \
+        curves(rows, {system, *also}, dtype)
+
+
+def cache_level(r: dict, working_set: float) -> tuple[str, float | None]:
+    for hi, name, bw in r["caches"]:
+        if working_set <= hi:
+            return name, bw
+    return "DRAM", r["DRAM"]
+
+
+def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = None,
+               kind: str = "vector", calls: int = 1, measured: dict | None = None,
+               exponentials: float = 0.0) -> dict:
+    """One op (calls launches of it, work summed over them): its three terms, the prediction,
+    which term bounds it and the memory level."""
+    calls = max(int(calls or 1), 1)
+    P = r["matrix"] if kind == "matrix" else r["vector"]
+    if kind == "matrix" and r.get("gemm"):  # the GEMM roof at this size
+        P = _at(r["gemm"], flops / calls) or P
+    compute = flops / P if P and flops else 0.0
+    if exponentials and exponentials == exponentials and r.get("sfu"):
+        compute += exponentials / r["sfu"]
+    level, memory = "DRAM", None
+    measured = {k: v for k, v in (measured or {}).items() if v == v and v is not None}
+    if measured:  # Nsight Compute's traffic at each level over that level's bandwidth
+        times = {name: measured[key] / r[name] for key, name in
+                 (("dram_bytes", "DRAM"), ("l2_bytes", "L2"), ("l1_bytes", "L1"))
+                 if key in measured and r[name]}
+        if times:
+            level = max(times, key=times.get)
+            memory = times[level]
+    if memory is None and r["DRAM"] and nbytes == nbytes:
+        cold = min(cold_bytes if cold_bytes == cold_bytes and cold_bytes is not None
+                   else nbytes, nbytes)
+        level, bw = cache_level(r, nbytes / calls)
+        warm_bw = _at(r.get("bandwidth"), nbytes / calls) or bw or r["DRAM"]
+        memory = cold / min(warm_bw, r["DRAM"]) + (nbytes - cold) / warm_bw
+        if cold >= nbytes - cold:
+            level = "DRAM"
+    latency = r["latency"] * calls
+    terms = {"compute": compute, "memory": memory or 0.0, "latency": latency}
+    bound = max(terms, key=terms.get)
+    return {"compute_s": compute, "memory_s": memory, "latency_s": latency,
+            "predicted_time_s": terms[bound] if terms[bound] > 0 else math.nan,
+            "bound": bound, "level": level if bound == "memory" else None}
+
+
+def predict_call(r: dict, ops: list) -> dict:
+    """A call from its ops ([op, shapes, calls, FLOPs, bytes, cold bytes, kind, source,
+    exponentials] lists):
+    the sum of their predictions; the call's bound is the term that takes most of that sum."""
+    parts = [predict_op(r, o[3], o[4], o[5], o[6], o[2],
+                        exponentials=o[8] if len(o) > 8 else 0.0) for o in ops]
+    parts = [p for p in parts if p["predicted_time_s"] == p["predicted_time_s"]]
+    total = sum(p["predicted_time_s"] for p in parts)
+    share: dict = {}
+    for p in parts:
+        key = p["bound"] + (f" ({p['level']})" if p["level"] else "")
+        share[key] = share.get(key, 0.0) + p["predicted_time_s"]
+    top = max(share, key=share.get) if share else "-"
+    bound, _, level = top.partition(" (")
+    return {"predicted_time_s": total if total > 0 else math.nan,
+            "compute_s": sum(p["compute_s"] for p in parts if p["bound"] == "compute"),
+            "memory_s": sum(p["memory_s"] or 0.0 for p in parts if p["bound"] == "memory"),
+            "latency_s": sum(p["latency_s"] for p in parts if p["bound"] == "latency"),
+            "bound": bound, "level": level.rstrip(")") or None, "ops": len(parts),
+            "launches": sum(max(int(o[2] or 1), 1) for o in ops)}
+
+
+def failed_term(error: float, bound: str, level: str | None) -> str:
+    """For a miss above MISS: which term failed, and the likely reason."""
+    if not (error == error) or abs(error) <= MISS:
+        return ""
+    where = f" ({level})" if level else ""
+    if error > 0:
+        return {"compute": "compute: the kernel ran below the FLOP roof (small or oddly shaped "
+                           "work, or a fallback kernel)",
+                "memory": f"memory{where}: more traffic than counted (activations spilled, "
+                          "strided reads) or bandwidth below the ceiling",
+                "latency": "latency: more kernels or longer launches than the floor"}.get(
+            bound, bound)
+    return {"compute": "compute: fewer FLOPs ran than counted (masked or skipped work)",
+            "memory": f"memory{where}: fewer bytes reached this level than counted (served "
+                      "from a closer cache)",
+            "latency": "latency: the floor is above what this call took"}.get(bound, bound)

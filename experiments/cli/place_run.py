@@ -1,0 +1,220 @@
+"""`place` after its arguments parsed (experiments/cli/place.py): torch and the rest load here."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import shutil
+import sys
+import traceback
+import warnings
+from pathlib import Path
+
+from experiments.cli.place import _fmt, print_row
+
+# what the terminal says about a timing, with the numbers (the row's flags are the runner's)
+NOISY_CV = 0.05
+
+
+def _quiet_cuda_probe():
+    """A CPU-only machine (a CUDA build without a driver) warns when CUDA is probed: the
+    probe's answer is all we need."""
+    warnings.filterwarnings("ignore", message=".*CUDA initialization.*")
+    warnings.filterwarnings("ignore", message=".*gpuGetDeviceCount.*")
+    warnings.filterwarnings("ignore", message=".*cudaGetDeviceCount.*")
+
+
+def _auto_device(name: str) -> str:
+    """auto: the first GPU when torch has CUDA and sees one, else the CPU, without touching CUDA
+    on a build that has none."""
+    import torch
+
+    if name != "auto":
+        return name
+    if not torch.backends.cuda.is_built():
+        return "cpu"
+    return "cuda:0" if torch.cuda.is_available() else "cpu"
+
+
+class _OneLine(logging.Handler):
+    """The runner's log as one line each: a lock wait says who holds it; a failed point is
+    reported by `place` itself (with its traceback), not as the runner's dict."""
+
+    def emit(self, record):
+        msg = record.getMessage()
+        if "waiting" in msg:
+            print(f"rooflab place: {msg}", file=sys.stderr, flush=True)
+
+
+def user_traceback(factory, args) -> str:
+    """Run the user's factory and call once more, outside the runner, to show where it raised:
+    the traceback's frames outside rooflab, then the cause in one line."""
+    import torch
+
+    from experiments.core.dtypes import torch_dtype
+    from experiments.placement.counting import precision
+    from experiments.placement.target import build
+
+    try:
+        dev = torch.device(args.device)
+        gen = torch.Generator(device=dev).manual_seed(0)
+        fn, fargs = build(factory, args.batch, torch_dtype(args.dtype), dev, gen, args.kwargs)
+        with precision(args.dtype):
+            fn(*fargs)
+    except Exception as exc:  # noqa: BLE001 - the user's error, shown
+        frames = [f for f in traceback.extract_tb(exc.__traceback__)
+                  if "/experiments/" not in f.filename.replace("\\", "/")
+                  or "/experiments/models/" in f.filename]
+        where = frames[-1] if frames else None
+        text = "".join(traceback.format_list(frames))
+        cause = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        at = f" ({Path(where.filename).name}:{where.lineno}, in {where.name})" if where else ""
+        return f"Traceback (most recent call last):\n{text}cause: {cause}{at}"
+    return ""
+
+
+def timing_warnings(row: dict) -> list[str]:
+    """Lines that say the time is not to be trusted, with the numbers."""
+    out = []
+    cv, n = row.get("cv"), row.get("samples")
+    spread = (f"median {_fmt(row.get('time_s'), 's')}, 10-90 % {_fmt(row.get('time_s_q10'), 's')}"
+              f" to {_fmt(row.get('time_s_q90'), 's')}")
+    pct = lambda v: f"{v * 100:.0f} %" if v == v and v is not None else "-"  # noqa: E731
+    if row.get("noisy") or (cv == cv and cv is not None and cv > NOISY_CV):
+        out.append(f"warning: the timing was noisy: {spread}, spread (cv) {pct(cv)} over "
+                   f"{n} samples; run again on a quieter machine")
+    if row.get("contended"):
+        other, steal = row.get("other_cpu_share"), row.get("steal_share")
+        out.append(f"warning: the CPU was contended while timing: other processes used "
+                   f"{pct(other or 0.0)} of it"
+                   + (f", the hypervisor stole {pct(steal)}" if steal else "") + f" ({spread})")
+    return out
+
+
+def op_table(ops) -> str:
+    """The per-op breakdown as a readable table (units, widest time first)."""
+    cols = [("op", "op"), ("shapes", "input shapes"), ("calls", "n"), ("time", "time/call"),
+            ("flops", "FLOPs"), ("bytes", "bytes"), ("intensity", "FLOP/B"), ("bound", "bound"),
+            ("predicted", "predicted")]
+    rows = []
+    for r in ops.to_dict("records"):
+        shapes = str(r["input_shapes"])
+        rows.append({"op": str(r["op"]).removeprefix("aten::"),
+                     "shapes": shapes if len(shapes) <= 40 else shapes[:37] + "...",
+                     "calls": str(int(r.get("calls") or 1)), "time": _fmt(r["time_s"], "s"),
+                     "flops": _fmt(r["flops"]) if r["flops"] else "0",
+                     "bytes": _fmt(r["bytes"], "B"),
+                     "intensity": f"{r['intensity']:.3g}" if r["intensity"] == r["intensity"]
+                     else "-", "bound": r.get("bound") or "-",
+                     "predicted": _fmt(r.get("predicted_time_s"), "s")})
+    widths = {k: max([len(h)] + [len(r[k]) for r in rows]) for k, h in cols}
+    lines = ["  ".join(h.ljust(widths[k]) for k, h in cols)]
+    lines += ["  ".join(r[k].ljust(widths[k]) for k, _ in cols) for r in rows]
+    return "\n".join(lines)
+
+
+def run(args, prog: str) -> int:
+    _quiet_cuda_probe()
+    logging.getLogger("experiments").addHandler(_OneLine())
+    logging.getLogger("experiments").setLevel(logging.INFO)
+    logging.getLogger("experiments").propagate = False
+    logging.getLogger("rooflab").setLevel(logging.ERROR)  # a failed point: shown below instead
+    import torch
+
+    from experiments import workload
+    from experiments.analysis.placements import find_system, no_roofline, place_row, read_ceilings
+    from experiments import experiment_config
+    from experiments.core.config import ConfigError, job_config
+    from experiments.core.device import DeviceError, resolve_pool
+    from experiments.core.runner import run_job
+    from experiments.core.store import read_measurements
+    from experiments.placement.counting import precision
+    from experiments.placement.ncu import ncu_child, run_ncu
+    from experiments.placement.profile import profile_ops
+    from experiments.placement.target import FACTORY_PREFIX, TargetError, build, is_factory, \
+        load_target
+
+    try:
+        factory = load_target(args.target)
+        if not is_factory(factory):
+            raise TargetError(f"target {args.target!r} is not a factory: the command line builds "
+                              f"the inputs, so it needs make_*(batch, dtype, device, generator) "
+                              f"-> (fn, args) (see experiments/models/); or call "
+                              f"experiments.cli.place.place(fn, *tensors) from Python")
+        if args.ncu_child:
+            ncu_child(factory, args)
+            return 0
+        args.device = _auto_device(args.device)
+        name = args.target.rpartition(":")[2].removeprefix(FACTORY_PREFIX)
+        cfg = experiment_config("workload", workload=name, target=args.target,
+                                kwargs=args.kwargs, batches=[args.batch], max_call_s=math.inf)
+        budget = {} if args.point_budget_s is None else {"point_budget_s": args.point_budget_s}
+        job = job_config(cfg, device=args.device, dtype=args.dtype, out=args.out,
+                         host=args.host, **budget)
+        devs = resolve_pool(job.device)
+    except (TargetError, ConfigError, DeviceError, ValueError) as exc:
+        print(f"{prog}: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 2
+    path = run_job(job, workload)
+    rows = read_measurements(path).to_pandas()
+    table = read_ceilings(args.ceilings)
+    status, system = 0, None
+    for row in rows.to_dict("records"):
+        row["params"] = json.loads(row["params"] or "{}")
+        system = find_system(table, row["device_name"], row["host"], args.system)
+        if row["status"] == "ok" and system:
+            row |= place_row(row, table, system)
+        elif row["status"] == "ok":
+            row["placement_note"] = no_roofline(row["device"])
+        else:
+            status = 1
+        print_row(row)
+        if row["status"] == "error":
+            shown = user_traceback(factory, args)
+            if shown:
+                print(shown, file=sys.stderr)
+        for line in timing_warnings(row):
+            print(line, file=sys.stderr)
+    print(f"rows written to {path}")
+    dev = devs[0]
+    if args.profile and rows.status.eq("ok").any():
+        from experiments.analysis import prediction
+        from experiments.core.dtypes import torch_dtype
+
+        gen = torch.Generator(device=dev).manual_seed(0)
+        fn, fargs = build(factory, args.batch, torch_dtype(args.dtype), dev, gen, args.kwargs)
+        with precision(args.dtype):
+            ops = profile_ops(fn, fargs, device=dev)
+        if system:
+            r = prediction.roofs(table, system, args.dtype, graph=dev.type == "cuda")
+            pred = [prediction.predict_op(r, o["flops"], o["bytes"], o["cold_bytes"], o["kind"],
+                                          o["calls"], exponentials=o["exponentials"])
+                    for o in ops.to_dict("records")]
+            ops["bound"] = [p["bound"] for p in pred]
+            ops["level"] = [p["level"] for p in pred]
+            ops["predicted_time_s"] = [p["predicted_time_s"] for p in pred]
+        ops_path = Path(args.out).with_suffix(".ops.parquet")
+        ops.to_parquet(ops_path)
+        where = "device" if dev.type == "cuda" else "CPU"
+        print(f"\nper aten op (torch.profiler, {where} time per call; views left out):\n"
+              f"{op_table(ops.head(25))}\nwritten to {ops_path}")
+    if args.ncu:
+        if dev.type != "cuda":
+            print("\n--ncu: Nsight Compute profiles GPU kernels; on a CPU the counted bytes stand")
+        elif shutil.which("ncu") is None:
+            print("\n--ncu: ncu is not on PATH: the bytes above are counted (compulsory), "
+                  "not measured")
+        else:
+            import pandas as pd
+
+            kernels = run_ncu(args.target, str(dev), args.dtype, args.batch, args.kwargs)
+            counted = float(rows.bytes.iloc[0])
+            dram = kernels["dram__bytes_read.sum"].sum() + kernels["dram__bytes_write.sum"].sum()
+            ncu_path = Path(args.out).with_suffix(".ncu.parquet")
+            kernels.to_parquet(ncu_path)
+            with pd.option_context("display.width", 200, "display.max_colwidth", 60):
+                print(f"\nper kernel (ncu, one call):\n{kernels.to_string()}")
+            print(f"DRAM bytes measured {_fmt(dram, 'B')} against {_fmt(counted, 'B')} counted "
+                  f"(compulsory): ratio {dram / counted:.3g}; written to {ncu_path}")
+    return status

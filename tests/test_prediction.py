@@ -1,0 +1,149 @@
+"""The op model (experiments/analysis/prediction.py) and the placements file, from synthetic
+ceilings: each term, the level a working set fits, ncu's bytes, a call as the sum of its ops,
+and the term named on a miss."""
+
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from experiments.analysis import placements, prediction
+
+SYS = "GPU @ lab"
+DRAM, L2, L1, P, V, LAT = 1e12, 4e12, 2e13, 1e14, 1e13, 2e-6
+L2_WINDOW = 50e6
+
+
+def ceilings():
+    rows = [("dram_bw", None, DRAM, None), ("l2_bw", None, L2, L2_WINDOW), ("l1_bw", None, L1, None),
+            ("matrix_flops", "bfloat16", P, None), ("vector_flops", "bfloat16", V, None),
+            ("latency_graph", None, LAT, None), ("latency_eager", None, 3 * LAT, None)]
+    return pd.DataFrame([{"system": SYS, "ceiling": c, "dtype": d, "value": v, "ci_low": v,
+                          "ci_high": v, "ws_max": w, "capacity_bytes": w, "device_name": "G"}
+                         for c, d, v, w in rows])
+
+
+def roofs(graph=True):
+    return prediction.roofs(ceilings(), SYS, "bfloat16", graph)
+
+
+def test_each_term_and_the_level_the_working_set_fits():
+    r = roofs()
+    gemm = prediction.predict_op(r, 1e12, 1e6, 1e6, "matrix")
+    assert gemm["bound"] == "compute" and gemm["predicted_time_s"] == pytest.approx(1e12 / P)
+    act = prediction.predict_op(r, 1e6, 1e9, 1e9, "vector")  # cold 1 GB: DRAM
+    assert act["bound"] == "memory" and act["level"] == "DRAM"
+    assert act["predicted_time_s"] == pytest.approx(1e9 / DRAM)
+    # 20 MB of activations an earlier op wrote, 10 MB of weights: L2 for the first, DRAM after
+    warm = prediction.predict_op(r, 0.0, 30e6, 10e6, "vector")
+    assert warm["memory_s"] == pytest.approx(10e6 / DRAM + 20e6 / L2) and warm["level"] == "L2"
+    # the same warm bytes past the L2 window: DRAM
+    big = prediction.predict_op(r, 0.0, 300e6, 100e6, "vector")
+    assert big["memory_s"] == pytest.approx(300e6 / DRAM) and big["level"] == "DRAM"
+    tiny = prediction.predict_op(r, 10.0, 100.0, 100.0, "vector", calls=3)
+    assert tiny["bound"] == "latency" and tiny["predicted_time_s"] == pytest.approx(3 * LAT)
+    assert prediction.predict_op(roofs(graph=False), 10.0, 100.0)["predicted_time_s"] == 3 * LAT
+
+
+def test_ncu_bytes_replace_the_counted_ones():
+    r = roofs()
+    op = prediction.predict_op(r, 0.0, 1e6, 1e6, "vector",
+                               measured={"dram_bytes": 4e7, "l2_bytes": 8e7, "l1_bytes": 1e8})
+    assert op["level"] == "DRAM" and op["memory_s"] == pytest.approx(4e7 / DRAM)
+    op = prediction.predict_op(r, 0.0, 1e6, 1e6, "vector",
+                               measured={"dram_bytes": 1e6, "l2_bytes": 8e8, "l1_bytes": 1e8})
+    assert op["level"] == "L2" and op["memory_s"] == pytest.approx(8e8 / L2)
+
+
+def test_attention_pays_for_its_exponentials():
+    r = roofs()
+    plain = prediction.predict_op(r, 1e12, 1e6, 1e6, "matrix")
+    softmax = prediction.predict_op(r, 1e12, 1e6, 1e6, "matrix", exponentials=1e9)
+    sfu = V * prediction.SFU_SHARE  # no float32 vector ceiling here: none charged
+    assert softmax["compute_s"] == plain["compute_s"] and not r["sfu"]
+    r = prediction.roofs(pd.concat([ceilings(), ceilings().iloc[[4]].assign(dtype="float32")]),
+                         SYS, "bfloat16", True)
+    sfu = V * prediction.SFU_SHARE
+    softmax = prediction.predict_op(r, 1e12, 1e6, 1e6, "matrix", exponentials=1e9)
+    assert softmax["compute_s"] == pytest.approx(1e12 / P + 1e9 / sfu)
+
+
+def test_a_call_is_the_sum_of_its_ops():
+    r = roofs()
+    ops = [["aten::addmm", "[]", 2, 2e12, 4e6, 4e6, "matrix", "FlopCounterMode"],
+           ["aten::gelu", "[]", 1, 1e6, 2e9, 0.0, "vector", "formula"]]
+    call = prediction.predict_call(r, ops)
+    want = 2e12 / P + 2e9 / DRAM  # the GELU's 2 GB of activations spill past L2
+    assert call["predicted_time_s"] == pytest.approx(want) and call["ops"] == 2
+    assert call["bound"] == "compute"  # the GEMMs take most of the sum
+
+
+def _dataset():
+    ops = [["aten::addmm", "[]", 1, 2e11, 4e6, 4e6, "matrix", "FlopCounterMode"],
+           ["aten::gelu", "[]", 1, 1e6, 2e6, 0.0, "vector", "formula"]]
+    predicted = 2e11 / P + max(LAT, 2e6 / L2)
+    base = {"experiment": "workload", "op": "mlp", "dtype": "bfloat16", "status": "ok",
+            "system": SYS, "device_name": "G", "timer": "cuda_event_graph", "flops": 2e11 + 1e6,
+            "bytes": 4e6}
+    calls = [base | {"batch": 1, "time_s": predicted * 1.1, "params": {"ops": ops}},
+             base | {"batch": 2, "time_s": predicted * 3, "params": {"ops": ops}}]
+    op = base | {"variant": "aten_op", "batch": 1, "flops": 1e6, "bytes": 2e6, "time_s": 0.5e-6,
+                 "timer": "torch_profiler",
+                 "params": {"aten_op": "aten::gelu", "input_shapes": "[[1]]", "kind": "vector",
+                            "cold_bytes": 0.0, "calls_per_step": 1}}
+    return pd.DataFrame(calls + [op]), predicted
+
+
+def test_the_placements_file_holds_calls_and_ops_and_names_the_failed_term(tmp_path):
+    ds, predicted = _dataset()
+    table = placements.placement_table(ds, ceilings())
+    assert sorted(table.kind) == ["call", "call", "op"]
+    calls = table[table.kind == "call"].set_index("batch")
+    assert calls.loc[1, "predicted_time_s"] == pytest.approx(predicted)
+    assert calls.loc[1, "predicted_from"] == "sum over 2 ops (2 distinct)"
+    assert calls.loc[1, "model_error"] == pytest.approx(0.1) and not calls.loc[1, "failed_term"]
+    assert calls.loc[2, "model_error"] == pytest.approx(2.0)
+    assert calls.loc[2, "failed_term"].startswith("compute")
+    op = table[table.kind == "op"].iloc[0]
+    assert op.bound == "latency" and op.failed_term.startswith("latency")  # 0.5 us: under the 2 us floor
+    stats = placements.error_stats(table)
+    assert stats["calls"]["n"] == 2 and stats["calls"]["median"] == pytest.approx(1.05)
+    # the report's reader gives back what placements() and op_placements() give
+    path = tmp_path / "placements.parquet"
+    table.to_parquet(path)
+    whole, ops = placements.read_placements(path)
+    assert list(whole.columns) == placements.PLACEMENT_COLUMNS and len(whole) == 2
+    assert list(ops.columns) == placements.OP_COLUMNS and ops.aten_op.tolist() == ["aten::gelu"]
+
+
+def test_the_placements_command_writes_the_file(tmp_path):
+    ds, _ = _dataset()
+    data, ceil, out = tmp_path / "m.parquet", tmp_path / "c.parquet", tmp_path / "p.parquet"
+    import pyarrow.parquet as pq
+    from experiments.core.schema import to_table
+    rows = [{k: v for k, v in r.items() if k != "system" and v == v} | {
+        "host": "lab", "device": "cuda:0", "device_kind": "cuda"} for r in ds.to_dict("records")]
+    pq.write_table(to_table(rows, {}), data)
+    c = ceilings()
+    c.assign(system="G @ lab").to_parquet(ceil)  # the label the dataset gives these rows
+    ceilings().to_parquet(ceil)
+    run = subprocess.run([sys.executable, "-m", "experiments.analysis", "placements", str(data),
+                          "--ceilings", str(ceil), "--out", str(out)], capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "placements ->" in run.stderr and len(pd.read_parquet(out)) == 3
+
+
+def test_a_call_whose_ops_ncu_measured_is_predicted_from_their_bytes():
+    ds, _ = _dataset()
+    op = ds[ds.variant == "aten_op"].iloc[0].to_dict()
+    op["params"] = op["params"] | {"bytes_source": "ncu", "dram_bytes": 4e7, "l2_bytes": 1e7,
+                                   "l1_bytes": 1e7}
+    ds = pd.concat([ds[ds.variant != "aten_op"], pd.DataFrame([op])], ignore_index=True)
+    table = placements.placement_table(ds, ceilings())
+    call = table[(table.kind == "call") & (table.batch == 1)].iloc[0]
+    assert call.predicted_time_s == pytest.approx(4e7 / DRAM)  # the one op's measured traffic
+    assert call.predicted_from == "sum over 1 profiled ops, ncu bytes"
+    other = table[(table.kind == "call") & (table.batch == 2)].iloc[0]
+    assert other.predicted_from.startswith("sum over 2 ops")  # no ops measured at batch 2
