@@ -11,10 +11,54 @@ import traceback
 import warnings
 from pathlib import Path
 
-from experiments.cli.place import _fmt, print_row
 
 # what the terminal says about a timing, with the numbers (the row's flags are the runner's)
 NOISY_CV = 0.05
+
+
+def _fmt(x, unit=""):
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    if isinstance(x, str):
+        return x
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1, "")):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g} {prefix}{unit}"
+    if unit == "s":
+        for scale, prefix in ((1e-3, "m"), (1e-6, "u"), (1e-9, "n")):
+            if abs(x) >= scale:
+                return f"{x / scale:.3g} {prefix}s"
+    return f"{x:.3g} {unit}".strip()
+
+
+def print_row(row: dict, file=sys.stdout) -> None:
+    print(f"{row.get('op')} on {row.get('device')} ({row.get('device_name')}), {row.get('dtype')}",
+          file=file)
+    if row.get("status") != "ok":
+        print(f"  status   {row.get('status')}\n  message  {row.get('message')}", file=file)
+        return
+    msg = row.get("message")
+    items = [("status", row.get("status")), ("message", msg if isinstance(msg, str) else ""),
+             ("batch", str(row.get("batch"))), ("FLOPs (counted)", _fmt(row.get("flops"))),
+             ("bytes (compulsory)", _fmt(row.get("bytes"), "B")),
+             ("intensity", _fmt(row.get("intensity"), "FLOP/B")),
+             ("time, median", _fmt(row.get("time_s"), "s")), ("timer", row.get("timer") or "-"),
+             ("attained", _fmt(row.get("attained_flop_per_s", row.get("flop_per_s")), "FLOP/s")),
+             ("bandwidth", _fmt(row.get("attained_byte_per_s", row.get("byte_per_s")), "B/s")),
+             ("roof at this intensity", _fmt(row.get("roof_flop_per_s"), "FLOP/s")),
+             ("fraction of roof", _fmt(row.get("fraction_of_roof"))),
+             ("bound", row.get("bound") or "-"),
+             ("level", row.get("level") or "-"),
+             ("predicted time", _fmt(row.get("predicted_time_s"), "s")
+              + (f" ({row['predicted_from']})" if row.get("predicted_from") else "")),
+             ("model error (measured/predicted - 1)", _fmt(row.get("model_error"))),
+             ("failed term", row.get("failed_term") or ""),
+             ("check", f"{row.get('check_passed')} (rel. error {_fmt(row.get('rel_error'))})"),
+             ("system", row.get("system") or row.get("placement_note") or "-")]
+    width = max(len(k) for k, _ in items)
+    for key, val in items:
+        if val:
+            print(f"  {key:<{width}}  {val}", file=file)
 
 
 def _quiet_cuda_probe():
