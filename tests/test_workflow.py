@@ -95,8 +95,10 @@ def test_default_sweep_plans_and_lints_clean(tmp_path):
     (repo / "config" / "config.yaml").write_text((ROOT / "config" / "config.yaml").read_text())
     plan = snakemake(repo, "-n", "--cores", "2", "--config", "devices=[cpu]")
     assert plan.returncode == 0, plan.stdout[-3000:]
-    jobs = sum(len(spec["dtypes"]) for spec in __import__("yaml").safe_load(
-        (ROOT / "config" / "config.yaml").read_text())["experiments"].values())
+    sweep = __import__("yaml").safe_load((ROOT / "config" / "config.yaml").read_text())
+    # every experiment's and every workload's dtypes: one ordinary measure job each
+    jobs = sum(len(spec["dtypes"]) for key in ("experiments", "workloads")
+               for spec in sweep[key].values())
     assert re.search(rf"measure\s+{jobs}\b", plan.stdout), plan.stdout[-3000:]
     lint = snakemake(repo, "--lint")
     assert lint.returncode == 0, lint.stdout[-3000:]
