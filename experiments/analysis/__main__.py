@@ -30,10 +30,11 @@ HELP = {"dataset": "merged measurements (from `collect`)",
         "ceilings": "ceilings.parquet (from `roofline`)", "knees": "knees.parquet (from `decode`)",
         "decode_model": "the prediction per decode row (from `decode --points`)",
         "claims": "claims.parquet (from `claims`)",
-        "placements": "placements.parquet (from `placements`)", "figures": "directory holding the figures",
-        "datasheets": "reference devices (YAML)", "report": "the HTML file to write"}
-OPTIONAL = {("claims", "claims"): "claims.parquet; without it, only print",
-            ("report", "placements"): "placements.parquet; without it, computed here"}
+        "placements": "placements.parquet (from `placements`)",
+        "figures": "directory holding the figures", "datasheets": "reference devices (YAML)"}
+OPTIONAL = {("claims", "claims"): "writes claims.parquet here; without it, only print",
+            ("report", "placements"): "placements.parquet (from `placements`); without it, "
+                                      "computed here"}
 
 
 def parser() -> argparse.ArgumentParser:
@@ -50,14 +51,15 @@ def parser() -> argparse.ArgumentParser:
     for step in pipeline.STEPS.values():
         s = sub.add_parser(step.name, help=step.help)
         for key, opt in {**step.reads, **step.writes}.items():
+            what = HELP[key] if key in step.reads else f"writes {key.replace('_', ' ')} here"
             optional = OPTIONAL.get((step.name, key))
             if not opt:
-                s.add_argument(key, help=HELP[key])
+                s.add_argument(key, help=what)
             elif key == "datasheets":
-                s.add_argument(opt, dest=key, default=DATASHEETS, help=HELP[key])
+                s.add_argument(opt, dest=key, default=DATASHEETS, metavar="YAML", help=what)
             else:
-                s.add_argument(opt, dest=key, required=not optional,
-                               help=optional or HELP[key])
+                s.add_argument(opt, dest=key, required=not optional, metavar="PATH",
+                               help=optional or what)
         if "datasheets" not in step.reads:  # accepted by every step, as it always was
             s.add_argument("--datasheets", default=DATASHEETS, help=HELP["datasheets"])
     return p
