@@ -47,11 +47,13 @@ def loo_error(x: np.ndarray, y: np.ndarray) -> float:
 @claim("C20", SECTION,
        en="(Section announced, no text) kernel, thread, warp, thread block and SM.",
        zh="kernel、thread、warp、thread block 和 SM（文章只有标题）",
-       prediction="time grows in steps: predicted on points left out of the fit, whole waves "
+       prediction=lambda: f"time grows in steps: on curves of {MIN_GRIDS} grid sizes or more, "
+                  "predicted on points left out of the fit, whole waves "
                   "ceil(blocks / SMs) explain the time better than the block count itself.",
-       fails_if="a line in the block count predicts left-out points at least as well as whole "
-                "waves (no wave quantisation).",
-       experiments=("launch",))
+       fails_if=lambda: f"on the curves of {MIN_GRIDS} grid sizes or more, a line in the block "
+                        "count predicts left-out points at least as well as whole waves (no "
+                        "wave quantisation).",
+       experiments=("launch",), limits=("MIN_GRIDS",))
 def c20(s):
     s.need_gpu("waves of thread blocks over SMs exist only on a GPU")
     rows = s.exp("launch")
@@ -72,4 +74,5 @@ def c20(s):
     ratio = float(np.sum(step) / np.sum(line))
     return Result(ratio < 1, f"{curves} curve(s): leave-one-out squared error of the wave-step "
                   f"model is {ratio:.2f}x the block-count line's", "LOO error, waves / blocks",
-                  ratio, "< 1", "launch: wave and warp sweeps", len(rows))
+                  ratio, f"< 1, on curves of >= {MIN_GRIDS} grid sizes",
+                  "launch: wave and warp sweeps", len(rows))

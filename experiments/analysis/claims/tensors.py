@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from experiments.analysis.dataset import param
-from experiments.analysis.claims.base import NotMeasurable, Result, claim, section, si
+from experiments.analysis.claims.base import PHYSICAL, NotMeasurable, Result, claim, section, si
 
 SECTION = section("tensors", "Where tensors live: host-device copies", "transfer")
 SLOWER = 5  # C2: the device's own memory moves data at least this many times faster
@@ -22,12 +22,12 @@ def _copies(s) -> pd.DataFrame:
        en="Tensors are created on the CPU by default; .to('cuda') copies them over PCIe and is "
           "expensive.",
        zh="Tensor默认不会在GPU里…….to()这个API真的会把数据从系统内存经过PCIe拿去显存，所以是一个比较昂贵的操作。",
-       prediction=f"the best host-to-device copy is at least {SLOWER}x slower than the device "
+       prediction=lambda: f"the best host-to-device copy is at least {SLOWER}x slower than the device "
                   "memory's own bandwidth (measured by the bandwidth experiment, else a "
                   "device-to-device copy).",
-       fails_if=f"a host-to-device copy reaches more than 1/{SLOWER} of the device memory's "
-                "bandwidth.",
-       experiments=("transfer", "bandwidth"))
+       fails_if=lambda: f"a host-to-device copy reaches more than 1/{SLOWER} of the device "
+                        "memory's bandwidth.",
+       experiments=("transfer", "bandwidth"), limits=("SLOWER",))
 def c2(s):
     rows = _copies(s)
     h2d = rows[rows.label.str.contains("h2d")]
@@ -73,6 +73,13 @@ def c3(s):
     t = t.dropna(subset=list(need))
     n = t.index.max()
     last = t.loc[n]
+    nbytes = rows[rows.n == n].bytes.max()
+    if s.sheet and s.sheet.host_link_Bps and s.sheet.bandwidth_Bps and (
+            last.move_to_device < nbytes / (PHYSICAL * s.sheet.host_link_Bps)
+            or last.create_on_device < nbytes / (PHYSICAL * s.sheet.bandwidth_Bps)):
+        raise NotMeasurable(f"{si(nbytes, 'B')} moved in {si(last.move_to_device, 's')} or "
+                            f"created in {si(last.create_on_device, 's')}: faster than the "
+                            f"{s.sheet.name} datasheet's host link or memory allow, not a reading")
     ratio = last.move_to_device / last.create_on_device
     parts = [f"{si(rows[rows.n == n].bytes.max(), 'B')}: create on device {si(last.create_on_device, 's')}, move an "
              f"existing host tensor {si(last.move_to_device, 's')} ({ratio:.1f}x)"]
