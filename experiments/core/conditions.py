@@ -35,6 +35,21 @@ MARGIN_TICKS_PER_CPU, MARGIN_TICKS = 1, 2
 # for GEMM: an H200 runs 1250-1650 MHz of its 1980 at 700 W) or an idle GPU explains it.
 LOW_CLOCK_FRACTION = 0.7
 DEFAULT_CONTENTION_THRESHOLD = 0.1
+# Power and energy. NVML's energy counter moves in steps tens of ms apart (20-100 ms on an H200),
+# and a step's time is known only to a poll. Power from it is trusted only where that error is
+# within POWER_TOLERANCE: between steps (at least COUNTER_MIN_STEPS) spanning poll / tolerance,
+# or from the window's two ends when the window is MAX_STEP_S / tolerance long. NVML's power
+# reading is an average over POWER_AVERAGE_S: it speaks for windows that long. Anything else is
+# null (the reason: ENERGY_UNRESOLVED), and so is a reading above the enforced power limit by more
+# than POWER_TOLERANCE: the device cannot draw it, so the estimate is wrong.
+POWER_TOLERANCE = 0.05
+COUNTER_MIN_STEPS = 3
+MAX_STEP_S = 0.1
+POWER_AVERAGE_S = 1.0
+ENERGY_UNRESOLVED = ("energy not resolved: the timed window is too short for NVML's stepping "
+                     "energy counter and its 1 s power average")
+ABOVE_LIMIT = "power read above the enforced limit"
+_POWER_LIMITS_W: dict[int, float] = {}  # enforced limit per GPU index, as the polls read it
 
 # NVML clock-event (throttle) reason bits, from nvml.h (stable ABI, unlike pynvml's constant names).
 REASONS = {
@@ -109,6 +124,10 @@ class _Nvml:
 
     def energy_mj(self):
         return self.call("nvmlDeviceGetTotalEnergyConsumption")  # mJ since the driver loaded
+
+    def power_limit_w(self):
+        mw = self.call("nvmlDeviceGetEnforcedPowerLimit")
+        return None if mw is None else mw / 1000
 
 
 # -- /proc ------------------------------------------------------------------------------------
@@ -208,6 +227,10 @@ class Conditions:
         self.nvml = _Nvml(*nvml_handle(self.device.index or 0)) if self.gpu else _Nvml(None, None)
         self.max_sm_mhz = self.nvml.call("nvmlDeviceGetMaxClockInfo",
                                          self.nvml.const("NVML_CLOCK_SM", 1)) if self.gpu else None
+        self.power_limit_w = self.nvml.power_limit_w() if self.gpu else None
+        if self.power_limit_w:
+            _POWER_LIMITS_W[self.device.index or 0] = self.power_limit_w
+        self.energy_note = ""  # why power and energy are null, when they are
         self.samples: list[dict] = []
         self.freqs: list[float] = []
         self._stop = threading.Event()
@@ -287,23 +310,32 @@ class Conditions:
         # a step happened between the poll that first saw it and the one before: take the middle
         steps = [((seen[i - 1][0] + seen[i][0]) / 2, seen[i][1]) for i in range(1, len(seen))
                  if seen[i][1] != seen[i - 1][1]]
-        if len(steps) < 2 or steps[-1][0] <= steps[0][0]:
-            return None
+        if len(steps) < COUNTER_MIN_STEPS or \
+                steps[-1][0] - steps[0][0] < self.poll_s / POWER_TOLERANCE:
+            return None  # each step's time is known to a poll: too few, too close to resolve
         return (steps[-1][1] - steps[0][1]) / 1000 / (steps[-1][0] - steps[0][0])
 
     def mean_power_w(self) -> float | None:
         """The window's mean power from the energy counter (between its steps; else between the
-        window's ends); without it, the median of NVML's power readings, which lag: NVML
-        documents them as a 1 s average on Ampere and newer, so a 0.2 s point would read mostly
-        the idle time before it (seen on an H200: 230 W from the readings where the counter gave
-        730 W for a GEMM)."""
+        window's ends, if the window is long enough for a step to matter little); else the median
+        of NVML's power readings, if the window is as long as their average (NVML documents a
+        1 s average on Ampere and newer: a 0.2 s point would read mostly the idle time before it,
+        230 W where the counter gave 730 W for a GEMM on an H200). Otherwise None, and
+        `energy_note` says why; None too for a reading the enforced power limit forbids."""
         power = self.counter_power_w()
-        if power is not None:
-            return power
-        if self.energy0 is not None and self.energy1 is not None and self.energy1 > self.energy0 \
-                and self.window_s > 0:
-            return (self.energy1 - self.energy0) / 1000 / self.window_s
-        return _median(x["power"] for x in self.window_samples())
+        if power is None and self.energy0 is not None and self.energy1 is not None \
+                and self.energy1 > self.energy0 and self.window_s >= MAX_STEP_S / POWER_TOLERANCE:
+            power = (self.energy1 - self.energy0) / 1000 / self.window_s
+        if power is None and self.window_s >= POWER_AVERAGE_S:
+            power = _median(x["power"] for x in self.window_samples())
+        if power is None:
+            self.energy_note = ENERGY_UNRESOLVED + f" ({self.window_s * 1e3:.0f} ms)"
+            return None
+        if self.power_limit_w and power > self.power_limit_w * (1 + POWER_TOLERANCE):
+            self.energy_note = (f"{ABOVE_LIMIT}: {power:.0f} W over {self.power_limit_w:.0f} W "
+                                f"in a {self.window_s * 1e3:.0f} ms window")
+            return None
+        return power
 
     def energy_j(self, time_s: float | None) -> float | None:
         """Joules per call: the window's energy times the share of the window that one call took
@@ -389,5 +421,7 @@ def job_conditions(rows: list[dict], contention_threshold: float, loadavg_start,
         "sm_clock_mhz_min": min(sm) if sm else None,
         "sm_clock_mhz_median": _median(sm),
         "power_w_max": max(power) if power else None,
+        # the enforced limit power is checked against (rows above it by POWER_TOLERANCE are null)
+        "power_limit_w": max(_POWER_LIMITS_W.values()) if _POWER_LIMITS_W else None,
         "temperature_c_max": max(temp) if temp else None,
     }
