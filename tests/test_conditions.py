@@ -364,7 +364,13 @@ def test_published_set_records_its_conditions():
     # (their times are the profiler's, over a few calls with no conditions around them)
     timed = ds.rows[(ds.rows.status == "ok") & (ds.rows.experiment != "timing")
                     & ds.rows.time_s.notna() & (ds.rows.variant.fillna("") != "aten_op")]
-    assert timed.sm_clock_mhz.notna().all() and timed.energy_j.notna().all()
+    assert timed.sm_clock_mhz.notna().all()
+    # energy on every row, but where the power read is one the device cannot draw (issue 21):
+    # left out with the reason, and no power above the 700 W limit by more than 5 % remains
+    dropped = timed.energy_note != ""
+    assert timed.energy_j[~dropped].notna().all() and timed.energy_j[dropped].isna().all()
+    assert dropped.sum() == 89 and timed.energy_note[dropped].str.contains("limit").all()
+    assert ds.rows.power_w.max() <= 700 * 1.05
     (summary,) = system_conditions(ds.rows).values()
     assert "power cap on" in summary["summary"] and summary["median_power_w"] > 50
     table = energy_table(ds.rows)

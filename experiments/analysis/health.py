@@ -19,7 +19,8 @@ from experiments.analysis.roofline import cache_windows, fastest_variant, top_pl
 NOT_RECORDED = "not recorded"
 ENERGY_COLUMNS = ["source", "host", "device", "device_kind", "device_name", "system", "dtype",
                   "experiment", "unit", "value", "points", "points_with_energy", "sm_clock_mhz",
-                  "power_w", "note"]
+                  "power_w", "power_w_q10", "power_w_q90", "power_w_max", "points_power_dropped",
+                  "power", "note"]
 
 
 def _num(rows: pd.DataFrame, name: str) -> pd.Series:
@@ -74,10 +75,28 @@ def plateau_conditions(rows: pd.DataFrame) -> dict:
         "sm_clock_mhz": _median(_num(rows, "sm_clock_mhz")),
         "mem_clock_mhz": _median(_num(rows, "mem_clock_mhz")),
         "power_w": _median(_num(rows, "power_w")),
+        **power_spread(rows),
         "temperature_c": _max(_num(rows, "temperature_c")),
         "cpu_freq_mhz": _median(_num(rows, "cpu_freq_mhz")),
         "throttle_reasons": _reasons(rows),
     }
+
+
+def power_spread(rows: pd.DataFrame) -> dict:
+    """The distribution of the rows' power (10th, 90th percentile, max), how many rows had theirs
+    dropped as above the power limit, and `power`, one line for the report beside the clock."""
+    p = _num(rows, "power_w").dropna()
+    dropped = int((rows["energy_note"].fillna("") != "").sum()) if "energy_note" in rows else 0
+    out = {"power_w_q10": float(p.quantile(0.1)) if len(p) else math.nan,
+           "power_w_q90": float(p.quantile(0.9)) if len(p) else math.nan,
+           "power_w_max": float(p.max()) if len(p) else math.nan,
+           "points_power_dropped": dropped}
+    out["power"] = (f"{p.median():.0f} W median ({out['power_w_q10']:.0f}-"
+                    f"{out['power_w_q90']:.0f} W, 10th-90th percentile; max "
+                    f"{out['power_w_max']:.0f} W) over {len(p)} points" if len(p) else
+                    f"power {NOT_RECORDED}") + (
+        f"; {dropped} read above the power limit, left out" if dropped else "")
+    return out
 
 
 def _cpu_text(share: pd.Series, threshold: float, points: str = "CPU points") -> str:
@@ -153,7 +172,7 @@ def _energy_row(g: pd.DataFrame, experiment: str, unit: str, column: str, note: 
     value = _median(per)
     return {"experiment": experiment, "unit": unit, "value": value, "points": int(len(g)),
             "points_with_energy": int(per.notna().sum()), "sm_clock_mhz": cond["sm_clock_mhz"],
-            "power_w": cond["power_w"],
+            "power_w": cond["power_w"], **power_spread(g),
             "note": note if not math.isnan(value) else f"energy {NOT_RECORDED}"}
 
 

@@ -397,6 +397,28 @@ def throttled(sm_mhz, max_sm_mhz, reasons: list[str] | None) -> bool | None:
     return False
 
 
+def drop_impossible_power(rows, limit_w) -> int:
+    """Recorded rows (a DataFrame) whose power_w exceeds `limit_w` (system -> enforced limit, W)
+    by more than POWER_TOLERANCE: power_w, energy_j, j_per_flop and j_per_byte set to NaN in
+    place, `energy_note` saying why (the raw rows keep no counter steps to recompute from).
+    Returns how many rows it cleared."""
+    if "power_w" not in rows or "system" not in rows:
+        return 0
+    limit = rows["system"].map(limit_w).astype(float)
+    power = rows["power_w"].astype(float)
+    bad = power > limit * (1 + POWER_TOLERANCE)
+    if "energy_note" not in rows:
+        rows["energy_note"] = ""
+    rows.loc[bad, "energy_note"] = [
+        f"{ABOVE_LIMIT}: {p:.0f} W over {lim:.0f} W; the energy counter's steps cannot resolve "
+        f"this window, so power and energy are left out" for p, lim in
+        zip(power[bad], limit[bad])]
+    for col in ("power_w", "energy_j", "j_per_flop", "j_per_byte"):
+        if col in rows:
+            rows.loc[bad, col] = math.nan
+    return int(bad.sum())
+
+
 def job_conditions(rows: list[dict], contention_threshold: float, loadavg_start,
                    loadavg_end) -> dict:
     """The file's summary of its points' conditions (metadata key `conditions`)."""

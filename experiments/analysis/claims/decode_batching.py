@@ -48,15 +48,13 @@ def w14(sheets):
        zh="虽然看着是矩阵乘法，但左边其实是一条向量，本质接近“向量乘矩阵”，称作GEMV……x的shape变成[B, 8, C]，变成更正规的矩阵乘矩阵，称作GEMM",
        prediction=lambda: f"on every curve, b sequences in one GEMM (b = 8, or the nearest batch "
                           f"measured) take less than {BATCHED:.0%} of the time of b separate GEMVs "
-                          f"(b x the batch-1 time), and no less than batch 1 / {FLAT:g} (more "
-                          "work does not take less time).",
+                          f"(b x the batch-1 time).",
        fails_if=lambda: f"on some curve a batched step costs {BATCHED:.0%} or more of b "
-                        f"single-sequence steps (batching would not share the weights), or under "
-                        f"1/{FLAT:g} of one step (the batch-1 time is not what a GEMV costs).",
-       experiments=("decode",), limits=("BATCHED", "FLAT"))
+                        f"single-sequence steps (batching would not share the weights).",
+       experiments=("decode",), limits=("BATCHED",))
 def c14(s):
     rows = _gemv(s)
-    parts, ratios, sane = [], [], []
+    parts, ratios = [], []
     for (dtype, c), g in rows.groupby(["dtype", "n"]):
         t = g.groupby("batch").time_s.median()
         more = t.index[t.index > 1]
@@ -65,13 +63,12 @@ def c14(s):
         b = max(more[more <= 8]) if (more <= 8).any() else min(more)
         r = t[b] / (b * t[1])
         ratios.append(r)
-        sane.append(t[b] >= t[1] / FLAT)
         parts.append(f"{dtype} C={int(c)}: t({b:.0f}) / ({b:.0f} t(1)) = {r:.2f}")
     if not parts:
         raise NotMeasurable("no decode curve with batch 1 and a larger batch")
     worst = max(ratios)
-    return Result(worst < BATCHED and all(sane), "; ".join(parts), "t(b) / (b t(1)), worst curve",
-                  worst, f"< {BATCHED}, with t(b) >= t(1) / {FLAT:g}",
+    return Result(worst < BATCHED, "; ".join(parts), "t(b) / (b t(1)), worst curve",
+                  worst, f"< {BATCHED} on every curve",
                   "decode: gemv_gemm, batch 1 and b", len(rows))
 
 
