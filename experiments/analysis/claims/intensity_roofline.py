@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from experiments.analysis import datasheets, roofline
-from experiments.analysis.claims.base import (NotMeasurable, Result, article_sheet, claim, counts, section, si,
+from experiments.analysis.claims.base import (PHYSICAL, NotMeasurable, Result, article_sheet, claim, counts, section, si,
                    worked_example)
 
 SECTION = section("intensity", "Arithmetic intensity: x + 1 against a 4096^3 GEMM", "matmul")
@@ -43,6 +43,11 @@ def _dram_same_traffic(s):
     if c is None or not math.isfinite(c["value"]):
         raise NotMeasurable(f"no DRAM plateau of {', '.join(ops)}"
                             + (f" ({c['note']})" if c and c.get("note") else ""))
+    sheet = s.sheet.bandwidth_Bps if s.sheet is not None else None
+    if sheet and c["value"] > PHYSICAL * sheet:
+        raise NotMeasurable(f"{', '.join(ops)} move {si(c['value'], 'B/s')} past the caches, "
+                            f"more than the {s.sheet.name} datasheet's {si(sheet, 'B/s')} (+"
+                            f"{PHYSICAL - 1:.0%}): not a physical reading")
     return c, ops, ref
 
 
