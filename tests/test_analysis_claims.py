@@ -282,3 +282,18 @@ def test_a_system_with_no_claim_experiment_gets_no_verdicts():
     table = verdicts(rows)
     assert not table.system.str.contains("gpu2gpu-only").any()
     assert (table[table.kind == MEASURED].system.str.contains("h200-ref")).all()
+
+
+def test_a_verdict_is_under_load_only_where_its_points_were():
+    rows = fx.gpu_rows(seed=0)
+    for r in rows["timing"]:  # host-clocked kernels while other processes used half the CPUs
+        if r.get("variant") == "host_sync":
+            r.update(other_cpu_share=0.5, timer="perf_counter_sync")
+    for r in rows["matmul"]:  # timed by CUDA events: a busy host does not disturb them
+        r.update(other_cpu_share=0.5)
+    table = measured(verdicts(rows))
+    c6 = table.loc["C6"]
+    assert c6.under_load and c6.points_contended == 4
+    assert "under load: 4 of the" in c6.measurement
+    for cid in ("C19", "C11", "C17", "C2"):
+        assert not table.loc[cid].under_load and "under load" not in table.loc[cid].measurement

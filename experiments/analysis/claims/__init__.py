@@ -51,15 +51,21 @@ def under_load(conditions: dict) -> str:
     return conditions.get("summary", "") if any(v and v > 0 for v in hit) else ""
 
 
+GPU_CLOCKS = ("cuda_event", "torch_profiler")  # timers that read the GPU's own clock
+
+
 def contended(rows: pd.DataFrame, threshold: float = DEFAULT_CONTENTION_THRESHOLD) -> pd.Series:
     """Per row: other processes disturbed it. Its `contended` flag where the job judged one (CPU
-    points), else (GPU points, whose host side launches and times them) other processes' share
-    of its CPUs above the threshold."""
+    points); else, for a point timed by the host's clock (a GPU's launches, its host-side
+    timings), other processes' share of its CPUs above the threshold. A point timed on the GPU's
+    own clock (events, the profiler) is not disturbed by a busy host CPU."""
     flag = rows["contended"] if "contended" in rows else pd.Series(None, index=rows.index)
     share = pd.to_numeric(rows.get("other_cpu_share", pd.Series(math.nan, index=rows.index)),
                           errors="coerce")
+    host_clock = ~rows.get("timer", pd.Series("", index=rows.index)).fillna("").astype(str) \
+        .str.startswith(GPU_CLOCKS)
     judged = flag.map(lambda v: isinstance(v, (bool, np.bool_)))
-    return flag.where(judged, share > threshold).fillna(False).astype(bool)
+    return flag.where(judged, (share > threshold) & host_clock).fillna(False).astype(bool)
 
 
 def load_of(c, s: System) -> tuple[int, int]:
