@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from experiments.core.conditions import drop_impossible_power
+from experiments.core.power import drop_impossible_power
 from experiments.core.paths import config_dir
 from experiments.core.schema import METADATA_KEY, SCHEMA, to_table
 from experiments.core.store import DatasetError, read_measurements, read_metadata, write_atomic

@@ -23,6 +23,9 @@ import threading
 import time
 from pathlib import Path
 
+from experiments.core.power import (  # noqa: F401  (re-exported: the analysis reads them here)
+    ABOVE_LIMIT, ENERGY_UNRESOLVED, POWER_LIMITS_W, POWER_TOLERANCE, drop_impossible_power,
+    window_power)
 
 GPU_POLL_S = 0.005  # NVML's clock and power readings change on a ms scale
 CPU_POLL_S = 0.1  # the CPU frequency only: keep wake-ups off the cores being measured
@@ -35,21 +38,6 @@ MARGIN_TICKS_PER_CPU, MARGIN_TICKS = 1, 2
 # for GEMM: an H200 runs 1250-1650 MHz of its 1980 at 700 W) or an idle GPU explains it.
 LOW_CLOCK_FRACTION = 0.7
 DEFAULT_CONTENTION_THRESHOLD = 0.1
-# Power and energy. NVML's energy counter moves in steps tens of ms apart (20-100 ms on an H200),
-# and a step's time is known only to a poll. Power from it is trusted only where that error is
-# within POWER_TOLERANCE: between steps (at least COUNTER_MIN_STEPS) spanning poll / tolerance,
-# or from the window's two ends when the window is MAX_STEP_S / tolerance long. NVML's power
-# reading is an average over POWER_AVERAGE_S: it speaks for windows that long. Anything else is
-# null (the reason: ENERGY_UNRESOLVED), and so is a reading above the enforced power limit by more
-# than POWER_TOLERANCE: the device cannot draw it, so the estimate is wrong.
-POWER_TOLERANCE = 0.05
-COUNTER_MIN_STEPS = 3
-MAX_STEP_S = 0.1
-POWER_AVERAGE_S = 1.0
-ENERGY_UNRESOLVED = ("energy not resolved: the timed window is too short for NVML's stepping "
-                     "energy counter and its 1 s power average")
-ABOVE_LIMIT = "power read above the enforced limit"
-_POWER_LIMITS_W: dict[int, float] = {}  # enforced limit per GPU index, as the polls read it
 
 # NVML clock-event (throttle) reason bits, from nvml.h (stable ABI, unlike pynvml's constant names).
 REASONS = {
@@ -229,7 +217,7 @@ class Conditions:
                                          self.nvml.const("NVML_CLOCK_SM", 1)) if self.gpu else None
         self.power_limit_w = self.nvml.power_limit_w() if self.gpu else None
         if self.power_limit_w:
-            _POWER_LIMITS_W[self.device.index or 0] = self.power_limit_w
+            POWER_LIMITS_W[self.device.index or 0] = self.power_limit_w
         self.energy_note = ""  # why power and energy are null, when they are
         self.samples: list[dict] = []
         self.freqs: list[float] = []
@@ -300,41 +288,12 @@ class Conditions:
         steal = (s1["steal"] - s0["steal"]) / total if total > 0 else None
         return share, error, steal
 
-    def counter_power_w(self) -> float | None:
-        """Mean power between the first and the last step of the energy counter seen by the polls.
-        The counter moves in steps (tens of ms apart on an H200), so the energy between the
-        window's two ends is off by up to a step: on a 0.2 s point that read 15 % above the
-        power cap. Between two steps it is exact. None with fewer than two steps."""
-        seen = [(x["t"], x["energy"]) for x in self.window_samples()
-                if x.get("energy") is not None]
-        # a step happened between the poll that first saw it and the one before: take the middle
-        steps = [((seen[i - 1][0] + seen[i][0]) / 2, seen[i][1]) for i in range(1, len(seen))
-                 if seen[i][1] != seen[i - 1][1]]
-        if len(steps) < COUNTER_MIN_STEPS or \
-                steps[-1][0] - steps[0][0] < self.poll_s / POWER_TOLERANCE:
-            return None  # each step's time is known to a poll: too few, too close to resolve
-        return (steps[-1][1] - steps[0][1]) / 1000 / (steps[-1][0] - steps[0][0])
-
     def mean_power_w(self) -> float | None:
-        """The window's mean power from the energy counter (between its steps; else between the
-        window's ends, if the window is long enough for a step to matter little); else the median
-        of NVML's power readings, if the window is as long as their average (NVML documents a
-        1 s average on Ampere and newer: a 0.2 s point would read mostly the idle time before it,
-        230 W where the counter gave 730 W for a GEMM on an H200). Otherwise None, and
-        `energy_note` says why; None too for a reading the enforced power limit forbids."""
-        power = self.counter_power_w()
-        if power is None and self.energy0 is not None and self.energy1 is not None \
-                and self.energy1 > self.energy0 and self.window_s >= MAX_STEP_S / POWER_TOLERANCE:
-            power = (self.energy1 - self.energy0) / 1000 / self.window_s
-        if power is None and self.window_s >= POWER_AVERAGE_S:
-            power = _median(x["power"] for x in self.window_samples())
-        if power is None:
-            self.energy_note = ENERGY_UNRESOLVED + f" ({self.window_s * 1e3:.0f} ms)"
-            return None
-        if self.power_limit_w and power > self.power_limit_w * (1 + POWER_TOLERANCE):
-            self.energy_note = (f"{ABOVE_LIMIT}: {power:.0f} W over {self.power_limit_w:.0f} W "
-                                f"in a {self.window_s * 1e3:.0f} ms window")
-            return None
+        """The window's mean power, where the counter or the readings resolve it (power.py), else
+        None with the reason in `energy_note`."""
+        power, self.energy_note = window_power(
+            self.window_samples(), self.window_s, self.poll_s, self.energy0, self.energy1,
+            self.power_limit_w)
         return power
 
     def energy_j(self, time_s: float | None) -> float | None:
@@ -397,28 +356,6 @@ def throttled(sm_mhz, max_sm_mhz, reasons: list[str] | None) -> bool | None:
     return False
 
 
-def drop_impossible_power(rows, limit_w) -> int:
-    """Recorded rows (a DataFrame) whose power_w exceeds `limit_w` (system -> enforced limit, W)
-    by more than POWER_TOLERANCE: power_w, energy_j, j_per_flop and j_per_byte set to NaN in
-    place, `energy_note` saying why (the raw rows keep no counter steps to recompute from).
-    Returns how many rows it cleared."""
-    if "power_w" not in rows or "system" not in rows:
-        return 0
-    limit = rows["system"].map(limit_w).astype(float)
-    power = rows["power_w"].astype(float)
-    bad = power > limit * (1 + POWER_TOLERANCE)
-    if "energy_note" not in rows:
-        rows["energy_note"] = ""
-    rows.loc[bad, "energy_note"] = [
-        f"{ABOVE_LIMIT}: {p:.0f} W over {lim:.0f} W; the energy counter's steps cannot resolve "
-        f"this window, so power and energy are left out" for p, lim in
-        zip(power[bad], limit[bad])]
-    for col in ("power_w", "energy_j", "j_per_flop", "j_per_byte"):
-        if col in rows:
-            rows.loc[bad, col] = math.nan
-    return int(bad.sum())
-
-
 def job_conditions(rows: list[dict], contention_threshold: float, loadavg_start,
                    loadavg_end) -> dict:
     """The file's summary of its points' conditions (metadata key `conditions`)."""
@@ -444,6 +381,6 @@ def job_conditions(rows: list[dict], contention_threshold: float, loadavg_start,
         "sm_clock_mhz_median": _median(sm),
         "power_w_max": max(power) if power else None,
         # the enforced limit power is checked against (rows above it by POWER_TOLERANCE are null)
-        "power_limit_w": max(_POWER_LIMITS_W.values()) if _POWER_LIMITS_W else None,
+        "power_limit_w": max(POWER_LIMITS_W.values()) if POWER_LIMITS_W else None,
         "temperature_c_max": max(temp) if temp else None,
     }
