@@ -19,7 +19,8 @@ LOW, HIGH = 0.3, 3.0  # the factors' range (log-uniform)
 def shuffle_times(rows: dict, rng) -> None:
     """Within each experiment, the finite times change places."""
     for exp in rows.values():
-        timed = [r for r in exp if isinstance(r.get("time_s"), float) and math.isfinite(r["time_s"])]
+        timed = [r for r in exp
+                 if isinstance(r.get("time_s"), float) and math.isfinite(r["time_s"])]
         for r, t in zip(timed, rng.permutation([r["time_s"] for r in timed])):
             r["time_s"] = float(t)
 

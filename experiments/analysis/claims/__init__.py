@@ -135,6 +135,7 @@ def evaluate(ds: Dataset, ceilings: pd.DataFrame, sheets: list,
     return pd.DataFrame(out, columns=COLUMNS)
 
 
-__all__ = ["under_load", "contended", "load_of", "evaluate", "systems", "judge", "worked", "CLAIMS", "CLAIM_IDS", "SECTIONS",
+__all__ = ["under_load", "contended", "load_of", "evaluate", "systems", "judge", "worked", "CLAIMS",
+           "CLAIM_IDS", "SECTIONS",
            "WORKED_EXAMPLES", "HOLDS", "FAILS", "NOT_MEASURABLE", "WORKED", "MEASURED", "ARTICLE",
            "VERDICTS", "COLUMNS", "ANALYSIS_ERROR", "NotMeasurable", "System", "launch_waves"]

@@ -203,10 +203,11 @@ class System:
         peak = self.sheet.bandwidth_Bps if unit[name] is None else \
             self.sheet.peak(unit[name], dtype)
         if peak and value > PHYSICAL * peak:
+            u = "FLOP/s" if unit[name] else "B/s"
             raise NotMeasurable(f"the fitted {roofline.label(name)}{' ' + dtype if dtype else ''}"
-                                f" ({si(value, 'FLOP/s' if unit[name] else 'B/s')}) exceeds the "
-                                f"{self.sheet.name} datasheet's {si(peak, 'FLOP/s' if unit[name] else 'B/s')}"
-                                f" by more than {PHYSICAL - 1:.0%}: not a physical reading")
+                                f" ({si(value, u)}) exceeds the {self.sheet.name} datasheet's "
+                                f"{si(peak, u)} by more than {PHYSICAL - 1:.0%}: not a physical "
+                                "reading")
 
     def need_ceiling(self, name: str, dtype=None) -> pd.Series:
         """The fitted ceiling's row (value, ci_low, ci_high ...), or NotMeasurable with its note."""

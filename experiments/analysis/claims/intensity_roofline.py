@@ -15,7 +15,8 @@ import math
 import numpy as np
 
 from experiments.analysis import datasheets, roofline
-from experiments.analysis.claims.base import (PHYSICAL, NotMeasurable, Result, article_sheet, claim, counts, section, si,
+from experiments.analysis.claims.base import (PHYSICAL, NotMeasurable, Result, article_sheet,
+                                              claim, counts, section, si,
                    worked_example)
 
 SECTION = section("intensity", "Arithmetic intensity: x + 1 against a 4096^3 GEMM", "matmul")

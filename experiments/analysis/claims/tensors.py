@@ -22,7 +22,8 @@ def _copies(s) -> pd.DataFrame:
        en="Tensors are created on the CPU by default; .to('cuda') copies them over PCIe and is "
           "expensive.",
        zh="Tensor默认不会在GPU里…….to()这个API真的会把数据从系统内存经过PCIe拿去显存，所以是一个比较昂贵的操作。",
-       prediction=lambda: f"the best host-to-device copy is at least {SLOWER}x slower than the device "
+       prediction=lambda: f"the best host-to-device copy is at least {SLOWER}x slower than the "
+                          "device "
                   "memory's own bandwidth (measured by the bandwidth experiment, else a "
                   "device-to-device copy).",
        fails_if=lambda: f"a host-to-device copy reaches more than 1/{SLOWER} of the device "

@@ -17,10 +17,12 @@ OVERSUBSCRIBE = ("the second branch (the GPU borrowing host memory over PCIe, an
        en="Three numbers describe a GPU: memory capacity, memory bandwidth, compute rate "
           "(RTX 3090: 24 GB, 936 GB/s, 35.6 TFLOP/s FP32).",
        zh="显存容量：……比如RTX3090有24GB。显存带宽：……RTX3090的峰值是936GB/s。GPU算力：……RTX3090 FP32理论峰值约 35.6TFLOPS",
-       prediction=lambda: f"this device's datasheet numbers (matched by its name) are what it attains: "
+       prediction=lambda: f"this device's datasheet numbers (matched by its name) are what it "
+                          "attains: "
                   f"measured DRAM bandwidth and FP32 compute within {EFFICIENCY[0]:.0%}-"
                   f"{EFFICIENCY[1]:.0%} of them.",
-       fails_if=lambda: f"measured bandwidth or FP32 compute below {EFFICIENCY[0]:.0%} of the datasheet "
+       fails_if=lambda: f"measured bandwidth or FP32 compute below {EFFICIENCY[0]:.0%} of the "
+                        "datasheet "
                 f"(the three numbers do not describe what the device does) or above "
                 f"{EFFICIENCY[1]:.0%} (the datasheet is wrong).",
        experiments=("bandwidth", "matmul", "intensity"), figure="roofline",
@@ -71,7 +73,8 @@ def w8(sheets):
        prediction="a working set past the device's capacity is refused with an out-of-memory "
                   "error (a row with status oom, the sweep goes on), or runs far slower than "
                   "device memory.",
-       fails_if=lambda: f"an allocation past capacity succeeds and runs at {FULL_SPEED:.0%} or more of "
+       fails_if=lambda: f"an allocation past capacity succeeds and runs at {FULL_SPEED:.0%} or "
+                        "more of "
                 "the DRAM bandwidth (no error and no slowdown).",
        experiments=("bandwidth",), figure="", limits=("FULL_SPEED",))
 def c9(s):
