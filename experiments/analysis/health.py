@@ -17,6 +17,14 @@ from experiments.analysis.dataset import add_labels, ok
 from experiments.analysis.roofline import cache_windows, fastest_variant, top_plateau
 
 NOT_RECORDED = "not recorded"
+GPU_CLOCKS = ("cuda_event", "torch_profiler")  # timers that read the GPU's own clock
+
+
+def host_clocked(rows: pd.DataFrame) -> pd.Series:
+    """Rows timed by the host's clock: on a GPU, only these feel a busy host CPU (a point timed
+    by CUDA events or the profiler is not disturbed by it)."""
+    timer = rows["timer"] if "timer" in rows else pd.Series("", index=rows.index)
+    return ~timer.fillna("").astype(str).str.startswith(GPU_CLOCKS)
 ENERGY_COLUMNS = ["source", "host", "device", "device_kind", "device_name", "system", "dtype",
                   "experiment", "unit", "value", "points", "points_with_energy", "sm_clock_mhz",
                   "power_w", "power_w_q10", "power_w_q90", "power_w_max", "points_power_dropped",
@@ -138,7 +146,9 @@ def system_conditions(rows: pd.DataFrame,
     out = {}
     for system, g in ok(_labelled(rows)).groupby("system", sort=False):
         kind = str(g.device_kind.iloc[0])
-        share, reasons = _num(g, "other_cpu_share"), _reasons(g)
+        # on a GPU, only its host-clocked points can be disturbed by other processes
+        share = _num(g if kind == "cpu" else g[host_clocked(g)], "other_cpu_share")
+        reasons = _reasons(g)
         throttled = _mean(_flags(g, "throttled"))
         recorded = g.throttle_reasons.dropna() if "throttle_reasons" in g else pd.Series([], dtype=str)
         capped = float(recorded.str.contains("sw_power_cap").mean()) if len(recorded) else math.nan
@@ -150,7 +160,7 @@ def system_conditions(rows: pd.DataFrame,
             "loaded_share": float((judged > threshold).mean()) if len(judged) else math.nan,
             "throttled_share": throttled,
             "power_capped_share": capped,
-            "max_other_cpu_share": _max(share),
+            "max_other_cpu_share": _max(_num(g, "other_cpu_share")),
             "max_steal_share": _max(_num(g, "steal_share")),
             "median_cpu_freq_mhz": _median(_num(g, "cpu_freq_mhz")),
             "median_sm_clock_mhz": _median(_num(g, "sm_clock_mhz")),
@@ -162,7 +172,8 @@ def system_conditions(rows: pd.DataFrame,
         }
         if kind != "cpu" and out[system]["loaded_share"] > 0:
             # a GPU's host-side timings (launches) pay for a loaded CPU too: say it was
-            out[system]["summary"] += "; " + _cpu_text(share, threshold, "points (host CPU)")
+            out[system]["summary"] += "; " + _cpu_text(share, threshold,
+                                                        "host-clocked points")
     return out
 
 

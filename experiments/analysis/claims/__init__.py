@@ -15,6 +15,7 @@ import pandas as pd
 
 from experiments.analysis import datasheets
 from experiments.analysis.dataset import Dataset, ok
+from experiments.analysis.health import host_clocked
 from experiments.core.conditions import DEFAULT_CONTENTION_THRESHOLD
 from experiments.analysis.claims import (host_async, tensors, three_numbers, intensity_roofline,  # noqa: F401  (register,
                decode_batching, precision, launch_geometry)  # in the article's order)
@@ -51,9 +52,6 @@ def under_load(conditions: dict) -> str:
     return conditions.get("summary", "") if any(v and v > 0 for v in hit) else ""
 
 
-GPU_CLOCKS = ("cuda_event", "torch_profiler")  # timers that read the GPU's own clock
-
-
 def contended(rows: pd.DataFrame, threshold: float = DEFAULT_CONTENTION_THRESHOLD) -> pd.Series:
     """Per row: other processes disturbed it. Its `contended` flag where the job judged one (CPU
     points); else, for a point timed by the host's clock (a GPU's launches, its host-side
@@ -62,8 +60,7 @@ def contended(rows: pd.DataFrame, threshold: float = DEFAULT_CONTENTION_THRESHOL
     flag = rows["contended"] if "contended" in rows else pd.Series(None, index=rows.index)
     share = pd.to_numeric(rows.get("other_cpu_share", pd.Series(math.nan, index=rows.index)),
                           errors="coerce")
-    host_clock = ~rows.get("timer", pd.Series("", index=rows.index)).fillna("").astype(str) \
-        .str.startswith(GPU_CLOCKS)
+    host_clock = host_clocked(rows)
     judged = flag.map(lambda v: isinstance(v, (bool, np.bool_)))
     return flag.where(judged, (share > threshold) & host_clock).fillna(False).astype(bool)
 
