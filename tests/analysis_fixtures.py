@@ -169,6 +169,10 @@ def timing_rows(dev, rng):
         rows.append(_row(dev, "timing", "launch_overhead", "float32", t, 0, 0, n=1,
                          variant=variant))
     rows.append(_row(dev, "timing", "stream_order", "float32", math.nan, 0, 0, n=4096))
+    # torch.profiler's view of one matmul on CUDA tensors: the device kernel it launched (C1)
+    rows.append(_row(dev, "timing", "dispatch", "float32", math.nan, 0, 0, n=1024,
+                     variant="torch_profiler", params=json.dumps(
+                         {"aten_op": "aten::mm", "kernel_names": ["sm90_xmma_gemm_f32f32"]})))
     return rows
 
 

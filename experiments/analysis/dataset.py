@@ -18,6 +18,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from experiments.core.power import drop_impossible_power
+from experiments.core.paths import config_dir
 from experiments.core.schema import METADATA_KEY, SCHEMA, to_table
 from experiments.core.store import DatasetError, read_measurements, read_metadata, write_atomic
 
@@ -173,6 +175,32 @@ class Dataset:
                 if m.get("source") == row.source and m.get("host") == row.host
                 and m.get("device") == row.device]
 
+    def power_limits(self) -> dict[str, float]:
+        """system -> the enforced power limit (W) its files recorded, else its datasheet's."""
+        from experiments.analysis import datasheets  # here: the file is read only for GPUs
+
+        out, sheets = {}, None
+        for _, s in self.systems().iterrows():
+            if s.device_kind != "cuda":
+                continue
+            rec = [(m.get("conditions") or {}).get("power_limit_w") for m in
+                   self.file_metas(s.system)]
+            rec = [v for v in rec if v]
+            if not rec:
+                sheets = sheets if sheets is not None else datasheets.load(
+                    config_dir() / "datasheets.yaml")
+                sheet = datasheets.find(sheets, s.device_name)
+                rec = [sheet.power_W] if sheet is not None and sheet.power_W else []
+            if rec:
+                out[s.system] = max(rec)
+        return out
+
+    def drop_impossible_power(self) -> "Dataset":
+        """Power and energy of rows above their system's power limit (+5 %) set to NaN, with
+        the reason in `energy_note` (core/conditions.drop_impossible_power)."""
+        drop_impossible_power(self.rows, self.power_limits())
+        return self
+
     def facts(self, system: str) -> dict:
         """Device facts of a system from its files' metadata ({} when none recorded them)."""
         for meta in self.file_metas(system):
@@ -210,7 +238,7 @@ def load(path) -> Dataset:
         str(path): meta | {"source": RUN}}
     files = {k: dict(v, source=v.get("source", RUN)) for k, v in files.items()}
     return Dataset(add_labels(rows), files, list(meta.get("duplicates") or []),
-                   dict(meta.get("ignored") or {}))
+                   dict(meta.get("ignored") or {})).drop_impossible_power()
 
 
 def from_rows(rows: list[dict], files: dict | None = None, source: str = RUN) -> Dataset:
@@ -218,7 +246,7 @@ def from_rows(rows: list[dict], files: dict | None = None, source: str = RUN) ->
     (intensity, rates) exactly as a measurement file would be."""
     frame = to_table(rows, {}).to_pandas()
     frame["source"] = source
-    return Dataset(add_labels(frame), files or {})
+    return Dataset(add_labels(frame), files or {}).drop_impossible_power()
 
 
 def ok(rows: pd.DataFrame) -> pd.DataFrame:

@@ -10,7 +10,7 @@ import pandas as pd
 import yaml
 
 ARTICLE_DEVICE = "NVIDIA GeForce RTX 3090"  # the device of the article's worked numbers
-SCALE = {"memory_GB": 1e9, "bandwidth_GBps": 1e9, "host_link_GBps": 1e9,
+SCALE = {"memory_GB": 1e9, "bandwidth_GBps": 1e9, "host_link_GBps": 1e9, "power_W": 1.0,
          "vector_TFLOPS": 1e12, "matrix_TFLOPS": 1e12}
 
 
@@ -22,6 +22,7 @@ class Datasheet:
     memory_bytes: float | None = None
     bandwidth_Bps: float | None = None
     host_link_Bps: float | None = None
+    power_W: float | None = None  # the board's power limit (max TDP)
     vector: dict = field(default_factory=dict)  # dtype -> FLOP/s
     matrix: dict = field(default_factory=dict)
     cite: dict = field(default_factory=dict)  # "bandwidth", "matrix:bfloat16" ... -> source text
@@ -60,7 +61,7 @@ def load(path: str | Path) -> list[Datasheet]:
         where = f"{path}: {dev.get('name', '?')}"
         sheet = Datasheet(name=dev["name"], kind=dev.get("kind", "cuda"), match=dev["match"])
         for key, attr in (("memory_GB", "memory_bytes"), ("bandwidth_GBps", "bandwidth_Bps"),
-                          ("host_link_GBps", "host_link_Bps")):
+                          ("host_link_GBps", "host_link_Bps"), ("power_W", "power_W")):
             if key in dev:
                 value, text = _number(dev[key], key, sources, where)
                 setattr(sheet, attr, value * SCALE[key])

@@ -17,9 +17,18 @@ from experiments.analysis.dataset import add_labels, ok
 from experiments.analysis.roofline import cache_windows, fastest_variant, top_plateau
 
 NOT_RECORDED = "not recorded"
+GPU_CLOCKS = ("cuda_event", "torch_profiler")  # timers that read the GPU's own clock
+
+
+def host_clocked(rows: pd.DataFrame) -> pd.Series:
+    """Rows timed by the host's clock: on a GPU, only these feel a busy host CPU (a point timed
+    by CUDA events or the profiler is not disturbed by it)."""
+    timer = rows["timer"] if "timer" in rows else pd.Series("", index=rows.index)
+    return ~timer.fillna("").astype(str).str.startswith(GPU_CLOCKS)
 ENERGY_COLUMNS = ["source", "host", "device", "device_kind", "device_name", "system", "dtype",
                   "experiment", "unit", "value", "points", "points_with_energy", "sm_clock_mhz",
-                  "power_w", "note"]
+                  "power_w", "power_w_q10", "power_w_q90", "power_w_max", "points_power_dropped",
+                  "power", "note"]
 
 
 def _num(rows: pd.DataFrame, name: str) -> pd.Series:
@@ -74,10 +83,28 @@ def plateau_conditions(rows: pd.DataFrame) -> dict:
         "sm_clock_mhz": _median(_num(rows, "sm_clock_mhz")),
         "mem_clock_mhz": _median(_num(rows, "mem_clock_mhz")),
         "power_w": _median(_num(rows, "power_w")),
+        **power_spread(rows),
         "temperature_c": _max(_num(rows, "temperature_c")),
         "cpu_freq_mhz": _median(_num(rows, "cpu_freq_mhz")),
         "throttle_reasons": _reasons(rows),
     }
+
+
+def power_spread(rows: pd.DataFrame) -> dict:
+    """The distribution of the rows' power (10th, 90th percentile, max), how many rows had theirs
+    dropped as above the power limit, and `power`, one line for the report beside the clock."""
+    p = _num(rows, "power_w").dropna()
+    dropped = int((rows["energy_note"].fillna("") != "").sum()) if "energy_note" in rows else 0
+    out = {"power_w_q10": float(p.quantile(0.1)) if len(p) else math.nan,
+           "power_w_q90": float(p.quantile(0.9)) if len(p) else math.nan,
+           "power_w_max": float(p.max()) if len(p) else math.nan,
+           "points_power_dropped": dropped}
+    out["power"] = (f"{p.median():.0f} W median ({out['power_w_q10']:.0f}-"
+                    f"{out['power_w_q90']:.0f} W, 10th-90th percentile; max "
+                    f"{out['power_w_max']:.0f} W) over {len(p)} points" if len(p) else
+                    f"power {NOT_RECORDED}") + (
+        f"; {dropped} read above the power limit, left out" if dropped else "")
+    return out
 
 
 def _cpu_text(share: pd.Series, threshold: float, points: str = "CPU points") -> str:
@@ -122,7 +149,9 @@ def system_conditions(rows: pd.DataFrame,
     out = {}
     for system, g in ok(_labelled(rows)).groupby("system", sort=False):
         kind = str(g.device_kind.iloc[0])
-        share, reasons = _num(g, "other_cpu_share"), _reasons(g)
+        # on a GPU, only its host-clocked points can be disturbed by other processes
+        share = _num(g if kind == "cpu" else g[host_clocked(g)], "other_cpu_share")
+        reasons = _reasons(g)
         throttled = _mean(_flags(g, "throttled"))
         recorded = g.throttle_reasons.dropna() if "throttle_reasons" in g else pd.Series([], dtype=str)
         capped = float(recorded.str.contains("sw_power_cap").mean()) if len(recorded) else math.nan
@@ -134,7 +163,7 @@ def system_conditions(rows: pd.DataFrame,
             "loaded_share": float((judged > threshold).mean()) if len(judged) else math.nan,
             "throttled_share": throttled,
             "power_capped_share": capped,
-            "max_other_cpu_share": _max(share),
+            "max_other_cpu_share": _max(_num(g, "other_cpu_share")),
             "max_steal_share": _max(_num(g, "steal_share")),
             "median_cpu_freq_mhz": _median(_num(g, "cpu_freq_mhz")),
             "median_sm_clock_mhz": _median(_num(g, "sm_clock_mhz")),
@@ -146,7 +175,8 @@ def system_conditions(rows: pd.DataFrame,
         }
         if kind != "cpu" and out[system]["loaded_share"] > 0:
             # a GPU's host-side timings (launches) pay for a loaded CPU too: say it was
-            out[system]["summary"] += "; " + _cpu_text(share, threshold, "points (host CPU)")
+            out[system]["summary"] += "; " + _cpu_text(share, threshold,
+                                                        "host-clocked points")
     return out
 
 
@@ -156,7 +186,7 @@ def _energy_row(g: pd.DataFrame, experiment: str, unit: str, column: str, note: 
     value = _median(per)
     return {"experiment": experiment, "unit": unit, "value": value, "points": int(len(g)),
             "points_with_energy": int(per.notna().sum()), "sm_clock_mhz": cond["sm_clock_mhz"],
-            "power_w": cond["power_w"],
+            "power_w": cond["power_w"], **power_spread(g),
             "note": note if not math.isnan(value) else f"energy {NOT_RECORDED}"}
 
 

@@ -23,6 +23,9 @@ import threading
 import time
 from pathlib import Path
 
+from experiments.core.power import (  # noqa: F401  (re-exported: the analysis reads them here)
+    ABOVE_LIMIT, ENERGY_UNRESOLVED, POWER_LIMITS_W, POWER_TOLERANCE, drop_impossible_power,
+    window_power)
 
 GPU_POLL_S = 0.005  # NVML's clock and power readings change on a ms scale
 CPU_POLL_S = 0.1  # the CPU frequency only: keep wake-ups off the cores being measured
@@ -108,6 +111,10 @@ class _Nvml:
 
     def energy_mj(self):
         return self.call("nvmlDeviceGetTotalEnergyConsumption")  # mJ since the driver loaded
+
+    def power_limit_w(self):
+        mw = self.call("nvmlDeviceGetEnforcedPowerLimit")
+        return None if mw is None else mw / 1000
 
 
 # -- /proc ------------------------------------------------------------------------------------
@@ -207,6 +214,10 @@ class Conditions:
         self.nvml = _Nvml(*nvml_handle(self.device.index or 0)) if self.gpu else _Nvml(None, None)
         self.max_sm_mhz = self.nvml.call("nvmlDeviceGetMaxClockInfo",
                                          self.nvml.const("NVML_CLOCK_SM", 1)) if self.gpu else None
+        self.power_limit_w = self.nvml.power_limit_w() if self.gpu else None
+        if self.power_limit_w:
+            POWER_LIMITS_W[self.device.index or 0] = self.power_limit_w
+        self.energy_note = ""  # why power and energy are null, when they are
         self.samples: list[dict] = []
         self.freqs: list[float] = []
         self._stop = threading.Event()
@@ -276,33 +287,13 @@ class Conditions:
         steal = (s1["steal"] - s0["steal"]) / total if total > 0 else None
         return share, error, steal
 
-    def counter_power_w(self) -> float | None:
-        """Mean power between the first and the last step of the energy counter seen by the polls.
-        The counter moves in steps (tens of ms apart on an H200), so the energy between the
-        window's two ends is off by up to a step: on a 0.2 s point that read 15 % above the
-        power cap. Between two steps it is exact. None with fewer than two steps."""
-        seen = [(x["t"], x["energy"]) for x in self.window_samples()
-                if x.get("energy") is not None]
-        # a step happened between the poll that first saw it and the one before: take the middle
-        steps = [((seen[i - 1][0] + seen[i][0]) / 2, seen[i][1]) for i in range(1, len(seen))
-                 if seen[i][1] != seen[i - 1][1]]
-        if len(steps) < 2 or steps[-1][0] <= steps[0][0]:
-            return None
-        return (steps[-1][1] - steps[0][1]) / 1000 / (steps[-1][0] - steps[0][0])
-
     def mean_power_w(self) -> float | None:
-        """The window's mean power from the energy counter (between its steps; else between the
-        window's ends); without it, the median of NVML's power readings, which lag: NVML
-        documents them as a 1 s average on Ampere and newer, so a 0.2 s point would read mostly
-        the idle time before it (seen on an H200: 230 W from the readings where the counter gave
-        730 W for a GEMM)."""
-        power = self.counter_power_w()
-        if power is not None:
-            return power
-        if self.energy0 is not None and self.energy1 is not None and self.energy1 > self.energy0 \
-                and self.window_s > 0:
-            return (self.energy1 - self.energy0) / 1000 / self.window_s
-        return _median(x["power"] for x in self.window_samples())
+        """The window's mean power, where the counter or the readings resolve it (power.py), else
+        None with the reason in `energy_note`."""
+        power, self.energy_note = window_power(
+            self.window_samples(), self.window_s, self.poll_s, self.energy0, self.energy1,
+            self.power_limit_w)
+        return power
 
     def energy_j(self, time_s: float | None) -> float | None:
         """Joules per call: the window's energy times the share of the window that one call took
@@ -392,5 +383,7 @@ def job_conditions(rows: list[dict], contention_threshold: float, loadavg_start,
         "sm_clock_mhz_min": min(sm) if sm else None,
         "sm_clock_mhz_median": _median(sm),
         "power_w_max": max(power) if power else None,
+        # the enforced limit power is checked against (rows above it by POWER_TOLERANCE are null)
+        "power_limit_w": max(POWER_LIMITS_W.values()) if POWER_LIMITS_W else None,
         "temperature_c_max": max(temp) if temp else None,
     }

@@ -268,7 +268,10 @@ def _energy(ds: Dataset) -> list[dict]:
     table = table[table.value.notna()]
     return [{"system": r["system"], "dtype": r["dtype"], "what": r["note"],
              "value": f"{r['value']:.3g} {r['unit']}", "points": int(r["points"]),
-             "conditions": _conditions(r)} for r in table.to_dict("records")]
+             # the clock, then the power's spread over the plateau (issue 21: beside the clock)
+             "conditions": ", ".join(x for x in (
+                 f"{r['sm_clock_mhz']:.0f} MHz" if finite(r.get("sm_clock_mhz")) else "",
+                 r.get("power") or _conditions(r)) if x)} for r in table.to_dict("records")]
 
 
 def _workloads(ds: Dataset, ceilings: pd.DataFrame, sheets, table=None) -> dict:

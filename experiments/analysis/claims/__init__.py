@@ -10,11 +10,13 @@ from __future__ import annotations
 import math
 import sys
 
+import numpy as np
 import pandas as pd
 
 from experiments.analysis import datasheets
-from experiments.analysis.health import system_conditions
-from experiments.analysis.dataset import Dataset
+from experiments.analysis.dataset import Dataset, ok
+from experiments.analysis.health import host_clocked
+from experiments.core.conditions import DEFAULT_CONTENTION_THRESHOLD
 from experiments.analysis.claims import (host_async, tensors, three_numbers, intensity_roofline,  # noqa: F401  (register,
                decode_batching, precision, launch_geometry)  # in the article's order)
 from experiments.analysis.claims.base import (ANALYSIS_ERROR, ARTICLE, CLAIMS, FAILS, HOLDS, MEASURED, NOT_MEASURABLE,
@@ -24,7 +26,7 @@ from experiments.analysis.claims.launch_geometry import launch_waves
 CLAIM_IDS = tuple(CLAIMS)
 COLUMNS = ["claim", "section", "system", "kind", "verdict", "metric", "value", "threshold",
            "measurement", "reason", "fails_if", "used", "rows_used", "prediction", "text_en",
-           "text_zh", "figure", "experiments", "under_load"]
+           "text_zh", "figure", "experiments", "under_load", "points_contended"]
 
 
 def by_experiment() -> dict[str, tuple[str, ...]]:
@@ -61,11 +63,33 @@ def under_load(conditions: dict) -> str:
     return conditions.get("summary", "") if any(v and v > 0 for v in hit) else ""
 
 
-def judge(c, s: System, load: str = "") -> dict:
-    """One measured verdict of claim `c` on system `s` (`load`: its under-load line, if any)."""
+def contended(rows: pd.DataFrame, threshold: float = DEFAULT_CONTENTION_THRESHOLD) -> pd.Series:
+    """Per row: other processes disturbed it. Its `contended` flag where the job judged one (CPU
+    points); else, for a point timed by the host's clock (a GPU's launches, its host-side
+    timings), other processes' share of its CPUs above the threshold. A point timed on the GPU's
+    own clock (events, the profiler) is not disturbed by a busy host CPU."""
+    flag = rows["contended"] if "contended" in rows else pd.Series(None, index=rows.index)
+    share = pd.to_numeric(rows.get("other_cpu_share", pd.Series(math.nan, index=rows.index)),
+                          errors="coerce")
+    host_clock = host_clocked(rows)
+    judged = flag.map(lambda v: isinstance(v, (bool, np.bool_)))
+    return flag.where(judged, (share > threshold) & host_clock).fillna(False).astype(bool)
+
+
+def load_of(c, s: System) -> tuple[int, int]:
+    """(contended, all) ok points of the experiments claim `c` reads, on system `s`."""
+    rows = ok(s.rows[s.rows.experiment.isin(c.experiments)])
+    return int(contended(rows).sum()), len(rows)
+
+
+def judge(c, s: System) -> dict:
+    """One measured verdict of claim `c` on system `s`. It is "under load" only where points it
+    reads were contended, and says how many."""
+    hit, n = load_of(c, s)
+    load = f"under load: {hit} of the {n} points it reads were contended" if hit else ""
     row = _base(c) | {"system": s.name, "kind": MEASURED, "metric": "", "value": math.nan,
                       "threshold": "", "used": "", "rows_used": 0, "reason": "",
-                      "measurement": "", "under_load": bool(load)}
+                      "measurement": "", "under_load": bool(hit), "points_contended": hit}
     try:
         r = c.check(s)
         row |= {"verdict": HOLDS if r.holds else FAILS, "measurement": r.measurement,
@@ -87,14 +111,15 @@ def worked(c, sheets) -> list[dict]:
     out = []
     for w in WORKED_EXAMPLES.get(c.id, []):
         row = _base(c) | {"system": ARTICLE, "kind": WORKED, "verdict": WORKED,
-                          "metric": w.what, "threshold": f"the article: {w.article}",
-                          "used": "config/datasheets.yaml" if "RTX" in w.what else
+                          "metric": "", "threshold": f"the article: {w.article}",
+                          "used": "config/datasheets.yaml" if callable(w.what) else
                           "the definition", "rows_used": 0, "reason": "", "fails_if": "",
-                          "under_load": False}
+                          "under_load": False, "points_contended": 0}
         try:
+            row["metric"] = what = w.what(sheets) if callable(w.what) else w.what
             value, shown = w.compute(sheets)
             same = math.isclose(value, w.expected, rel_tol=w.rel_tol)
-            row |= {"value": float(value), "measurement": f"{w.what} = {shown}" + (
+            row |= {"value": float(value), "measurement": f"{what} = {shown}" + (
                 "; as the article says" if same else f"; the article says {w.article}")}
         except NotMeasurable as exc:
             row |= {"value": math.nan, "measurement": "", "reason": str(exc)}
@@ -110,15 +135,15 @@ def evaluate(ds: Dataset, ceilings: pd.DataFrame, sheets: list,
     read = {e for c in CLAIMS.values() for e in c.experiments}
     sys_list = [s for s in systems(ds, ceilings, sheets, knees)
                 if s.rows.experiment.isin(read).any()]
-    loads = {name: under_load(v) for name, v in system_conditions(ds.rows).items()}
     out = []
     for c in CLAIMS.values():
         out += worked(c, sheets)
         if c.check is not None:
-            out += [judge(c, s, loads.get(s.name, "")) for s in sys_list]
+            out += [judge(c, s) for s in sys_list]
     return pd.DataFrame(out, columns=COLUMNS)
 
 
-__all__ = ["by_experiment", "under_load", "evaluate", "systems", "judge", "worked", "CLAIMS", "CLAIM_IDS", "SECTIONS",
+__all__ = ["by_experiment", "under_load", "contended", "load_of", "evaluate", "systems", "judge", "worked",
+           "CLAIMS", "CLAIM_IDS", "SECTIONS",
            "WORKED_EXAMPLES", "HOLDS", "FAILS", "NOT_MEASURABLE", "WORKED", "MEASURED", "ARTICLE",
            "VERDICTS", "COLUMNS", "ANALYSIS_ERROR", "NotMeasurable", "System", "launch_waves"]

@@ -30,6 +30,7 @@ VERDICTS = (HOLDS, FAILS, NOT_MEASURABLE, WORKED)
 MEASURED = "measured"  # the `kind` of a verdict on a system's rows
 ARTICLE = "the article's arithmetic (datasheets)"  # the `system` of worked examples
 ANALYSIS_ERROR = "the check could not read these rows"
+PHYSICAL = 1.05  # a fitted ceiling above this x the device's datasheet peak is not a reading
 
 
 class NotMeasurable(Exception):
@@ -60,23 +61,43 @@ class Section:
     figure: str | None
 
 
+Text = str | Callable[[], str]  # a text, or a function building it from the module's limits
+
+
+def _text(t: Text) -> str:
+    return t() if callable(t) else t
+
+
 @dataclass
 class Claim:
+    """`prediction` and `fails_if` are built when read, from the same module constants (`limits`,
+    their names) that the check judges with: change a limit and both the texts and the verdicts
+    follow it (tests/test_analysis_claims.py changes each one to make sure)."""
+
     id: str
     section: Section
     en: str
     zh: str  # the article's sentence
-    prediction: str
-    fails_if: str  # in words: what would have made it fail
+    prediction_text: Text
+    fails_if_text: Text  # in words: what would have made it fail
     figure: str | None
     experiments: tuple[str, ...]
     check: Callable[[System], Result] | None = None
+    limits: tuple[str, ...] = ()  # names of the check module's constants it judges with
+
+    @property
+    def prediction(self) -> str:
+        return _text(self.prediction_text)
+
+    @property
+    def fails_if(self) -> str:
+        return _text(self.fails_if_text)
 
 
 @dataclass
 class WorkedExample:
     id: str
-    what: str
+    what: str | Callable[[list], str]  # a label, or sheets -> the label (it reads the datasheet)
     article: str  # what the article says
     compute: Callable[[list], tuple[float, str]]  # sheets -> (value, shown)
     expected: float  # the article's number: the recomputed value must round to it
@@ -94,14 +115,17 @@ def section(anchor: str, title: str, figure: str | None) -> Section:
     return s
 
 
-def claim(cid: str, sec: Section, *, en: str, zh: str, prediction: str, fails_if: str,
-          experiments: tuple[str, ...], figure: str | None = None):
-    """Register a measured claim; the decorated function is its check."""
+def claim(cid: str, sec: Section, *, en: str, zh: str, prediction: Text, fails_if: Text,
+          experiments: tuple[str, ...], figure: str | None = None, limits: tuple[str, ...] = ()):
+    """Register a measured claim; the decorated function is its check. `limits` names the
+    module constants the check compares with; `prediction` and `fails_if` are functions that
+    read them when the text is wanted."""
     def register(fn):
         if cid in CLAIMS:
             raise ValueError(f"claim {cid} registered twice")
         CLAIMS[cid] = Claim(cid, sec, en, zh, prediction, fails_if,
-                            figure if figure is not None else sec.figure, experiments, fn)
+                            figure if figure is not None else sec.figure, experiments, fn,
+                            limits)
         return fn
     return register
 
@@ -113,7 +137,7 @@ def text_only(cid: str, sec: Section, *, en: str, zh: str, prediction: str,
                         sec.figure, experiments, None)
 
 
-def worked_example(cid: str, what: str, article: str, expected: float, rel_tol: float = 0.02):
+def worked_example(cid: str, what, article: str, expected: float, rel_tol: float = 0.02):
     """Register the article's arithmetic for a claim: fn(sheets) -> (value, shown)."""
     def register(fn):
         WORKED_EXAMPLES.setdefault(cid, []).append(
@@ -157,10 +181,33 @@ class System:
         return good
 
     def ceiling_row(self, name: str, dtype=None) -> pd.Series | None:
-        return roofline.lookup(self.ceilings, self.name, name, dtype)
+        row = roofline.lookup(self.ceilings, self.name, name, dtype)
+        if row is not None:
+            self._physical(name, dtype, float(row.value))
+        return row
 
     def ceiling(self, name: str, dtype=None) -> float | None:
-        return roofline.value(self.ceilings, self.name, name, dtype)
+        v = roofline.value(self.ceilings, self.name, name, dtype)
+        if v:
+            self._physical(name, dtype, v)
+        return v
+
+    def _physical(self, name: str, dtype, value: float):
+        """NotMeasurable when a fitted ceiling exceeds this device's datasheet peak by more
+        than PHYSICAL: noise, not the device (C8 reads the raw table: there it fails)."""
+        if self.sheet is None:
+            return
+        unit = {"dram_bw": None, "matrix_flops": "matrix", "vector_flops": "vector"}
+        if name not in unit:
+            return
+        peak = self.sheet.bandwidth_Bps if unit[name] is None else \
+            self.sheet.peak(unit[name], dtype)
+        if peak and value > PHYSICAL * peak:
+            u = "FLOP/s" if unit[name] else "B/s"
+            raise NotMeasurable(f"the fitted {roofline.label(name)}{' ' + dtype if dtype else ''}"
+                                f" ({si(value, u)}) exceeds the {self.sheet.name} datasheet's "
+                                f"{si(peak, u)} by more than {PHYSICAL - 1:.0%}: not a physical "
+                                "reading")
 
     def need_ceiling(self, name: str, dtype=None) -> pd.Series:
         """The fitted ceiling's row (value, ci_low, ci_high ...), or NotMeasurable with its note."""
@@ -199,4 +246,4 @@ def counts(rows: pd.DataFrame, key: str = "op") -> str:
 __all__ = ["HOLDS", "FAILS", "NOT_MEASURABLE", "WORKED", "MEASURED", "ARTICLE", "VERDICTS",
            "NotMeasurable", "Result", "Section", "Claim", "WorkedExample", "System", "si",
            "claim", "text_only", "worked_example", "section", "article_sheet", "interval",
-           "counts", "CLAIMS", "WORKED_EXAMPLES", "SECTIONS", "ANALYSIS_ERROR"]
+           "counts", "CLAIMS", "WORKED_EXAMPLES", "SECTIONS", "ANALYSIS_ERROR", "PHYSICAL"]

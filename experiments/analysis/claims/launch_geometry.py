@@ -6,6 +6,8 @@ per whole wave, ceil(blocks / SMs), and a line in the block count.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -14,6 +16,8 @@ from experiments.analysis.claims.base import NotMeasurable, Result, claim, secti
 
 SECTION = section("launch", "Kernel, thread, warp, block, SM", "launch")
 MIN_GRIDS = 4  # a curve needs this many grid sizes
+BETTER = 0.5  # whole waves' left-out error at most this share of the block-count line's...
+EXPLAINS = 0.5  # ...and at most this share of the time's variance (they explain the time)
 
 
 def launch_waves(rows: pd.DataFrame) -> pd.Series:
@@ -47,11 +51,15 @@ def loo_error(x: np.ndarray, y: np.ndarray) -> float:
 @claim("C20", SECTION,
        en="(Section announced, no text) kernel, thread, warp, thread block and SM.",
        zh="kernel、thread、warp、thread block 和 SM（文章只有标题）",
-       prediction="time grows in steps: predicted on points left out of the fit, whole waves "
-                  "ceil(blocks / SMs) explain the time better than the block count itself.",
-       fails_if="a line in the block count predicts left-out points at least as well as whole "
-                "waves (no wave quantisation).",
-       experiments=("launch",))
+       prediction=lambda: f"time grows in steps: on curves of {MIN_GRIDS} grid sizes or more, "
+                          f"predicted on points left out of the fit, whole waves ceil(blocks / "
+                          f"SMs) err at most {BETTER:g}x as much as a line in the block count, "
+                          f"and at most {EXPLAINS:.0%} of the time's variance.",
+       fails_if=lambda: f"on the curves of {MIN_GRIDS} grid sizes or more, whole waves' left-out "
+                        f"error exceeds {BETTER:g}x the block-count line's (no wave "
+                        f"quantisation) or {EXPLAINS:.0%} of the time's variance (the steps do "
+                        "not explain the time).",
+       experiments=("launch",), limits=("MIN_GRIDS", "BETTER", "EXPLAINS"))
 def c20(s):
     s.need_gpu("waves of thread blocks over SMs exist only on a GPU")
     rows = s.exp("launch")
@@ -59,7 +67,7 @@ def c20(s):
     if waves.isna().all():
         raise NotMeasurable("launch rows give neither params.waves nor an SM count")
     rows = rows.assign(waves=waves).dropna(subset=["waves"])
-    step, line, curves = [], [], 0
+    step, line, var, curves = [], [], [], 0
     for _, g in rows.groupby(_groups(rows)):
         if g.waves.nunique() < MIN_GRIDS:
             continue
@@ -67,9 +75,15 @@ def c20(s):
         y = g.time_s.to_numpy(float)
         step.append(loo_error(np.ceil(g.waves.to_numpy(float) - 1e-9), y))
         line.append(loo_error(g.waves.to_numpy(float), y))
+        var.append(float(np.var(y)))
     if not curves:
         raise NotMeasurable(f"no launch curve with {MIN_GRIDS} or more grid sizes")
     ratio = float(np.sum(step) / np.sum(line))
-    return Result(ratio < 1, f"{curves} curve(s): leave-one-out squared error of the wave-step "
-                  f"model is {ratio:.2f}x the block-count line's", "LOO error, waves / blocks",
-                  ratio, "< 1", "launch: wave and warp sweeps", len(rows))
+    explained = float(np.sum(step) / np.sum(var)) if np.sum(var) > 0 else math.inf
+    return Result(ratio <= BETTER and explained <= EXPLAINS,
+                  f"{curves} curve(s): leave-one-out squared error of the wave-step model is "
+                  f"{ratio:.2f}x the block-count line's and {explained:.0%} of the time's "
+                  "variance", "LOO error, waves / blocks", ratio,
+                  f"<= {BETTER:g}, and <= {EXPLAINS:.0%} of the variance, on curves of >= "
+                  f"{MIN_GRIDS} grid sizes",
+                  "launch: wave and warp sweeps", len(rows))

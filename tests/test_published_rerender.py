@@ -1,0 +1,44 @@
+"""The published folder re-renders to itself: roofline -> decode -> claims on a copy of its own
+measurements give the committed ceilings and verdicts, keyed to the same systems."""
+
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import ROOT
+
+PUBLISHED = ROOT / "results" / "published" / "h200"
+
+
+def _analysis(*args, cwd):
+    subprocess.run([sys.executable, "-m", "experiments.analysis", *map(str, args)], check=True,
+                   cwd=cwd, capture_output=True)
+
+
+@pytest.mark.system
+def test_the_published_set_rerenders_to_its_committed_verdicts_and_ceilings(tmp_path):
+    copy = tmp_path / "h200"
+    shutil.copytree(PUBLISHED, copy)
+    data, c, k = copy / "measurements.parquet", copy / "ceilings.parquet", copy / "knees.parquet"
+    _analysis("roofline", data, "--out", c, cwd=ROOT)
+    _analysis("decode", data, "--ceilings", c, "--out", k, "--points", tmp_path / "m.parquet",
+              cwd=ROOT)
+    _analysis("claims", data, "--ceilings", c, "--knees", k, "--out", copy / "claims.parquet",
+              cwd=ROOT)
+    key = ["claim", "system", "kind"]
+    old, new = (pd.read_parquet(p / "claims.parquet").set_index(key).sort_index()
+                for p in (PUBLISHED, copy))
+    assert list(old.index) == list(new.index)  # the same systems: nothing keyed elsewhere
+    assert (old.verdict == new.verdict).all(), new[old.verdict != new.verdict].verdict
+    key = ["system", "ceiling", "dtype"]
+    old, new = (pd.read_parquet(p / "ceilings.parquet").set_index(key).sort_index()
+                for p in (PUBLISHED, copy))
+    assert list(old.index) == list(new.index)
+    assert np.allclose(old.value, new.value, rtol=1e-9, equal_nan=True)
+    measured = pd.read_parquet(data, columns=["host", "device_name"]).drop_duplicates()
+    assert set(old.index.get_level_values("system")) == {
+        f"{n} @ {h}" for n, h in zip(measured.device_name, measured.host)}
