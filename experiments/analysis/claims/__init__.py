@@ -16,7 +16,7 @@ import pandas as pd
 from experiments.analysis import datasheets
 from experiments.analysis.dataset import Dataset, ok
 from experiments.analysis.health import host_clocked
-from experiments.core.conditions import DEFAULT_CONTENTION_THRESHOLD
+from experiments.core.config import job_default
 from experiments.analysis.claims import (host_async, tensors, three_numbers, intensity_roofline,  # noqa: F401  (register,
                decode_batching, precision, launch_geometry)  # in the article's order)
 from experiments.analysis.claims.base import (ANALYSIS_ERROR, ARTICLE, CLAIMS, FAILS, HOLDS, MEASURED, NOT_MEASURABLE,
@@ -63,11 +63,14 @@ def under_load(conditions: dict) -> str:
     return conditions.get("summary", "") if any(v and v > 0 for v in hit) else ""
 
 
-def contended(rows: pd.DataFrame, threshold: float = DEFAULT_CONTENTION_THRESHOLD) -> pd.Series:
+def contended(rows: pd.DataFrame, threshold: float | None = None) -> pd.Series:
     """Per row: other processes disturbed it. Its `contended` flag where the job judged one (CPU
     points); else, for a point timed by the host's clock (a GPU's launches, its host-side
     timings), other processes' share of its CPUs above the threshold. A point timed on the GPU's
-    own clock (events, the profiler) is not disturbed by a busy host CPU."""
+    own clock (events, the profiler) is not disturbed by a busy host CPU. `threshold` None:
+    config/job.yaml's contention_threshold."""
+    if threshold is None:
+        threshold = job_default("contention_threshold")
     flag = rows["contended"] if "contended" in rows else pd.Series(None, index=rows.index)
     share = pd.to_numeric(rows.get("other_cpu_share", pd.Series(math.nan, index=rows.index)),
                           errors="coerce")
