@@ -52,11 +52,16 @@ class MatmulConfig(ExperimentConfig):
     # Hopper's fp8 GEMMs reach full rate only with fast (lower-precision) accumulation, as
     # production fp8 training and inference use it; the rows' rel_error shows what it costs.
     fp8_fast_accum: bool = MISSING
+    # stop at the plateau: once a size's FLOP/s is less than (1 + plateau_gain) x the last's, the
+    # larger sizes are skipped (0: run them all). The fit takes the top plateau: two sizes on it
+    plateau_gain: float = MISSING
 
     def __post_init__(self):
         check_sizes("experiment.sizes", self.sizes)
         if self.max_call_s <= 0:
             raise ValueError(f"experiment.max_call_s={self.max_call_s} must be > 0")
+        if not isinstance(self.plateau_gain, (int, float)) or not self.plateau_gain >= 0:
+            raise ValueError(f"experiment.plateau_gain={self.plateau_gain} must be >= 0")
 
 
 Config = MatmulConfig
@@ -140,6 +145,11 @@ def _measure(ctx: Context, cfg: MatmulConfig, n: int) -> dict:
 
 def run(cfg: MatmulConfig, ctx: Context):
     last = None  # (n, seconds) of the last measured size, to predict the next one
+    rate, flat = None, False  # the last size's FLOP/s; whether the plateau showed
+    where = {}
+    if ctx.device.type == "cpu":
+        from experiments.bandwidth import placement
+        where = placement()
     size = itemsize(ctx.dtype)
     out_size = OUT_DTYPE[ctx.dtype].itemsize if ctx.dtype in OUT_DTYPE else size
     for n in sorted(cfg.sizes):
@@ -147,13 +157,20 @@ def run(cfg: MatmulConfig, ctx: Context):
         base = {"op": "gemm", "n": n, "m": n, "k": n, "flops": 2.0 * n**3, "bytes": float(moved),
                 "working_set_bytes": moved}
         predicted = last[1] * (n / last[0]) ** 3 if last else 0.0
-        if predicted > cfg.max_call_s:
-            yield base | {"status": "skipped",
-                          "message": f"predicted {predicted:.1f} s per call > max_call_s={cfg.max_call_s}"}
+        if flat or predicted > cfg.max_call_s:
+            why = (f"the plateau showed: the last size gained less than {cfg.plateau_gain:.0%}"
+                   if flat else
+                   f"predicted {predicted:.1f} s per call > max_call_s={cfg.max_call_s}")
+            yield base | {"status": "skipped", "message": why}
             continue
         row = ctx.point(base, lambda n=n: _measure(ctx, cfg, n))
+        if where:
+            row["params"] = (row.get("params") or {}) | where
         if row["status"] == "ok":
             last = (n, row["time_s"])
+            new = 2.0 * n**3 / row["time_s"]
+            flat = bool(cfg.plateau_gain and rate and new < (1 + cfg.plateau_gain) * rate)
+            rate = new
         yield row
 
 
