@@ -92,7 +92,7 @@ def machine_sizes(cfg: BandwidthConfig, facts) -> list[int]:
         k = cfg.level_points
         sizes += [lo * (hi / lo) ** (i / max(1, k - 1)) for i in range(k)] if k > 1 else [hi]
         below = cap
-    llc = facts.llc_bytes or (levels[-1] if levels else 32 << 20)
+    llc = levels[-1] if levels else facts.llc_bytes or 32 << 20  # all sockets' LLCs together
     sizes += [f * llc for f in cfg.dram_arrays]
     return sorted({max(256, int(s) // 256 * 256) for s in sizes})
 
@@ -112,7 +112,8 @@ def _teams(ctx: Context, sizes) -> list[tuple[str, list[int], list[int]]]:
     out = [("machine", team, list(sizes))]
     numa = extra.get("numa") or {}
     if len(numa) > 1 and team:
-        dram = [s for s in sizes if 2 * s >= 4 * facts.llc_bytes]
+        llc = max((extra.get("cache_total_bytes") or {}).values(), default=facts.llc_bytes)
+        dram = [s for s in sizes if 2 * s >= 4 * llc]
         for node, cpus in sorted(numa.items(), key=lambda kv: int(kv[0])):
             mine = [c for c in team if c in set(cpus)]
             if mine and dram:
