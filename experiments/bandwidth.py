@@ -121,6 +121,17 @@ def _teams(ctx: Context, sizes) -> list[tuple[str, list[int], list[int]]]:
     return out
 
 
+def _torch_sizes(ctx: Context, sizes) -> list[int]:
+    """A CPU's torch (half) jobs stop at the first DRAM array: drawing random gigabyte arrays
+    takes longer than timing them, and the DRAM ceiling comes from the numba kernels."""
+    if ctx.device.type != "cpu":
+        return list(sizes)
+    extra = _facts(ctx).extra or {}
+    llc = max((extra.get("cache_total_bytes") or {}).values(), default=_facts(ctx).llc_bytes)
+    past = [s for s in sizes if 2 * s >= 4 * llc]
+    return [s for s in sizes if not past or s <= min(past)]
+
+
 def _numba(ctx: Context) -> bool:
     """Whether the numba kernels run this job (a CPU, float32/float64, facts naming a team)."""
     return ctx.device.type == "cpu" and getattr(ctx, "dtype", "float32") in (
@@ -181,7 +192,7 @@ def run(cfg: BandwidthConfig, ctx: Context):
     cache: dict = {}
     numba = _numba(ctx)
     sizes = _sizes(cfg, ctx)
-    teams = _teams(ctx, sizes) if numba else [("machine", None, sizes)]
+    teams = _teams(ctx, sizes) if numba else [("machine", None, _torch_sizes(ctx, sizes))]
     for scope, cpus, team_sizes in teams:
         where = placement(cpus) if ctx.device.type == "cpu" else {}
         for nbytes in team_sizes:
@@ -216,5 +227,5 @@ def placement(cpus=None) -> dict:
 def points(cfg: BandwidthConfig, ctx: Context) -> int:
     """Rows `run` yields (the progress a job shows)."""
     sizes = _sizes(cfg, ctx)
-    teams = _teams(ctx, sizes) if _numba(ctx) else [("machine", None, sizes)]
+    teams = _teams(ctx, sizes) if _numba(ctx) else [("machine", None, _torch_sizes(ctx, sizes))]
     return len(cfg.ops) * sum(len(s) for _, _, s in teams)

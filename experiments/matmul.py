@@ -52,8 +52,8 @@ class MatmulConfig(ExperimentConfig):
     # Hopper's fp8 GEMMs reach full rate only with fast (lower-precision) accumulation, as
     # production fp8 training and inference use it; the rows' rel_error shows what it costs.
     fp8_fast_accum: bool = MISSING
-    # stop at the plateau: once a size's FLOP/s is less than (1 + plateau_gain) x the last's, the
-    # larger sizes are skipped (0: run them all). The fit takes the top plateau: two sizes on it
+    # stop at the plateau: once a size's FLOP/s is within plateau_gain of the last's, the larger
+    # sizes are skipped (0: run them all). The fit takes the top plateau: two sizes on it
     plateau_gain: float = MISSING
 
     def __post_init__(self):
@@ -169,8 +169,12 @@ def run(cfg: MatmulConfig, ctx: Context):
         if row["status"] == "ok":
             last = (n, row["time_s"])
             new = 2.0 * n**3 / row["time_s"]
-            flat = bool(cfg.plateau_gain and rate and new < (1 + cfg.plateau_gain) * rate)
-            rate = new
+            # flat: within plateau_gain of the last size either way, both measured cleanly (a
+            # drop is noise or a cache effect, not the plateau)
+            clean = not (row.get("noisy") or row.get("contended"))
+            flat = bool(cfg.plateau_gain and rate and clean and abs(new / rate - 1)
+                        < cfg.plateau_gain)
+            rate = new if clean else None
         yield row
 
 
