@@ -6,12 +6,12 @@
 # Builds the peers (gcc -O3 -march=native -fopenmp), runs them while nothing else runs, then
 # rooflab's CPU sweep (snakemake, report included), then prints the side-by-side table last.
 # Files under $OUT: build.log, peers.json, sweep.log, ceilings.parquet, cpu_peers.csv, times.
-python3 -m pip install -q --no-index --find-links .whl --find-links .peers/whl snakemake hydra-core numba || exit 1
+python3 -m pip install -q --no-index --find-links .whl --find-links "${PEERS:-.peers}/whl" snakemake hydra-core numba || exit 1
 set -euo pipefail
 OUT=${OUT:-/tmp/rooflab-node-cpu}
 RESULTS=$(mktemp -d)/results
 mkdir -p "$OUT"
-python3 bench/cpu_peers.py build .peers "$OUT/peers-build" > "$OUT/build.log" 2>&1
+python3 bench/cpu_peers.py build "${PEERS:-.peers}" "$OUT/peers-build" > "$OUT/build.log" 2>&1
 uptime | tee "$OUT/load.txt"
 python3 bench/cpu_peers.py peers "$OUT/peers-build" "$OUT" 2>&1 | tail -2
 rm -rf "$OUT/peers-build"

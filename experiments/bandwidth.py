@@ -86,11 +86,12 @@ def machine_sizes(cfg: BandwidthConfig, facts) -> list[int]:
     levels = sorted(v for v in caches.values() if v)
     sizes, below = [], (levels[0] / 16 if levels else 4096)
     for cap in levels:
-        lo, hi = below, cap / 6
-        if lo >= hi:
-            lo = hi
-        k = cfg.level_points
-        sizes += [lo * (hi / lo) ** (i / max(1, k - 1)) for i in range(k)] if k > 1 else [hi]
+        # every op's working set (2 or 3 arrays of s bytes) in [2 below, cap / 2] for s in [lo, hi]
+        lo, hi, k = below, cap / 6, cfg.level_points
+        if lo < hi:
+            sizes += [lo * (hi / lo) ** (i / max(1, k - 1)) for i in range(k)] if k > 1 else [hi]
+        else:  # a narrow window: 3-array ops inside at hi, 2-array ops at lo
+            sizes += [hi] + ([lo] if lo <= cap / 4 else [])
         below = cap
     llc = levels[-1] if levels else facts.llc_bytes or 32 << 20  # all sockets' LLCs together
     sizes += [f * llc for f in cfg.dram_arrays]

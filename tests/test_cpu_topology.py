@@ -128,3 +128,19 @@ def test_split_covers_every_item_once_on_aligned_bounds(n, workers, align):
     assert all(a[1] == b[0] for a, b in zip(parts, parts[1:]))
     assert all(lo % align == 0 for lo, _ in parts)
     assert np.all(np.diff([lo for lo, _ in parts]) >= 0)
+
+
+def test_a_narrow_cache_window_still_gets_two_working_sets():
+    # a Sapphire Rapids-like node: 16 cores x 2 MiB L2 = 32 MiB, beside a 157 MB L3 (window
+    # [64, 78] MB of working set: no array size puts every op inside it)
+    from experiments.analysis.levels import cache_windows
+    totals = {"L1": 16 * 48 << 10, "L2": 32 * MIB, "L3": 157_286_400}
+    facts = SimpleNamespace(llc_bytes=totals["L3"], cache_bytes={}, extra={
+        "cache_total_bytes": totals})
+    cfg = SimpleNamespace(level_points=2, dram_arrays=[4, 8])
+    sizes = bandwidth.machine_sizes(cfg, facts)
+    _, lo, hi, _ = next(w for w in cache_windows({"kind": "cpu", "extra": facts.extra}, 1)
+                        if w[0] == "l3_bw")
+    inside = {k * s for s in sizes for k in (2, 3) if lo <= k * s <= hi}
+    assert len(inside) >= 2
+    assert max(sizes) >= 8 * 157_000_000  # the 1.3 GB arrays
