@@ -13,6 +13,7 @@ NUMA nodes also runs the DRAM sizes on each node's cores alone (params.scope "nu
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from dataclasses import dataclass
 
@@ -134,9 +135,11 @@ def _torch_sizes(ctx: Context, sizes) -> list[int]:
 
 
 def _numba(ctx: Context) -> bool:
-    """Whether the numba kernels run this job (a CPU, float32/float64, facts naming a team)."""
+    """Whether the numba kernels run this job (a CPU, float32/float64, facts naming a team, numba
+    installed: without it torch ops run, as for half dtypes)."""
     return ctx.device.type == "cpu" and getattr(ctx, "dtype", "float32") in (
-        "float32", "float64") and bool((_facts(ctx).extra or {}).get("team"))
+        "float32", "float64") and bool((_facts(ctx).extra or {}).get("team")) and bool(
+        importlib.util.find_spec("numba"))
 
 
 def _facts(ctx):
