@@ -2,16 +2,26 @@
 
 Buffers are deliberately not rotated: the curve over size is what shows each cache level.
 Bytes are counted from each kernel's definition (every input read once, the output written once).
+
+CPU, float32/float64: numba kernels (kernels/cpu_stream.py) on a team of pinned threads, one per
+physical core; a call repeats the pass until it moves `call_bytes` per thread, so L1-sized slices
+are timed past the team's start-up. float16/bfloat16 (numba has no half arithmetic): torch ops.
+from_machine (a CPU): sizes from its caches (machine_sizes), not `sizes`. A machine of several
+NUMA nodes also runs the DRAM sizes on each node's cores alone (params.scope "numa<N>", else
+"machine").
 """
 
 from __future__ import annotations
 
+import importlib.util
+import os
 from dataclasses import dataclass
 
 import torch
 from omegaconf import MISSING
 
-from experiments.core.config import ExperimentConfig, check_sizes
+from experiments.core.cpus import read_topology
+from experiments.core.config import ConfigError, ExperimentConfig, check_sizes
 from experiments.core.dtypes import itemsize, torch_dtype
 from experiments.core.checks import check_close, need_host_memory, need_storage_dtype
 from experiments.core.runner import Context
@@ -39,12 +49,23 @@ class BandwidthConfig(ExperimentConfig):
     name: str = NAME
     ops: list[str] = MISSING
     sizes: list[int] = MISSING  # bytes per array
+    from_machine: bool = MISSING  # CPU: sizes from its caches instead (machine_sizes)
+    level_points: int = MISSING  # machine sizes: array sizes per cache level
+    dram_arrays: list[float] = MISSING  # machine sizes: DRAM arrays, in multiples of the LLC
+    call_bytes: int = MISSING  # CPU: bytes one call moves per thread at least (passes repeat)
 
     def __post_init__(self):
         unknown = [op for op in self.ops if op not in OPS]
         if unknown or not self.ops:
             raise ValueError(f"experiment.ops={list(self.ops)}; allowed: {list(OPS)}")
         check_sizes("experiment.sizes", self.sizes)
+        if not isinstance(self.from_machine, bool):
+            raise ConfigError(f"experiment.from_machine={self.from_machine} must be true or false")
+        if not isinstance(self.level_points, int) or self.level_points < 1:
+            raise ConfigError(f"experiment.level_points={self.level_points} must be >= 1")
+        if not list(self.dram_arrays) or any(not f > 0 for f in self.dram_arrays):
+            raise ConfigError(f"experiment.dram_arrays={list(self.dram_arrays)} must be > 0")
+        check_sizes("experiment.call_bytes", [self.call_bytes])
 
 
 Config = BandwidthConfig
@@ -56,49 +77,157 @@ def _check(op, a, b, out, dtype) -> float:
     return check_close(out, lambda: OPS[op][3](pick(a), pick(b)), TOLERANCE[dtype], op, step=step)
 
 
-def _arrays(ctx: Context, n: int, cache: dict):
-    """a, b (random) and out for arrays of n elements, drawn once per size and shared by every op
-    (drawing 1 GiB of random numbers on a CPU takes longer than timing a copy of it)."""
-    if cache.get("n") != n:
+def machine_sizes(cfg: BandwidthConfig, facts) -> list[int]:
+    """Bytes per array from the cache sizes the team holds together: `level_points` sizes per
+    level, between one where every op's working set (2-3 arrays) is past the level below and one
+    where it fills at most half of this level (the fit's windows, analysis/levels.py), then the
+    DRAM arrays (multiples of the LLC: working sets 8x and more past it)."""
+    caches = (facts.extra or {}).get("cache_total_bytes") or facts.cache_bytes or {}
+    levels = sorted(v for v in caches.values() if v)
+    sizes, below = [], (levels[0] / 16 if levels else 4096)
+    for cap in levels:
+        # every op's working set (2 or 3 arrays of s bytes) in [2 below, cap / 2] for s in [lo, hi]
+        lo, hi, k = below, cap / 6, cfg.level_points
+        if lo < hi:
+            sizes += [lo * (hi / lo) ** (i / max(1, k - 1)) for i in range(k)] if k > 1 else [hi]
+        else:  # a narrow window: 3-array ops inside at hi, 2-array ops at lo
+            sizes += [hi] + ([lo] if lo <= cap / 4 else [])
+        below = cap
+    llc = levels[-1] if levels else facts.llc_bytes or 32 << 20  # all sockets' LLCs together
+    sizes += [f * llc for f in cfg.dram_arrays]
+    return sorted({max(256, int(s) // 256 * 256) for s in sizes})
+
+
+def _sizes(cfg: BandwidthConfig, ctx: Context) -> list[int]:
+    if cfg.from_machine and ctx.device.type == "cpu":
+        return machine_sizes(cfg, _facts(ctx))
+    return list(cfg.sizes)
+
+
+def _teams(ctx: Context, sizes) -> list[tuple[str, list[int], list[int]]]:
+    """[(scope, CPUs, sizes)]: the whole team over every size; with several NUMA nodes, each
+    node's cores over the DRAM sizes (working sets past 4x the LLC)."""
+    facts = _facts(ctx)
+    extra = facts.extra or {}
+    team = list(extra.get("team") or [])
+    out = [("machine", team, list(sizes))]
+    numa = extra.get("numa") or {}
+    if len(numa) > 1 and team:
+        llc = max((extra.get("cache_total_bytes") or {}).values(), default=facts.llc_bytes)
+        dram = [s for s in sizes if 2 * s >= 4 * llc]
+        for node, cpus in sorted(numa.items(), key=lambda kv: int(kv[0])):
+            mine = [c for c in team if c in set(cpus)]
+            if mine and dram:
+                out.append((f"numa{node}", mine, dram))
+    return out
+
+
+def _torch_sizes(ctx: Context, sizes) -> list[int]:
+    """A CPU's torch (half) jobs stop at the first DRAM array: drawing random gigabyte arrays
+    takes longer than timing them, and the DRAM ceiling comes from the numba kernels."""
+    if ctx.device.type != "cpu":
+        return list(sizes)
+    extra = _facts(ctx).extra or {}
+    llc = max((extra.get("cache_total_bytes") or {}).values(), default=_facts(ctx).llc_bytes)
+    past = [s for s in sizes if 2 * s >= 4 * llc]
+    return [s for s in sizes if not past or s <= min(past)]
+
+
+def _numba(ctx: Context) -> bool:
+    """Whether the numba kernels run this job (a CPU, float32/float64, facts naming a team, numba
+    installed: without it torch ops run, as for half dtypes)."""
+    return ctx.device.type == "cpu" and getattr(ctx, "dtype", "float32") in (
+        "float32", "float64") and bool((_facts(ctx).extra or {}).get("team")) and bool(
+        importlib.util.find_spec("numba"))
+
+
+def _facts(ctx):
+    """The job's device facts (points() may be asked with a bare device)."""
+    facts = getattr(ctx, "facts", None)
+    if facts is None:
+        from experiments.core.device import device_facts
+        facts = device_facts(ctx.device)
+    return facts
+
+
+def _arrays(ctx: Context, n: int, cache: dict, cpus=None):
+    """a, b (random) and out for arrays of n elements, drawn once per size (and team) and shared
+    by every op (drawing 1 GiB of random numbers on a CPU takes longer than timing a copy of it).
+    With `cpus`, the team fills them: each worker first-touches its own slice."""
+    key = (n, tuple(cpus or ()))
+    if cache.get("key") != key:
         cache.clear()  # the last size's arrays go first
         dt = torch_dtype(ctx.dtype)
-        cache.update(n=n, a=ctx.randn(n, dtype=dt), b=ctx.randn(n, dtype=dt),
-                     out=torch.empty(n, device=ctx.device, dtype=dt))
+        if cpus:
+            from experiments.kernels import cpu_stream
+            a, b = torch.empty(n, dtype=dt), torch.empty(n, dtype=dt)
+            cpu_stream.fill(cpus, a.numpy(), seed=1)
+            cpu_stream.fill(cpus, b.numpy(), seed=2)
+            out = torch.empty(n, dtype=dt)
+            cpu_stream.fill(cpus, out.numpy(), seed=3)
+        else:
+            a, b = ctx.randn(n, dtype=dt), ctx.randn(n, dtype=dt)
+            out = torch.empty(n, device=ctx.device, dtype=dt)
+        cache.update(key=key, a=a, b=b, out=out)
     return cache["a"], cache["b"], cache["out"]
 
 
-def _measure(ctx: Context, op: str, n: int, cache: dict) -> dict:
+def _measure(ctx: Context, op: str, n: int, cache: dict, cpus=None, reps: int = 1) -> dict:
     n_in, flops_per, kernel, _ = OPS[op]
-    a, b, out = _arrays(ctx, n, cache)
+    a, b, out = _arrays(ctx, n, cache, cpus)
     b = b if n_in == 2 else None
+    if cpus:
+        from experiments.kernels import cpu_stream
+        arrays = [t.numpy() for t in (a, b if b is not None else a, out)]
+        call = lambda i: cpu_stream.run(cpus, op, *arrays, reps=reps)
+    else:
+        call = lambda i: kernel(a, b, out)
     out.fill_(float("nan"))  # what the kernel leaves unwritten shows
-    kernel(a, b, out)
+    call(0)
     ctx.sync()
     err = _check(op, a, b, out, ctx.dtype)
-    stats = ctx.time(lambda i: kernel(a, b, out))
+    stats = ctx.time(call)
     return stats | {"rel_error": err, "check_passed": True}
 
 
 def run(cfg: BandwidthConfig, ctx: Context):
     size = itemsize(ctx.dtype)
     cache: dict = {}
-    for nbytes in cfg.sizes:
-        for op in cfg.ops:
-            n_in, flops_per = OPS[op][:2]
+    numba = _numba(ctx)
+    sizes = _sizes(cfg, ctx)
+    teams = _teams(ctx, sizes) if numba else [("machine", None, _torch_sizes(ctx, sizes))]
+    for scope, cpus, team_sizes in teams:
+        where = placement(cpus) if ctx.device.type == "cpu" else {}
+        for nbytes in team_sizes:
             n = max(1, nbytes // size)
-            moved = (n_in + 1) * n * size
-            base = {"op": op, "n": n, "working_set_bytes": moved, "bytes": float(moved),
-                    "flops": float(flops_per * n)}
+            for op in cfg.ops:
+                n_in, flops_per = OPS[op][:2]
+                moved = (n_in + 1) * n * size
+                reps = max(1, -(-cfg.call_bytes * len(cpus) // moved)) if cpus else 1
+                base = {"op": op, "n": n, "working_set_bytes": moved,
+                        "bytes": float(reps * moved), "flops": float(reps * flops_per * n),
+                        "variant": "numba" if cpus else "torch",
+                        "params": {"scope": scope, "passes": reps} | where}
 
-            def body(op=op, n=n):
-                need_storage_dtype(ctx.dtype)
-                need_host_memory(ctx, 3 * n * size)  # a, b and out, whatever the op reads
-                return _measure(ctx, op, n, cache)
+                def body(op=op, n=n, cpus=cpus, reps=reps):
+                    need_storage_dtype(ctx.dtype)
+                    need_host_memory(ctx, 3 * n * size)  # a, b and out, whatever the op reads
+                    return _measure(ctx, op, n, cache, cpus, reps)
 
-            yield ctx.point(base, body)
-    cache.clear()
+                yield ctx.point(base, body)
+        cache.clear()
+
+
+def placement(cpus=None) -> dict:
+    """Where a CPU point's threads ran: a team's CPUs, else torch's pool over this process's."""
+    if cpus:
+        return read_topology().placement(cpus)
+    where = read_topology().placement(sorted(os.sched_getaffinity(0)))
+    return where | {"threads": torch.get_num_threads()}
 
 
 def points(cfg: BandwidthConfig, ctx: Context) -> int:
     """Rows `run` yields (the progress a job shows)."""
-    return len(cfg.ops) * len(cfg.sizes)
+    sizes = _sizes(cfg, ctx)
+    teams = _teams(ctx, sizes) if _numba(ctx) else [("machine", None, _torch_sizes(ctx, sizes))]
+    return len(cfg.ops) * sum(len(s) for _, _, s in teams)

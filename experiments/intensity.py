@@ -6,12 +6,17 @@ definition), so the sweep walks the roofline from memory-bound (fmas = 0 is a co
 compute-bound.
 The chain's math, its float64 reference and check are experiments/kernels/chain.py.
 GPU: the Triton kernel of experiments/kernels/fma_chain.py (independent chains interleaved per
-thread, packed fp16/bf16 math, one program per tile). CPU: torch passes over cache-sized chunks (see
-_cpu_chain).
+thread, packed fp16/bf16 math, one program per tile). CPU, float32/float64: the numba kernel of
+experiments/kernels/cpu_fma.py (the same interleaving, in vector registers, one pinned thread per
+physical core). CPU, float16/bfloat16: `unsupported` rows. numba has no half arithmetic on
+CPUs, and torch's half ops compute in float32 between conversions: a chain of them times those
+conversions and passes over memory, not the ISA's half FMAs (AVX512-FP16), at 1-2 % of the peak.
+n = 0 (a CPU): x and y together 4x its LLC, so fmas = 0 streams from DRAM.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import torch
@@ -21,7 +26,7 @@ from experiments import kernels
 from experiments.core.config import ConfigError, ExperimentConfig, check_sizes
 from experiments.core.checks import need_host_memory, need_storage_dtype
 from experiments.core.dtypes import itemsize, torch_dtype
-from experiments.core.runner import Context
+from experiments.core.runner import Context, Unsupported
 from experiments.kernels.chain import A, check, check_block, check_warps
 
 NAME = "intensity"
@@ -32,72 +37,78 @@ DESCRIPTION = "one fused kernel with 0..1024 FMAs per element read and written o
 class IntensityConfig(ExperimentConfig):
     name: str = NAME
     fmas: list[int] = MISSING  # FMAs per element
-    n: int = MISSING  # elements per array: x and y together far past the LLC, so fmas=0 is DRAM
+    n: int = MISSING  # elements per array: x and y together far past the LLC (0: from a CPU's LLC)
     block: int = MISSING  # GPU: elements per Triton program
     num_warps: int = MISSING  # GPU: block / (32 num_warps) independent chains per thread
     # GPU: one wave of programs striding over the tiles instead of one program per tile. Same peak
     # FLOP/s on an H200, but its memory-bound end reached 3.7-3.8 TB/s against 4.1-4.2: off.
     persistent: bool = MISSING
-    chunk_bytes: int = MISSING  # CPU: bytes of x per chunk; 0: a quarter of L2 (see _cpu_chain)
 
     def __post_init__(self):
         check_sizes("experiment.fmas", self.fmas, allow_zero=True)
-        check_sizes("experiment.n", [self.n])
+        check_sizes("experiment.n", [self.n], allow_zero=True)
         check_block("experiment.block", self.block)
         check_warps("experiment.num_warps", [self.num_warps])
         if not isinstance(self.persistent, bool):
             raise ConfigError(f"experiment.persistent={self.persistent} must be true or false")
-        if not isinstance(self.chunk_bytes, int) or self.chunk_bytes < 0:
-            raise ConfigError(f"experiment.chunk_bytes={self.chunk_bytes} must be an integer >= 0")
 
 
 Config = IntensityConfig
+CPU_DTYPES = ("float32", "float64")
 
 
-def cpu_chunk(cfg: IntensityConfig, ctx: Context) -> int:
-    """Elements per CPU chunk: x's and y's chunks together fill half of L2."""
-    nbytes = cfg.chunk_bytes or ctx.facts.cache_bytes.get("L2", 1 << 20) // 4
-    return max(1, nbytes // itemsize(ctx.dtype))
+def elements(cfg: IntensityConfig, ctx: Context) -> int:
+    """Elements per array: cfg.n, or with n = 0 (a CPU) x and y together 4x the LLC."""
+    if cfg.n:
+        return cfg.n
+    if ctx.device.type != "cpu":
+        raise ConfigError("experiment.n=0 (from the machine) is for CPUs; give a GPU its n")
+    return max(1 << 16, 2 * ctx.facts.llc_bytes // itemsize(ctx.dtype))
 
 
-def _cpu_chain(x: torch.Tensor, y: torch.Tensor, fmas: int, chunk: int) -> None:
-    """y = f(x) with one torch op per FMA step over chunks that stay in L2.
-
-    torch.compile would fuse the chain into one pass, but compiling a 1024-long chain takes
-    minutes on a small CPU. Chunking gives the same DRAM traffic (x read once, y written once);
-    torch.add(x, y, alpha=A) is one vectorized FMA pass (x + A*y), so the compute-bound end is
-    set by L1/L2 streaming of these passes, below the core's FMA peak.
-    """
-    for start in range(0, x.numel(), chunk):
-        xc, yc = x[start:start + chunk], y[start:start + chunk]
-        if fmas == 0:
-            yc.copy_(xc)
-            continue
-        torch.add(xc, xc, alpha=A, out=yc)  # the first step reads x from memory
-        for _ in range(fmas - 1):
-            torch.add(xc, yc, alpha=A, out=yc)
+def team(ctx: Context) -> list[int]:
+    """The CPUs of the numba kernel's threads: one per physical core (device facts)."""
+    return list((ctx.facts.extra or {}).get("team") or []) or sorted(os.sched_getaffinity(0))
 
 
-def _arrays(ctx: Context, cfg: IntensityConfig, cache: dict):
-    """x (random) and y, allocated once per job and reused by every point."""
+def _arrays(ctx: Context, n: int, cache: dict):
+    """x (random) and y, allocated once per job and reused by every point; on a CPU the team
+    fills them (each worker first-touches its slice: its pages lie in the worker's node)."""
     if not cache:
-        need_host_memory(ctx, 2 * cfg.n * itemsize(ctx.dtype))
+        need_host_memory(ctx, 2 * n * itemsize(ctx.dtype))
         dt = torch_dtype(ctx.dtype)
-        cache["x"] = ctx.randn(cfg.n, dtype=dt)
-        cache["y"] = torch.empty_like(cache["x"])
+        if ctx.device.type == "cpu":
+            from experiments.kernels import cpu_stream
+            cache["x"], cache["y"] = torch.empty(n, dtype=dt), torch.empty(n, dtype=dt)
+            cpu_stream.fill(team(ctx), cache["x"].numpy(), seed=ctx.seed + 1)
+            cpu_stream.fill(team(ctx), cache["y"].numpy(), seed=ctx.seed + 2)
+        else:
+            cache["x"] = ctx.randn(n, dtype=dt)
+            cache["y"] = torch.empty_like(cache["x"])
     return cache["x"], cache["y"]
+
+
+def _cpu_kernel():
+    try:
+        from experiments.kernels import cpu_fma
+    except ImportError as exc:
+        raise Unsupported(f"the CPU FMA kernel is compiled by numba, which is missing: {exc}")
+    return cpu_fma
 
 
 def _measure(ctx: Context, cfg: IntensityConfig, fmas: int, cache: dict, use_triton: bool) -> dict:
     need_storage_dtype(ctx.dtype)
-    x, y = _arrays(ctx, cfg, cache)
+    if not use_triton and ctx.dtype not in CPU_DTYPES:
+        raise Unsupported(f"no {ctx.dtype} FMA kernel for CPUs: numba has no half arithmetic, "
+                          "and torch's half ops time float32 conversions, not half FMAs")
+    x, y = _arrays(ctx, elements(cfg, ctx), cache)
     if use_triton:
         kernel = kernels.load("fma_chain")
         call = lambda i: kernel.fma_chain(x, y, fmas, A, block=cfg.block, num_warps=cfg.num_warps,
                                           persistent=cfg.persistent)
     else:
-        chunk = cpu_chunk(cfg, ctx)
-        call = lambda i: _cpu_chain(x, y, fmas, chunk)
+        cpu_fma, cpus, xn, yn = _cpu_kernel(), team(ctx), x.numpy(), y.numpy()
+        call = lambda i: cpu_fma.fma_chain(cpus, xn, yn, fmas, A)
     y.fill_(float("nan"))
     call(0)
     ctx.sync()
@@ -105,18 +116,30 @@ def _measure(ctx: Context, cfg: IntensityConfig, fmas: int, cache: dict, use_tri
     return ctx.time(call) | {"rel_error": err, "check_passed": True}
 
 
+def _variant(ctx: Context, size: int) -> tuple[str, dict]:
+    if ctx.device.type == "cuda":
+        return "triton", {}
+    from experiments.bandwidth import placement
+    lanes = {}
+    if ctx.dtype in CPU_DTYPES:
+        try:
+            lanes = {"lanes": _cpu_kernel().lanes(size)}
+        except Unsupported:
+            pass  # each point's row says why
+    return "numba", lanes | placement(team(ctx))
+
+
 def run(cfg: IntensityConfig, ctx: Context):
     gpu = ctx.device.type == "cuda"
     size = itemsize(ctx.dtype)
-    moved = 2 * cfg.n * size
+    n = elements(cfg, ctx)
+    moved = 2 * n * size
+    variant, params = _variant(ctx, size)
     if gpu:
-        variant, params = "triton", {"block": cfg.block, "num_warps": cfg.num_warps,
-                                     "persistent": cfg.persistent}
-    else:
-        variant, params = "torch", {"chunk": cpu_chunk(cfg, ctx)}
+        params = {"block": cfg.block, "num_warps": cfg.num_warps, "persistent": cfg.persistent}
     cache: dict = {}
     for fmas in cfg.fmas:
-        base = {"op": "fma_chain", "variant": variant, "n": cfg.n, "flops": 2.0 * fmas * cfg.n,
+        base = {"op": "fma_chain", "variant": variant, "n": n, "flops": 2.0 * fmas * n,
                 "bytes": float(moved), "working_set_bytes": moved,
                 "params": params | {"fmas": fmas}}
         yield ctx.point(base, lambda fmas=fmas: _measure(ctx, cfg, fmas, cache, use_triton=gpu))

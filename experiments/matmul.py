@@ -51,11 +51,16 @@ class MatmulConfig(ExperimentConfig):
     # Hopper's fp8 GEMMs reach full rate only with fast (lower-precision) accumulation, as
     # production fp8 training and inference use it; the rows' rel_error shows what it costs.
     fp8_fast_accum: bool = MISSING
+    # stop at the plateau: once a size's FLOP/s is within plateau_gain of the last's, the larger
+    # sizes are skipped (0: run them all). The fit takes the top plateau: two sizes on it
+    plateau_gain: float = MISSING
 
     def __post_init__(self):
         check_sizes("experiment.sizes", self.sizes)
         if self.max_call_s <= 0:
             raise ValueError(f"experiment.max_call_s={self.max_call_s} must be > 0")
+        if not isinstance(self.plateau_gain, (int, float)) or not self.plateau_gain >= 0:
+            raise ValueError(f"experiment.plateau_gain={self.plateau_gain} must be >= 0")
 
 
 Config = MatmulConfig
@@ -139,13 +144,33 @@ def _measure(ctx: Context, cfg: MatmulConfig, n: int) -> dict:
 
 def run(cfg: MatmulConfig, ctx: Context):
     guard = SlowPointGuard(cfg.max_call_s)
+    rate, flat = None, False  # the last size's FLOP/s; whether the plateau showed
+    where = {}
+    if ctx.device.type == "cpu":
+        from experiments.bandwidth import placement
+        where = placement()
     size = itemsize(ctx.dtype)
     out_size = OUT_DTYPE[ctx.dtype].itemsize if ctx.dtype in OUT_DTYPE else size
     for n in sorted(cfg.sizes):
         moved = 2 * n * n * size + n * n * out_size
         base = {"op": "gemm", "n": n, "m": n, "k": n, "flops": 2.0 * n**3, "bytes": float(moved),
                 "working_set_bytes": moved}
-        yield guard.point(ctx, base, lambda n=n: _measure(ctx, cfg, n))
+        if flat:
+            yield base | {"status": "skipped", "message": "the plateau showed: the last size "
+                          f"gained less than {cfg.plateau_gain:.0%}"}
+            continue
+        row = guard.point(ctx, base, lambda n=n: _measure(ctx, cfg, n))
+        if where:
+            row["params"] = (row.get("params") or {}) | where
+        if row["status"] == "ok":
+            new = 2.0 * n**3 / row["time_s"]
+            # flat: within plateau_gain of the last size either way, both measured cleanly (a
+            # drop is noise or a cache effect, not the plateau)
+            clean = not (row.get("noisy") or row.get("contended"))
+            flat = bool(cfg.plateau_gain and rate and clean and abs(new / rate - 1)
+                        < cfg.plateau_gain)
+            rate = new if clean else None
+        yield row
 
 
 def points(cfg: MatmulConfig, ctx: Context) -> int:

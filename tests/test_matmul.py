@@ -100,3 +100,21 @@ def test_a_size_predicted_past_the_time_limit_is_skipped(run_experiment):
 def test_bad_time_limit_is_rejected(run_experiment):
     with pytest.raises(ValueError, match="experiment.max_call_s"):
         run_experiment("matmul", "float32", ["experiment.max_call_s=0"])
+
+
+@pytest.mark.parametrize("rates, measured", [
+    ([100, 200, 205, 300, 310], 3),  # 205 is within 5 % of 200: the plateau showed at 1024
+    ([100, 200, 100, 210, 215], 5),  # a drop is no plateau: go on
+    ([100, 200, 400, 800, 1600], 5)])  # still rising: every size
+def test_sizes_stop_once_the_plateau_shows(rates, measured):
+    from types import SimpleNamespace
+    from experiments import matmul
+    sizes = [256, 512, 1024, 2048, 4096]
+    rate = dict(zip(sizes, rates))
+    ctx = SimpleNamespace(device=SimpleNamespace(type="cuda"), dtype="float32",
+                          point=lambda base, body: base | {
+                              "status": "ok", "time_s": 2.0 * base["n"] ** 3 / rate[base["n"]]})
+    cfg = SimpleNamespace(sizes=sizes, max_call_s=1e9, plateau_gain=0.05)
+    rows = list(matmul.run(cfg, ctx))
+    assert [r["status"] for r in rows] == ["ok"] * measured + ["skipped"] * (5 - measured)
+    assert all("plateau showed" in r["message"] for r in rows[measured:])

@@ -1,13 +1,15 @@
 """Fit the roofline from rows, never from typed-in numbers.
 
 Per system (source, host, device):
-* bandwidth ceilings: the bandwidth experiment's byte/s against working-set size, cut into windows
-  by the cache sizes in the device facts (a working set at most half a cache is resident in it, one
-  at least twice the level below is past that level, DRAM starts at 4x the last-level cache). In
-  each window the plateau is the top of the curve (points within 10 % of the window's 90th
-  percentile: this drops launch-bound small sizes and slow kernels); the ceiling is its median.
+* bandwidth ceilings (analysis/levels.py): the bandwidth experiment's byte/s against working-set
+  size, cut into windows by the cache sizes in the device facts (on a CPU, what its measuring
+  threads hold together; a working set at most half a cache is resident in it, one at least twice
+  the level below is past that level, DRAM starts at 4x the last-level cache). In each window the
+  plateau is the top of the curve (points within 10 % of the window's 90th percentile: this drops
+  launch-bound small sizes and slow kernels); the ceiling is its median. DRAM's window first drops
+  the points faster than 1.1x its largest working set's median (still in the LLC's shadow).
   A cache level is kept only if its plateau stands 15 % above the next level's: otherwise the
-  curve shows no step there.
+  curve shows no step there. Rows of one NUMA node's cores alone give dram_bw_numa<N>.
 * matrix_flops per dtype: the same top-plateau median over the matmul experiment's FLOP/s.
 * vector_flops per dtype: a robust (soft-L1) least-squares fit of log min(P, B * I) to the
   intensity experiment's points; P is identified only if >= 2 points lie on each roof.
@@ -21,42 +23,25 @@ A ceiling that cannot be fitted is still a row, with value NaN and a note saying
 
 from __future__ import annotations
 
-import inspect
 import math
 
 import numpy as np
 import pandas as pd
-from scipy import optimize, stats
+from scipy import optimize
 
 from experiments.analysis.dataset import Dataset, ok
+from experiments.analysis.levels import (DRAM_PAST, PAST, RESIDENT, RESIDENT_GPU, STEP,  # noqa: F401
+                                         cache_windows, fit_bandwidth, fit_l1, l1_step, resident)
+from experiments.analysis.plateaus import (CONDITIONS, MIN_POINTS, TOP,  # noqa: F401
+                                           bootstrap_median, ceiling_row as _row,
+                                           missing_row as _missing, top_plateau)
 
-TOP = 0.9  # plateau: within 10 % of the window's 90th percentile
-STEP = 1.15  # a cache plateau must stand this much above the next level's
-RESIDENT, PAST, DRAM_PAST = 0.5, 2.0, 4.0
-# A GPU's L2 is one level shared by every SM: its window reaches the whole capacity, and the top
-# plateau inside it finds where the curve really sits (an H200 moves 5.9 TB/s at 34 MB of its
-# 60 MB L2, past the half-cache mark, and DRAM speed by 50 MB).
-RESIDENT_GPU = 1.0
-
-
-def resident(facts: dict) -> float:
-    """Share of a cache's capacity a working set may fill and still count as resident in it."""
-    return RESIDENT_GPU if facts.get("kind") == "cuda" else RESIDENT
-N_BOOT = 1000
-SEED = 0
-
-# scipy >= 1.15 takes `rng`, older ones `random_state` (deprecated later): use what exists
-_RNG = "rng" if "rng" in inspect.signature(stats.bootstrap).parameters else "random_state"
+# Rows a fit may use: ok, and not flagged as measured badly (columns absent in old files).
+FLAGS = ("noisy", "contended", "throttled")
 
 COLUMNS = ["source", "host", "device", "device_kind", "device_name", "system", "ceiling",
            "dtype", "value", "unit", "ci_low", "ci_high", "method", "n_points", "ws_min",
            "ws_max", "capacity_bytes", "sm_clock_mhz", "power_w", "note"]
-# Conditions a plateau's points ran at (medians), where the rows recorded them.
-CONDITIONS = ("sm_clock_mhz", "power_w")
-# Rows a fit may use: ok, and not flagged as measured badly (columns absent in old files).
-FLAGS = ("noisy", "contended", "throttled")
-MIN_POINTS = 2  # no ceiling from a single point
-
 LABELS = {"dram_bw": "DRAM bandwidth", "matrix_flops": "GEMM ceiling",
           "vector_flops": "FMA (vector) ceiling", "intensity_bw": "bandwidth seen by the FMA sweep",
           "ridge_matrix": "ridge (GEMM / DRAM)", "ridge_vector": "ridge (FMA / DRAM)",
@@ -68,37 +53,9 @@ def label(ceiling: str) -> str:
     """A ceiling's name for readers: 'dram_bw' -> 'DRAM bandwidth', 'l2_bw' -> 'L2 bandwidth'."""
     if ceiling in LABELS:
         return LABELS[ceiling]
+    if ceiling.startswith("dram_bw_numa"):
+        return f"DRAM bandwidth, NUMA node {ceiling.removeprefix('dram_bw_numa')}"
     return ceiling[:-3].upper() + " bandwidth" if ceiling.endswith("_bw") else ceiling
-
-
-def bootstrap_median(values) -> tuple[float, float]:
-    v = np.asarray(values, dtype=float)
-    if v.size < 2:
-        return math.nan, math.nan
-    if np.ptp(v) == 0:
-        return float(v[0]), float(v[0])
-    if v.size < 10:
-        # a percentile bootstrap of a median undercovers on a handful of points; the range of
-        # n points holds the median with probability 1 - 2^(1-n) (94 % at 5, 99.6 % at 9)
-        return float(v.min()), float(v.max())
-    res = stats.bootstrap((v,), np.median, n_resamples=N_BOOT, method="percentile",
-                          **{_RNG: np.random.default_rng(SEED)})
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
-
-
-def top_plateau(values) -> np.ndarray:
-    """Mask of the points on the top plateau of a curve."""
-    v = np.asarray(values, dtype=float)
-    return v >= TOP * np.quantile(v, 0.9)
-
-
-def _row(ceiling, value, unit, method, n, dtype=None, ci=(math.nan, math.nan), points=None,
-         **extra):
-    """A fitted ceiling; `points` (the rows on its plateau) give the clock and power it ran at."""
-    cond = {c: float(points[c].median()) if points is not None and c in points
-            and points[c].notna().any() else math.nan for c in CONDITIONS}
-    return {"ceiling": ceiling, "dtype": dtype, "value": value, "unit": unit,
-            "ci_low": ci[0], "ci_high": ci[1], "method": method, "n_points": n} | cond | extra
 
 
 def fit_rows(rows: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
@@ -114,98 +71,6 @@ def fit_rows(rows: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
             bad |= hit
     note = f"left out {', '.join(left)} point(s) of {len(good)}" if left else None
     return good[~bad], note
-
-
-def _missing(ceiling, unit, note, dtype=None):
-    return _row(ceiling, math.nan, unit, "not fitted", 0, dtype, note=note)
-
-
-def cache_windows(facts: dict, ws_max: float):
-    """[(ceiling, lo, hi, capacity)]: working-set windows of each cache level and of DRAM."""
-    caches = dict(facts.get("cache_bytes") or {})
-    if not caches and facts.get("llc_bytes"):
-        caches = {"LLC": facts["llc_bytes"]}
-    levels = sorted((size, name) for name, size in caches.items() if size)
-    windows, lo = [], 0.0
-    for size, name in levels:
-        windows.append((f"{name.lower()}_bw", lo, resident(facts) * size, size))
-        lo = PAST * size
-    dram_lo = DRAM_PAST * levels[-1][0] if levels else ws_max / 4  # no facts: top two octaves
-    windows.append(("dram_bw", dram_lo, math.inf, None))
-    return windows
-
-
-def fit_bandwidth(rows: pd.DataFrame, facts: dict) -> list[dict]:
-    pts = rows[(rows.byte_per_s > 0) & (rows.working_set_bytes > 0)]
-    if pts.empty:
-        return [_missing("dram_bw", "B/s", "no ok bandwidth rows")]
-    ws, bw = pts.working_set_bytes.to_numpy(float), pts.byte_per_s.to_numpy(float)
-    how = "cache sizes from device facts" if facts.get("cache_bytes") or facts.get(
-        "llc_bytes") else "no cache sizes in metadata: DRAM = the top two octaves of size"
-    fitted = []
-    for name, lo, hi, cap in cache_windows(facts, ws.max()):
-        inside = (ws >= lo) & (ws <= hi) if lo > 0 else ws <= hi
-        extra = {"ws_min": lo, "ws_max": hi, "capacity_bytes": cap}
-        if not inside.any():
-            limit = f">= {lo:.3g} B" if math.isinf(hi) else f"in [{lo:.3g}, {hi:.3g}] B"
-            fitted.append(_missing(name, "B/s", f"no working set {limit}") | extra)
-            continue
-        top = top_plateau(bw[inside])
-        plateau, on = bw[inside][top], ws[inside][top]
-        if np.unique(on).size < 2 and name != "dram_bw":
-            fitted.append(_missing(name, "B/s", "plateau spans a single size") | extra)
-            continue
-        if plateau.size < MIN_POINTS:
-            fitted.append(_missing(name, "B/s", "a single point on the plateau") | extra)
-            continue
-        # ws_min/ws_max: the sizes the plateau spans (inside the level's window)
-        fitted.append(_row(name, float(np.median(plateau)), "B/s",
-                           f"median of the top plateau ({how})", int(plateau.size),
-                           ci=bootstrap_median(plateau), points=pts[inside][top],
-                           ws_min=float(on.min()), ws_max=float(on.max()), capacity_bytes=cap))
-    # Keep a cache level only where the curve steps up above the next (larger) kept level.
-    kept, below = [], None
-    for r in reversed(fitted):
-        if below is not None and not math.isnan(r["value"]) and r["value"] < STEP * below:
-            r = _missing(r["ceiling"], "B/s",
-                         f"no plateau of its own: {r['value']:.3g} B/s is not {STEP:.2f}x "
-                         f"the next level's {below:.3g} B/s") | {
-                k: r[k] for k in ("ws_min", "ws_max", "capacity_bytes")}
-        elif not math.isnan(r["value"]):
-            below = r["value"]
-        kept.append(r)
-    return kept[::-1]
-
-
-def fit_l1(rows: pd.DataFrame) -> list[dict]:
-    """A GPU's L1: the top plateau of the l1 experiment's reread bandwidth over resident sizes
-    (the sizes that spill to L2 fall off it). Ranges are the aggregate working sets."""
-    pts = rows[rows.byte_per_s > 0]
-    if pts.empty:
-        return [_missing("l1_bw", "B/s", "no ok l1 rows")]
-    bw = pts.byte_per_s.to_numpy(float)
-    top = top_plateau(bw)
-    on = pts[top]
-    if len(on) < MIN_POINTS:
-        return [_missing("l1_bw", "B/s", "a single point on the reread plateau")]
-    return [_row("l1_bw", float(np.median(bw[top])), "B/s", "median of the top plateau of "
-                 "blocks rereading resident tiles (l1 experiment)", int(top.sum()),
-                 ci=bootstrap_median(bw[top]), points=on,
-                 ws_min=float(on.working_set_bytes.min()), ws_max=float(on.working_set_bytes.max()))]
-
-
-def l1_step(fitted: list[dict]) -> list[dict]:
-    """Keep the l1 experiment's ceiling only where it stands STEP above L2 (else DRAM), as for the
-    cache levels of the bandwidth curve."""
-    below = next((c["value"] for name in ("l2_bw", "dram_bw") for c in fitted
-                  if c["ceiling"] == name and not math.isnan(c["value"])), None)
-    out = []
-    for c in fitted:
-        if c.get("method", "").endswith("(l1 experiment)") and below and c["value"] < STEP * below:
-            c = _missing("l1_bw", "B/s", f"no plateau of its own: {c['value']:.3g} B/s is not "
-                         f"{STEP:.2f}x the next level's {below:.3g} B/s")
-        out.append(c)
-    return out
 
 
 def fit_top(rows: pd.DataFrame, ceiling: str, what: str) -> list[dict]:

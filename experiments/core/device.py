@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 from filelock import FileLock, Timeout
 
+from experiments.core.cpus import read_topology
 from experiments.core.devicenames import DeviceError, check, gpu_indices
 
 log = logging.getLogger(__name__)
@@ -211,8 +212,10 @@ def _cpu_name() -> str:
 
 
 def _cpu_facts(dev: torch.device) -> DeviceFacts:
-    caches = _cpu_caches()
+    topo = read_topology()
+    caches = topo.cache_sizes() or _cpu_caches()
     llc = caches[max(caches)] if caches else 32 * 1024**2
+    team = topo.team()
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return DeviceFacts(
         device="cpu",
@@ -223,7 +226,13 @@ def _cpu_facts(dev: torch.device) -> DeviceFacts:
         memory_bytes=mem,
         llc_bytes=llc,
         cache_bytes=caches,
-        extra={"torch_threads": torch.get_num_threads(), "machine": platform.machine()},
+        # team: one CPU per physical core (the CPU kernels' threads); cache_total_bytes: what the
+        # team holds together per level (private caches add up over cores); numa: node -> CPUs
+        extra={"torch_threads": torch.get_num_threads(), "machine": platform.machine(),
+               "team": team, "placement": topo.placement(team),
+               "cache_total_bytes": topo.cache_total(team),
+               "numa": {str(n): list(c) for n, c in topo.nodes.items()},
+               "smt_per_core": max(len(c) for c in topo.cores)},
     )
 
 

@@ -1,0 +1,155 @@
+"""rooflab's CPU ceilings beside public peers on the same machine: STREAM's triad (DRAM),
+mixbench-cpu's peak (vector FMA, fp32/fp64) and the best torch.mm over n = 2048, 4096, 8192
+(matrix). For comparison only: rooflab neither ships nor calls the peers.
+
+  python bench/cpu_peers.py build SRC BUILD   # SRC holds STREAM/ and mixbench/ (.peers/)
+  python bench/cpu_peers.py peers BUILD OUT   # runs them and torch.mm, writes OUT/peers.json
+  python bench/cpu_peers.py table OUT CEILINGS  # the side-by-side table (OUT/cpu_peers.csv)
+
+Peers run as their authors document them: gcc -O3 -march=native -fopenmp, one OpenMP thread per
+physical core, pinned (OMP_PLACES=cores, OMP_PROC_BIND=spread); STREAM's arrays 8x the LLC
+(all sockets'), at least 100 M doubles.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def _machine():
+    from experiments.core.cpus import read_topology
+    topo = read_topology()
+    llc = max(topo.cache_total(topo.team()).values(), default=32 << 20)
+    return topo, llc
+
+
+def _omp_env(threads: int) -> dict:
+    return os.environ | {"OMP_NUM_THREADS": str(threads), "OMP_PLACES": "cores",
+                         "OMP_PROC_BIND": "spread"}
+
+
+def build(src: Path, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    _, llc = _machine()
+    n = max(100_000_000, 8 * llc // 8)  # doubles per array
+    flags = ["-O3", "-march=native", "-fopenmp"]
+    subprocess.run(["gcc", *flags, "-mcmodel=medium", f"-DSTREAM_ARRAY_SIZE={n}", "-DNTIMES=20",
+                    str(src / "STREAM" / "stream.c"), "-o", str(out / "stream")], check=True)
+    mix = src / "mixbench" / "mixbench-cpu"
+    (out / "version_info.h").write_text('#define VERSION_INFO "rooflab-peers"\n')
+    subprocess.run(["g++", "-std=c++17", *flags, "-funroll-loops",
+                    f"-I{src / 'mixbench' / 'include'}", f"-I{out}", str(mix / "main.cpp"),
+                    str(mix / "mix_kernels_cpu.cpp"), "-o", str(out / "mixbench-cpu")], check=True)
+    print(f"built STREAM ({n} doubles per array) and mixbench-cpu in {out}")
+
+
+def _stream(build_dir: Path, threads: int) -> dict:
+    text = subprocess.run([str(build_dir / "stream")], env=_omp_env(threads), check=True,
+                          capture_output=True, text=True).stdout
+    rates = {m[1].lower(): float(m[2]) * 1e6 for m in
+             re.finditer(r"^(Copy|Scale|Add|Triad):\s+([\d.]+)", text, re.M)}
+    return {"stream_" + k: v for k, v in rates.items()} | {"stream_log": text[-1500:]}
+
+
+def _mixbench(build_dir: Path, threads: int) -> dict:
+    # 8 Mi doubles (64 MB): the peak is compute-bound whatever the size, and the default 512 MB
+    # takes minutes at 512 iterations on a small CPU
+    text = subprocess.run([str(build_dir / "mixbench-cpu"), "8"], env=_omp_env(threads),
+                          check=True, capture_output=True, text=True).stdout
+    sp, dp = [], []
+    for line in text.splitlines():
+        cols = [c.strip() for c in line.split(",")]
+        if len(cols) >= 9 and cols[0].isdigit():
+            sp.append(float(cols[3]))
+            dp.append(float(cols[7]))
+    return {"mixbench_float32": max(sp) * 1e9, "mixbench_float64": max(dp) * 1e9,
+            "mixbench_log": text[-1500:]}
+
+
+def _torch_mm(dtypes=("float32", "bfloat16", "float16"), sizes=(2048, 4096, 8192)) -> dict:
+    """The best FLOP/s of torch.mm over `sizes` (its default threads: all of this process's
+    CPUs), at least 3 calls and 1 s per size; a size whose call would pass 10 s is left out."""
+    import torch
+    out = {}
+    for name in dtypes:
+        dt = getattr(torch, name)
+        best, last = 0.0, None
+        for n in sizes:
+            if last and last * 8 > 10:
+                break
+            a, b = torch.randn(n, n).to(dt), torch.randn(n, n).to(dt)
+            torch.mm(a, b)
+            reps, t0 = 0, time.perf_counter()
+            while reps < 3 or time.perf_counter() - t0 < 1.0:
+                t1 = time.perf_counter()
+                torch.mm(a, b)
+                last = time.perf_counter() - t1
+                best = max(best, 2 * n**3 / last)
+                reps += 1
+        out[f"torch_mm_{name}"] = best
+    return out
+
+
+def peers(build_dir: Path, out: Path) -> None:
+    topo, _ = _machine()
+    threads = len(topo.team())
+    res = {"threads": threads, "load_before": os.getloadavg()[0]}
+    res |= _stream(build_dir, threads)
+    res |= _mixbench(build_dir, threads)
+    res |= _torch_mm()
+    res["load_after"] = os.getloadavg()[0]
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "peers.json").write_text(json.dumps(res, indent=1))
+    print({k: v for k, v in res.items() if not k.endswith("_log")})
+
+
+# (rooflab ceiling, dtype, peer key, lower bound, upper bound) of the issue's comparison
+PAIRS = [("dram_bw", None, "stream_triad", 0.95, 1.05),
+         ("vector_flops", "float32", "mixbench_float32", 0.9, None),
+         ("vector_flops", "float64", "mixbench_float64", 0.9, None),
+         ("matrix_flops", "float32", "torch_mm_float32", 0.95, None),
+         ("matrix_flops", "bfloat16", "torch_mm_bfloat16", 0.95, None),
+         ("matrix_flops", "float16", "torch_mm_float16", 0.95, None)]
+
+
+def table(out: Path, ceilings: Path) -> None:
+    import pandas as pd
+    res = json.loads((out / "peers.json").read_text())
+    c = pd.read_parquet(ceilings)
+    c = c[(c.device_kind == "cpu") & (c.source == "run")]
+    rows = []
+    for ceiling, dtype, key, lo, hi in PAIRS:
+        hit = c[(c.ceiling == ceiling) & ((c.dtype == dtype) if dtype else True)]
+        ours = float(hit.value.iloc[0]) if len(hit) and hit.value.notna().iloc[0] else float("nan")
+        ci = (float(hit.ci_low.iloc[0]), float(hit.ci_high.iloc[0])) if len(hit) else (None, None)
+        peer = res.get(key, float("nan"))
+        ratio = ours / peer if peer else float("nan")
+        ok = ratio >= lo and (hi is None or ratio <= hi)
+        rows.append({"ceiling": ceiling, "dtype": dtype, "rooflab": ours, "ci_low": ci[0],
+                     "ci_high": ci[1], "peer": key, "peer_value": peer, "ratio": ratio,
+                     "target": f">= {lo}" + (f", <= {hi}" if hi else ""), "met": bool(ok)})
+    pd.DataFrame(rows).to_csv(out / "cpu_peers.csv", index=False)
+    print(f"\nCPU ceilings beside peers ({res['threads']} threads, load "
+          f"{res['load_before']:.1f} -> {res['load_after']:.1f}), G = 1e9 B/s or FLOP/s:")
+    print(f"{'ceiling':13} {'dtype':9} {'rooflab':>8} {'interval':>16} {'peer':>18} "
+          f"{'G':>8} {'ratio':>6}  target")
+    for r in rows:
+        ci = (f"[{r['ci_low'] / 1e9:.1f}, {r['ci_high'] / 1e9:.1f}]"
+              if r["ci_low"] is not None else "")
+        print(f"{r['ceiling']:13} {r['dtype'] or '':9} {r['rooflab'] / 1e9:8.1f} {ci:>16} "
+              f"{r['peer']:>18} {r['peer_value'] / 1e9:8.1f} {r['ratio']:6.2f}  {r['target']} "
+              f"{'ok' if r['met'] else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    cmd, args = sys.argv[1], [Path(a) for a in sys.argv[2:]]
+    {"build": build, "peers": peers, "table": table}[cmd](*args)

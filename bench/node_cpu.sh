@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# rooflab's CPU roofline beside STREAM, mixbench-cpu and torch.mm on the H200 node, in ONE command
+# (no network there): from the repository root, with .whl and .peers carried (both git-ignored):
+#   bash bench/node_cpu.sh
+# .peers holds the peers' sources as fetched (STREAM/, mixbench/). numba (rooflab's CPU kernels)
+# must be importable: where the image lacks it, a first call carrying .peers-whl (numba and
+# llvmlite cp312 wheels: 61 MB, too much to travel beside .whl) installs it:
+#   python3 -m pip install -q --no-index --find-links .peers-whl numba
+# Builds the peers (gcc -O3 -march=native -fopenmp), runs them while nothing else runs, then
+# rooflab's CPU sweep (snakemake, report included), then prints the side-by-side table last.
+# Files under $OUT: build.log, peers.json, sweep.log, ceilings.parquet, cpu_peers.csv, times.
+python3 -m pip install -q --no-index --find-links .whl snakemake hydra-core || exit 1
+python3 -c "import numba" || { echo "numba is missing: install it from .peers-whl first"; exit 1; }
+set -euo pipefail
+OUT=${OUT:-/tmp/rooflab-node-cpu}
+RESULTS=$(mktemp -d)/results
+mkdir -p "$OUT"
+python3 bench/cpu_peers.py build "${PEERS:-.peers}" "$OUT/peers-build" > "$OUT/build.log" 2>&1
+uptime | tee "$OUT/load.txt"
+python3 bench/cpu_peers.py peers "$OUT/peers-build" "$OUT" 2>&1 | tail -2
+rm -rf "$OUT/peers-build"
+t0=$(date +%s)
+python3 -m snakemake --cores all --config 'devices=["cpu"]' "results=$RESULTS" > "$OUT/sweep.log" 2>&1 \
+  || { tail -30 "$OUT/sweep.log"; exit 1; }
+echo "cpu sweep (cold, report included): $(( $(date +%s) - t0 )) s" | tee "$OUT/times.txt"
+cp "$RESULTS/roofline/ceilings.parquet" "$OUT/"
+cp -r "$RESULTS/measurements" "$OUT/"; cp "$RESULTS"/report*.html "$OUT/" 2>/dev/null || true
+python3 bench/cpu_peers.py table "$OUT" "$OUT/ceilings.parquet"

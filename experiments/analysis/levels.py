@@ -1,0 +1,157 @@
+"""The bandwidth ceilings of the memory levels: L1, L2, LLC and DRAM windows of the bandwidth
+curve (the methods: analysis/roofline.py's docstring), and a GPU's L1 from the l1 experiment.
+
+CPU windows use the cache that the measuring threads hold together (device facts
+extra.cache_total_bytes: private L1/L2 add up over cores), where the facts have it.
+DRAM is the curve's asymptote: points of the DRAM window no faster than DRAM_CAP x the median of
+its largest working set's points. A working set a few times the LLC still reads partly from it
+(on a 2-core VM with a 32 MB L3, 200 MB read 50-53 GB/s, 0.5-0.8 GB 33-36, STREAM's triad 32-33).
+Rows of a NUMA node alone (params scope "numa<N>", bandwidth experiment) give dram_bw_numa<N>.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+
+from experiments.analysis.plateaus import (MIN_POINTS, bootstrap_median, ceiling_row, missing_row,
+                                           top_plateau)
+
+STEP = 1.15  # a cache plateau must stand this much above the next level's
+RESIDENT, PAST, DRAM_PAST = 0.5, 2.0, 4.0
+# A GPU's L2 is one level shared by every SM: its window reaches the whole capacity, and the top
+# plateau inside it finds where the curve really sits (an H200 moves 5.9 TB/s at 34 MB of its
+# 60 MB L2, past the half-cache mark, and DRAM speed by 50 MB).
+RESIDENT_GPU = 1.0
+
+
+def resident(facts: dict) -> float:
+    """Share of a cache's capacity a working set may fill and still count as resident in it."""
+    return RESIDENT_GPU if facts.get("kind") == "cuda" else RESIDENT
+
+
+DRAM_CAP = 1.1  # DRAM points no faster than this x the largest working set's median
+LARGEST = 1.5  # "the largest working set": within this factor of the largest
+
+
+def cache_windows(facts: dict, ws_max: float):
+    """[(ceiling, lo, hi, capacity)]: working-set windows of each cache level and of DRAM."""
+    caches = dict((facts.get("extra") or {}).get("cache_total_bytes") or facts.get("cache_bytes")
+                  or {})
+    if not caches and facts.get("llc_bytes"):
+        caches = {"LLC": facts["llc_bytes"]}
+    levels = sorted((size, name) for name, size in caches.items() if size)
+    windows, lo = [], 0.0
+    for size, name in levels:
+        windows.append((f"{name.lower()}_bw", lo, resident(facts) * size, size))
+        lo = PAST * size
+    dram_lo = DRAM_PAST * levels[-1][0] if levels else ws_max / 4  # no facts: top two octaves
+    windows.append(("dram_bw", dram_lo, math.inf, None))
+    return windows
+
+
+def scope(params) -> str:
+    """A bandwidth row's threads: "machine" (all cores), or "numa<N>" (one node's cores)."""
+    try:
+        params = json.loads(params) if isinstance(params, str) else params
+    except ValueError:
+        params = None
+    return (params.get("scope") if isinstance(params, dict) else None) or "machine"
+
+
+def below_shadow(ws: np.ndarray, bw: np.ndarray) -> np.ndarray:
+    """Mask of DRAM-window points no faster than DRAM_CAP x the median of the largest working
+    set's points: faster ones still read partly from the LLC."""
+    largest = ws >= ws.max() / LARGEST
+    return bw <= DRAM_CAP * float(np.median(bw[largest]))
+
+
+def fit_bandwidth(rows: pd.DataFrame, facts: dict) -> list[dict]:
+    """The machine's levels, then DRAM per NUMA node where rows ran on one node alone."""
+    scopes = rows.params.map(scope) if "params" in rows else pd.Series("machine", rows.index)
+    out = fit_levels(rows[scopes == "machine"], facts)
+    for name in sorted(set(scopes) - {"machine"}):
+        dram = next(c for c in fit_levels(rows[scopes == name], facts) if c["ceiling"] == "dram_bw")
+        out.append(dram | {"ceiling": f"dram_bw_{name}"})
+    return out
+
+
+def fit_levels(rows: pd.DataFrame, facts: dict) -> list[dict]:
+    pts = rows[(rows.byte_per_s > 0) & (rows.working_set_bytes > 0)]
+    if pts.empty:
+        return [missing_row("dram_bw", "B/s", "no ok bandwidth rows")]
+    ws, bw = pts.working_set_bytes.to_numpy(float), pts.byte_per_s.to_numpy(float)
+    how = "cache sizes from device facts" if facts.get("cache_bytes") or facts.get(
+        "llc_bytes") else "no cache sizes in metadata: DRAM = the top two octaves of size"
+    fitted = []
+    for name, lo, hi, cap in cache_windows(facts, ws.max()):
+        inside = (ws >= lo) & (ws <= hi) if lo > 0 else ws <= hi
+        extra = {"ws_min": lo, "ws_max": hi, "capacity_bytes": cap}
+        if not inside.any():
+            limit = f">= {lo:.3g} B" if math.isinf(hi) else f"in [{lo:.3g}, {hi:.3g}] B"
+            fitted.append(missing_row(name, "B/s", f"no working set {limit}") | extra)
+            continue
+        if name == "dram_bw":  # the asymptote, not the LLC's shadow
+            idx = np.flatnonzero(inside)
+            inside[idx[~below_shadow(ws[idx], bw[idx])]] = False
+        top = top_plateau(bw[inside])
+        plateau, on = bw[inside][top], ws[inside][top]
+        if np.unique(on).size < 2 and name != "dram_bw":
+            fitted.append(missing_row(name, "B/s", "plateau spans a single size") | extra)
+            continue
+        if plateau.size < MIN_POINTS:
+            fitted.append(missing_row(name, "B/s", "a single point on the plateau") | extra)
+            continue
+        # ws_min/ws_max: the sizes the plateau spans (inside the level's window)
+        fitted.append(ceiling_row(name, float(np.median(plateau)), "B/s",
+                                  f"median of the top plateau ({how})", int(plateau.size),
+                                  ci=bootstrap_median(plateau), points=pts[inside][top],
+                                  ws_min=float(on.min()), ws_max=float(on.max()),
+                                  capacity_bytes=cap))
+    # Keep a cache level only where the curve steps up above the next (larger) kept level.
+    kept, below = [], None
+    for r in reversed(fitted):
+        if below is not None and not math.isnan(r["value"]) and r["value"] < STEP * below:
+            r = missing_row(r["ceiling"], "B/s",
+                            f"no plateau of its own: {r['value']:.3g} B/s is not {STEP:.2f}x "
+                            f"the next level's {below:.3g} B/s") | {
+                k: r[k] for k in ("ws_min", "ws_max", "capacity_bytes")}
+        elif not math.isnan(r["value"]):
+            below = r["value"]
+        kept.append(r)
+    return kept[::-1]
+
+
+def fit_l1(rows: pd.DataFrame) -> list[dict]:
+    """A GPU's L1: the top plateau of the l1 experiment's reread bandwidth over resident sizes
+    (the sizes that spill to L2 fall off it). Ranges are the aggregate working sets."""
+    pts = rows[rows.byte_per_s > 0]
+    if pts.empty:
+        return [missing_row("l1_bw", "B/s", "no ok l1 rows")]
+    bw = pts.byte_per_s.to_numpy(float)
+    top = top_plateau(bw)
+    on = pts[top]
+    if len(on) < MIN_POINTS:
+        return [missing_row("l1_bw", "B/s", "a single point on the reread plateau")]
+    return [ceiling_row("l1_bw", float(np.median(bw[top])), "B/s", "median of the top plateau "
+                        "of blocks rereading resident tiles (l1 experiment)", int(top.sum()),
+                        ci=bootstrap_median(bw[top]), points=on,
+                        ws_min=float(on.working_set_bytes.min()),
+                        ws_max=float(on.working_set_bytes.max()))]
+
+
+def l1_step(fitted: list[dict]) -> list[dict]:
+    """Keep the l1 experiment's ceiling only where it stands STEP above L2 (else DRAM), as for the
+    cache levels of the bandwidth curve."""
+    below = next((c["value"] for name in ("l2_bw", "dram_bw") for c in fitted
+                  if c["ceiling"] == name and not math.isnan(c["value"])), None)
+    out = []
+    for c in fitted:
+        if c.get("method", "").endswith("(l1 experiment)") and below and c["value"] < STEP * below:
+            c = missing_row("l1_bw", "B/s", f"no plateau of its own: {c['value']:.3g} B/s is not "
+                            f"{STEP:.2f}x the next level's {below:.3g} B/s")
+        out.append(c)
+    return out

@@ -1,0 +1,146 @@
+"""The CPU's topology from sysfs, the teams placed on it and the fits per NUMA node, on a fake
+two-socket server (a sysfs tree in tmp_path): 2 sockets x 2 cores x 2 SMT threads, one NUMA node
+per socket, 32 KiB L1 and 1 MiB L2 per core, a 16 MiB L3 per socket."""
+
+import json
+import os
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from experiments import bandwidth
+from experiments.analysis import levels
+from experiments.core.cpus import format_cpus, read_topology
+from experiments.kernels.cpu_team import Team, split
+
+SIBLINGS = {0: "0,4", 1: "1,5", 2: "2,6", 3: "3,7"}
+NODES = {0: "0-1,4-5", 1: "2-3,6-7"}
+MIB = 1 << 20
+
+
+def _write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text + "\n")
+
+
+@pytest.fixture
+def server(tmp_path):
+    for cpu in range(8):
+        core = cpu % 4
+        base = tmp_path / "cpu" / f"cpu{cpu}"
+        _write(base / "topology" / "thread_siblings_list", SIBLINGS[core])
+        caches = [(1, "Data", "32K", SIBLINGS[core]), (1, "Instruction", "32K", SIBLINGS[core]),
+                  (2, "Unified", "1024K", SIBLINGS[core]), (3, "Unified", "16M", NODES[core // 2])]
+        for i, (level, kind, size, shared) in enumerate(caches):
+            for name, value in (("level", level), ("type", kind), ("size", size),
+                                ("shared_cpu_list", shared)):
+                _write(base / "cache" / f"index{i}" / name, str(value))
+    for node, cpus in NODES.items():
+        _write(tmp_path / "node" / f"node{node}" / "cpulist", cpus)
+    return tmp_path
+
+
+def test_one_thread_per_physical_core_and_the_caches_they_hold(server):
+    topo = read_topology(server, allowed=range(8))
+    assert topo.cores == ((0, 4), (1, 5), (2, 6), (3, 7))
+    assert topo.nodes == {0: (0, 1, 4, 5), 1: (2, 3, 6, 7)}
+    assert topo.team() == [0, 1, 2, 3] and topo.team(node=1) == [2, 3]
+    assert topo.cache_sizes() == {"L1": 32 << 10, "L2": MIB, "L3": 16 * MIB}
+    # private L1/L2 add up over the team's cores, each socket's L3 counts once
+    assert topo.cache_total([0, 1, 2, 3]) == {"L1": 128 << 10, "L2": 4 * MIB, "L3": 32 * MIB}
+    assert topo.cache_total([2, 3]) == {"L1": 64 << 10, "L2": 2 * MIB, "L3": 16 * MIB}
+    assert topo.placement([0, 1, 2, 3]) == {"threads": 4, "cores": 4, "smt": False,
+                                            "numa_nodes": [0, 1], "cpus": "0-3"}
+    assert topo.placement([0, 4]) | {"cpus": ""} == {"threads": 2, "cores": 1, "smt": True,
+                                                      "numa_nodes": [0], "cpus": ""}
+
+
+def test_a_slurm_allocation_keeps_only_its_cpus(server):
+    topo = read_topology(server, allowed={0, 1, 4})
+    assert topo.cores == ((0, 4), (1,)) and topo.team() == [0, 1]
+    assert topo.nodes == {0: (0, 1, 4)}
+    assert format_cpus({0, 1, 2, 5, 7, 8}) == "0-2,5,7-8"
+
+
+def test_each_numa_node_runs_the_dram_sizes_alone(server):
+    topo = read_topology(server, allowed=range(8))
+    facts = SimpleNamespace(llc_bytes=16 * MIB, cache_bytes=topo.cache_sizes(), extra={
+        "team": topo.team(), "cache_total_bytes": topo.cache_total(topo.team()),
+        "numa": {str(n): list(c) for n, c in topo.nodes.items()}})
+    cfg = SimpleNamespace(from_machine=True, sizes=[1], level_points=2, dram_arrays=[4, 8])
+    ctx = SimpleNamespace(device=SimpleNamespace(type="cpu"), dtype="float32", facts=facts)
+    sizes = bandwidth.machine_sizes(cfg, facts)
+    # from a fraction of the team's L1 to arrays of 8x both sockets' L3
+    assert min(sizes) <= (128 << 10) / 16 and max(sizes) == 8 * 32 * MIB
+    teams = bandwidth._teams(ctx, sizes)
+    assert [(scope, cpus) for scope, cpus, _ in teams] == [
+        ("machine", [0, 1, 2, 3]), ("numa0", [0, 1]), ("numa1", [2, 3])]
+    assert teams[0][2] == sizes and teams[1][2] == teams[2][2] == [128 * MIB, 256 * MIB]
+
+
+def _rows(points):
+    """Bandwidth rows: (scope, working set, GB/s)."""
+    return pd.DataFrame({"working_set_bytes": [w for _, w, _ in points],
+                         "byte_per_s": [b * 1e9 for _, _, b in points],
+                         "params": [json.dumps({"scope": s}) for s, _, _ in points]})
+
+
+def test_dram_is_fitted_per_numa_node_and_for_the_machine():
+    facts = {"kind": "cpu", "llc_bytes": 32 * MIB, "cache_bytes": {"L3": 32 * MIB}}
+    big = [256 * MIB, 384 * MIB, 512 * MIB, 768 * MIB]
+    pts = ([("machine", w, b) for w, b in zip(big, [200, 204, 198, 202])]
+           + [("numa0", w, b) for w, b in zip(big, [101, 99, 100, 102])]
+           + [("numa1", w, b) for w, b in zip(big, [97, 95, 96, 98])])
+    fitted = {c["ceiling"]: c for c in levels.fit_bandwidth(_rows(pts), facts)}
+    assert fitted["dram_bw"]["value"] == pytest.approx(201e9)
+    assert fitted["dram_bw_numa0"]["value"] == pytest.approx(100.5e9)
+    assert fitted["dram_bw_numa1"]["value"] == pytest.approx(96.5e9)
+
+
+def test_dram_leaves_out_the_llc_shadow():
+    # what the 2-core VM showed: 200 MB read 50-53 GB/s, its largest sizes 33-36
+    facts = {"kind": "cpu", "llc_bytes": 32 * MIB, "cache_bytes": {"L3": 32 * MIB}}
+    pts = [("machine", 200 * MIB, b) for b in (50, 53, 51)] + [
+        ("machine", 512 * MIB, b) for b in (35, 34, 36)] + [
+        ("machine", 768 * MIB, b) for b in (33, 34, 35)]
+    dram = next(c for c in levels.fit_bandwidth(_rows(pts), facts) if c["ceiling"] == "dram_bw")
+    assert dram["value"] == pytest.approx(34.5e9) and dram["ws_min"] == 512 * MIB
+    assert dram["ci_high"] < 40e9
+
+
+def test_a_team_pins_each_worker_to_its_cpu():
+    cpus = sorted(os.sched_getaffinity(0))
+    seen = {}
+    team = Team(cpus)
+    try:
+        team.run(lambda i: seen.__setitem__(i, os.sched_getaffinity(0)), [(i,) for i in cpus])
+    finally:
+        team.close()
+    assert seen == {c: {c} for c in cpus}
+
+
+@pytest.mark.parametrize("n, workers, align", [(10, 3, 4), (4096, 2, 64), (1, 4, 16)])
+def test_split_covers_every_item_once_on_aligned_bounds(n, workers, align):
+    parts = split(n, workers, align)
+    assert len(parts) == workers and parts[0][0] == 0 and parts[-1][1] == n
+    assert all(a[1] == b[0] for a, b in zip(parts, parts[1:]))
+    assert all(lo % align == 0 for lo, _ in parts)
+    assert np.all(np.diff([lo for lo, _ in parts]) >= 0)
+
+
+def test_a_narrow_cache_window_still_gets_two_working_sets():
+    # a Sapphire Rapids-like node: 16 cores x 2 MiB L2 = 32 MiB, beside a 157 MB L3 (window
+    # [64, 78] MB of working set: no array size puts every op inside it)
+    from experiments.analysis.levels import cache_windows
+    totals = {"L1": 16 * 48 << 10, "L2": 32 * MIB, "L3": 157_286_400}
+    facts = SimpleNamespace(llc_bytes=totals["L3"], cache_bytes={}, extra={
+        "cache_total_bytes": totals})
+    cfg = SimpleNamespace(level_points=2, dram_arrays=[4, 8])
+    sizes = bandwidth.machine_sizes(cfg, facts)
+    _, lo, hi, _ = next(w for w in cache_windows({"kind": "cpu", "extra": facts.extra}, 1)
+                        if w[0] == "l3_bw")
+    inside = {k * s for s in sizes for k in (2, 3) if lo <= k * s <= hi}
+    assert len(inside) >= 2
+    assert max(sizes) >= 8 * 157_000_000  # the 1.3 GB arrays
