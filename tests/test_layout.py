@@ -17,8 +17,6 @@ MAX_LINES = 400
 # split is merged. Nothing else may be added here.
 BEING_SPLIT = {
     "experiments/report/render.py",  # the report helper: render only, no computing
-    "experiments/analysis/roofline.py",  # the CPU helper: the fit apart from the ceilings
-    "tests/test_conditions.py",  # the test split: unit and system tests apart
 }
 # What an experiment module defines (experiments/__init__.py's registry and the runner use them).
 EXPERIMENT_API = {"NAME", "DESCRIPTION", "Config", "run", "points"}
