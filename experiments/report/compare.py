@@ -80,12 +80,22 @@ def load(path, sheets: list) -> Side:
 
 def pairs(a: Side, b: Side) -> list[tuple[str | None, str | None]]:
     """(system of A, system of B) to compare; None where a system has no partner."""
-    sa, sb = a.systems(), b.systems()
+    sa, sb = _measured_first(a), _measured_first(b)
     if len(sa) == 1 and len(sb) == 1:
         return [(sa.system[0], sb.system[0])]
-    by_device = dict(zip(sb.device, sb.system))
+    by_device = {}  # a device's system with the most rows beyond workloads (not a workload set)
+    for s in sb.itertuples():
+        by_device.setdefault(s.device, s.system)
     out = [(s.system, by_device.pop(s.device, None)) for s in sa.itertuples()]
     return out + [(None, s) for s in by_device.values()]
+
+
+def _measured_first(side: Side) -> pd.DataFrame:
+    """The side's systems, those with more rows beyond workloads first."""
+    s = side.systems()
+    rows = side.ds.rows
+    n = [int(((rows.system == x) & (rows.experiment != "workload")).sum()) for x in s.system]
+    return s.assign(_n=n).sort_values("_n", ascending=False, kind="stable").reset_index(drop=True)
 
 
 def _ceilings(side: Side, system: str | None) -> pd.DataFrame:

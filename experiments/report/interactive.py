@@ -83,7 +83,9 @@ def figure(systems: list[Roofs], points: list[Point], title: str = "", height: i
     points = [p for p in points if p.intensity > 0 and p.flop_per_s > 0]
     if not available() or not points and not any(s.memory or s.compute for s in systems):
         return None
-    (x_lo, x_hi), (y_lo, y_hi) = _range(systems, points)
+    # the view opens on what is shown at start (ncu's L2/L1 points are a click and a zoom away)
+    (x_lo, x_hi), (y_lo, y_hi) = _range(systems, [p for p in points
+                                                  if p.kind not in HIDDEN_AT_START] or points)
     fig = bk_figure(title=title, x_axis_type="log", y_axis_type="log", height=height,
                     sizing_mode="stretch_width", x_range=(x_lo, x_hi), y_range=(y_lo, y_hi),
                     tools="pan,wheel_zoom,box_zoom,reset,save", active_drag="pan",
@@ -98,7 +100,9 @@ def figure(systems: list[Roofs], points: list[Point], title: str = "", height: i
     items, roof_renderers = [], []
     for i, s in enumerate(systems):
         color, dash = SYSTEM_STYLE[i % len(SYSTEM_STYLE)]
-        renderers = _roofs(fig, s, (x_lo, x_hi), y_lo, color, dash, len(systems) > 1)
+        # labels on the first system's roofs only: overlaid ones would print over each other
+        # (the others are named by hover and the legend)
+        renderers = _roofs(fig, s, (x_lo, x_hi), y_lo, color, dash, labelled=i == 0)
         roof_renderers += renderers[:1]
         if renderers:
             items.append(LegendItem(label=f"{s.name}: roofs", renderers=renderers))
@@ -117,15 +121,17 @@ def figure(systems: list[Roofs], points: list[Point], title: str = "", height: i
             r = fig.scatter("x", "y", source=src, marker=marker, size=size, line_color=color,
                             fill_color=color if filled else None, fill_alpha=0.75,
                             line_width=1.5, visible=kind not in HIDDEN_AT_START)
-            renderers.append(r)
+            if kind not in HIDDEN_AT_START:  # a legend entry greys out unless all it holds shows
+                renderers.append(r)
             by_kind.setdefault(kind, []).append(r)
         items.append(LegendItem(label=group, renderers=renderers))
     if len(by_kind) > 1:  # a second way to toggle: by kind of point, its entry drawn in grey
         for kind, rs in by_kind.items():
             marker, size, filled = MARKERS[kind]
             key = fig.scatter([], [], marker=marker, size=size, line_color="#777",
-                              fill_color="#777" if filled else None, line_width=1.5)
-            items.append(LegendItem(label=kind, renderers=[key, *rs]))
+                              fill_color="#777" if filled else None, line_width=1.5,
+                              visible=kind not in HIDDEN_AT_START)
+            items.append(LegendItem(label=kind, renderers=[*rs, key]))
     point_renderers = [r for rs in by_kind.values() for r in rs]
     if point_renderers:
         fig.add_tools(HoverTool(renderers=point_renderers, tooltips=[("", "@text")]))
@@ -138,7 +144,7 @@ def figure(systems: list[Roofs], points: list[Point], title: str = "", height: i
     return fig
 
 
-def _roofs(fig, s: Roofs, xr, y_lo, color, dash, name_them) -> list:
+def _roofs(fig, s: Roofs, xr, y_lo, color, dash, labelled: bool = True) -> list:
     """One system's memory slopes and compute roofs as one line set (hover names each), with
     labels; returns the renderers (one legend entry hides them all)."""
     from bokeh.models import ColumnDataSource
@@ -161,6 +167,8 @@ def _roofs(fig, s: Roofs, xr, y_lo, color, dash, name_them) -> list:
     lines = fig.multi_line("xs", "ys", source=ColumnDataSource(
         {"xs": xs, "ys": ys, "label": labels}), line_color=color, line_dash=dash, line_width=2,
         hover_line_width=4)
+    if not labelled:
+        return [lines]
     # labels: memory at the slope's left end, compute at the right end; a compute label within
     # 30 % of the one above it is left to the hover (close dtypes would overprint)
     tx, ty, tt, align, base = [], [], [], [], []

@@ -72,7 +72,17 @@ def _inliner(figures: dict):
 
 
 INTERNAL = re.compile(r"\s*\((?:seed|results|measurements)/[^)\s]*\)")  # "(seed/000_....txt)"
-SCIENTIFIC = re.compile(r"(?<![\w.])(\d+(?:\.(\d+))?)e([+-]\d+)\b")
+SCIENTIFIC = re.compile(r"(?<![\w.])(\d+(?:\.(\d+))?)e([+-]?\d+)\b( B\b)?")
+
+
+CONDITIONS = re.compile(r" \[([^\[\]]*of points throttled[^\[\]]*)\]$")
+
+
+def _conditions_note(m) -> str:
+    """A verdict's appended conditions, cut to what matters: the load, when there was one
+    (the clocks and power are on the first screen once)."""
+    load = [p for p in m.group(1).split("; ") if "under load" in p]
+    return f" [{'; '.join(load)}]" if load else ""
 
 
 def plain(text) -> str:
@@ -80,9 +90,10 @@ def plain(text) -> str:
     137,400,000,000; 3.8e-02 -> 0.038), CJK left out (a reader's browser may lack the font)."""
     if not isinstance(text, str):
         return ""
-    text = SCIENTIFIC.sub(lambda m: num(float(m.group(0)), max(1, len(m.group(2) or "") + 1)),
-                          text)
+    text = SCIENTIFIC.sub(lambda m: qty(float(m.group(1) + "e" + m.group(3)), "B") if m.group(4)
+                          else num(float(m.group(0)), max(1, len(m.group(2) or "") + 1)), text)
     text = INTERNAL.sub("", CJK.sub("", text)).replace(" n/a", " not measured")
+    text = CONDITIONS.sub(_conditions_note, text)
     return re.sub(r"\s{2,}", " ", re.sub(r"[\"“”「」]\s*[\"“”「」]|\(\s*\)", "", text)).strip()
 
 
@@ -156,9 +167,10 @@ def _claim_sections(table: pd.DataFrame) -> list[dict]:
         for c in (c for c in claims_mod.CLAIMS.values() if c.section is sec):
             rows = table[table.claim == c.id]
             announced = c.en.startswith(ANNOUNCED)
-            items.append({"id": c.id, "en": c.en.removeprefix(ANNOUNCED).capitalize()
-                          if announced else c.en, "announced": announced, "zh": c.zh,
-                          "prediction": c.prediction, "fails_if": c.fails_if,
+            items.append({"id": c.id, "en": plain(c.en.removeprefix(ANNOUNCED).capitalize()
+                                                  if announced else c.en),
+                          "announced": announced, "zh": c.zh,
+                          "prediction": plain(c.prediction), "fails_if": plain(c.fails_if),
                           "experiments": ", ".join(c.experiments),
                           "worked": _records(rows[rows.kind == claims_mod.WORKED]),
                           "measured": _records(rows[rows.kind == claims_mod.MEASURED])})
@@ -202,12 +214,18 @@ def _records(rows: pd.DataFrame) -> list[dict]:
     return out
 
 
+def _notes(frame: pd.DataFrame) -> list[dict]:
+    """Records with their text notes made plain (no scientific notation, no paths)."""
+    return [{k: plain(v) if k.endswith("_note") else v for k, v in r.items()}
+            for r in frame.to_dict("records")]
+
+
 def _energy(ds: Dataset) -> list[dict]:
     """pJ per FLOP (GEMM, FMA) and per DRAM byte, with the clock and power they ran at."""
     facts = {s: ds.facts(s) for s in ds.systems().system}
     table = health.energy_table(ds.rows, facts)
     table = table[table.value.notna()]
-    return [{"system": r["system"], "dtype": r["dtype"], "what": r["note"],
+    return [{"system": r["system"], "dtype": r["dtype"], "what": plain(r["note"]),
              "value": f"{num(r['value'])} {r['unit']}", "points": int(r["points"]),
              "conditions": _conditions(r)} for r in table.to_dict("records")]
 
@@ -292,7 +310,7 @@ def render(ds: Dataset, ceilings: pd.DataFrame, sheets: list, figures_dir,
         sections=_claim_sections(table), all_claims=_records(table), figures=figures,
         inline=_inliner(figures), shown=[],
         provenance=provenance.provenance(ds), ceilings=fitted, unfitted=unfitted,
-        knees=knees.to_dict("records"), statuses=_statuses(ds),
+        knees=_notes(knees), statuses=_statuses(ds),
         ignored=[(_short(p), plain(why)) for p, why in sorted(ds.ignored.items())],
         duplicates=[{"kept": _short(d.get("kept")), "dropped": _short(d.get("dropped")),
                      "rows": d.get("rows")} for d in ds.duplicates],

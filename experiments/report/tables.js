@@ -1,3 +1,20 @@
+// Chinese text where the reader's browser has no CJK font would draw as empty boxes: then it is
+// hidden, with a note. (A glyph a font lacks is drawn as the same box whatever the character.)
+(function () {
+  function pixels(text) {
+    const canvas = document.createElement("canvas");
+    canvas.width = canvas.height = 24;
+    const c = canvas.getContext("2d");
+    c.font = getComputedStyle(document.body).fontSize + " " + getComputedStyle(document.body).fontFamily;
+    c.fillText(text, 2, 20);
+    return Array.from(c.getImageData(0, 0, 24, 24).data).join(",");
+  }
+  if (pixels("\u7406") === pixels("\uE000")) {  // 理 drawn as the box of a private-use code point
+    document.querySelectorAll('[lang="zh"]').forEach((e) => { e.hidden = true; });
+    const note = document.getElementById("no-cjk");
+    if (note) note.hidden = false;
+  }
+})();
 // Every table.data: sort on a click on its header (numbers with SI prefixes as numbers), a CSV
 // of what it shows, and at narrow widths its optional columns (th.opt) behind "all columns".
 (function () {

@@ -83,7 +83,8 @@ def section(ds: Dataset, ceilings: pd.DataFrame, sheets) -> dict:
     errors += [e | {"what": "aten ops"} for e in
                placements.model_error_summary(op_err).to_dict("records")]
     summed = placements.call_from_ops(ops, calls)
-    knees = placements.knees(ds, ceilings).to_dict("records")
+    from experiments.report.render import _notes
+    knees = _notes(placements.knees(ds, ceilings))
     return {"rows": rows, "errors": errors, "knees": knees, "points": points(calls, ops),
             "sheets": _on_datasheets(calls, sheets), "ops": _op_rows(ops),
             "calls": [{"system": c["system"], "workload": c["workload"], "dtype": c["dtype"],
