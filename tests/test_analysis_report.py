@@ -64,6 +64,11 @@ def test_report_holds_every_claim_and_every_figure(rendered):
         assert (figures / f"{name}.png").stat().st_size > 0
         assert (figures / f"{name}.svg").stat().st_size > 0
         assert re.search(rf'<figure id="fig-{name}">\s*<svg', html)  # inlined: text, tooltips
+    # a figure serving two sections is drawn once, the second section links to it
+    assert all(html.count(f'<figure id="fig-{name}">') == 1 for name in FIGURES)
+    # tables sort and export (the inline script), offline: nothing fetched at view time
+    assert html.count('<table class="data"') >= 5 and "text/csv" in html
+    assert not re.search(r'<script[^>]+src=|<link[^>]+href="http', html)
     # two systems: one column each on the first screen, side by side
     first = html[html.index('id="summary"'):html.index('id="systems"')]
     assert first.count('<span class="machine">') == 3  # two CPUs and the published GPU
@@ -312,6 +317,7 @@ def test_the_first_screen_says_what_ran_how_long_and_what_went_wrong(tmp_path):
     assert first.count("no ok row in") == 1
     assert "no ok row in l1, timing: the claims that need them are not measurable here" in first
     assert re.search(r"does not hold: 1 C18\b", first)
+    assert not re.search(r"\b0 % of points", first)  # nothing that did not go wrong
     statuses = html[html.index('id="statuses"'):]
     assert "<details><summary>RuntimeError: CUDA error: an illegal memory access was " in statuses
 

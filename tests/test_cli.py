@@ -116,6 +116,16 @@ def test_report_rebuilds_from_a_results_folder_without_measuring(tmp_path, capsy
                  "figures/index.json", "report.html"):
         assert (res / name).is_file(), name
     assert "Test CPU 9000" in (res / "report.html").read_text()
+    # one screen on the terminal: the machine, its ceilings with intervals, the tally, the path
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "Test CPU 9000  (laptop, cpu)" and len(out) <= 40
+    assert max(map(len, out)) <= 100, max(out, key=len)
+    assert any(re.fullmatch(r"DRAM +[\d.]+ GB/s \[[\d.]+, [\d.]+\]", line) for line in out), out
+    assert any(line.startswith("claims on laptop: holds ") for line in out)
+    assert f"report: {res / 'report.html'}" in out and not any(" C4 " in line for line in out)
+    assert cli.main(["report", "--results", str(res), "--claims"]) == 0  # each claim, on request
+    detail = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  C")]
+    assert len(detail) >= 19 and max(map(len, detail)) <= 100
     assert cli.main(["report", "--results", str(tmp_path / "none")]) == 2
     assert "measurements.parquet not found" in capsys.readouterr().err
 

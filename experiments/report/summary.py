@@ -51,8 +51,10 @@ def summary(results, detail: bool = False) -> str:
         for verdict in glance.VERDICTS:
             ids = list(mine[mine.verdict == verdict].claim)
             if ids:
-                parts.append(f"{verdict} {len(ids)}" + (f" ({', '.join(ids)})"
-                                                        if verdict != claims_mod.HOLDS else ""))
+                # which do not hold, always; which are not measurable, when they are few
+                named = verdict == claims_mod.FAILS or (verdict != claims_mod.HOLDS
+                                                        and len(ids) <= 5)
+                parts.append(f"{verdict} {len(ids)}" + (f" ({', '.join(ids)})" if named else ""))
         lines.append(f"claims on {s.split(' @ ')[-1]}: " + ("; ".join(parts) or "none judged"))
         if detail:
             for r in mine.itertuples():
