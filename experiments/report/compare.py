@@ -170,6 +170,28 @@ def claims_table(a: Side, b: Side) -> pd.DataFrame:
     return table[cols]
 
 
+def workloads_table(a: Side, b: Side) -> pd.DataFrame:
+    """The workloads both sides measured (same workload, dtype and batch): each side's time per
+    call and B / A. A side that measured a point on several systems gives its measured-first
+    system's (the one with more than workload rows)."""
+    from experiments.report import workloads
+
+    key = ["workload", "dtype", "batch"]
+
+    def calls(side):
+        placed, _ = workloads.placed(side.ds, side.ceilings)
+        if placed.empty:
+            return pd.DataFrame(columns=key + ["time"])
+        order = {s: i for i, s in enumerate(_measured_first(side).system)}
+        placed = placed[placed.system.isin(order)].sort_values(
+            "system", key=lambda col: col.map(order), kind="stable")
+        return placed.drop_duplicates(key)[key + ["measured_time_s"]].rename(
+            columns={"measured_time_s": "time"})
+
+    both = calls(a).merge(calls(b), on=key, suffixes=("_a", "_b"))
+    return both.assign(ratio=both.time_b / both.time_a)
+
+
 def compare(path_a, path_b, datasheets_path) -> tuple[Side, Side, pd.DataFrame, pd.DataFrame]:
     sheets = datasheets.load(datasheets_path)
     a, b = load(path_a, sheets), load(path_b, sheets)

@@ -72,11 +72,15 @@ def html(a: Side, b: Side, ceilings: pd.DataFrame, table: pd.DataFrame, sheets=(
                        for why in (MEASURED_DIFFERENTLY, ONE_SIDE)},
             "same": [{"claim": r["claim"], "verdict": r["verdict_a"]}
                      for r in t[~t["differ"]].to_dict("records")]})
+    from experiments.report.compare import workloads_table
+    calls = [{"workload": r["workload"], "dtype": r["dtype"], "batch": f"{r['batch']:.0f}",
+              "a": qty(r["time_a"], "s"), "b": qty(r["time_b"], "s"),
+              "ratio": f"{r['ratio']:.2f}x"} for r in workloads_table(a, b).to_dict("records")]
     here = Path(__file__).parent
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(here), autoescape=True,
                              undefined=jinja2.StrictUndefined)
     return env.get_template("compare.html.j2").render(
-        a=_where(a.path), b=_where(b.path), groups=groups, plot=divs.get("roofline"),
+        a=_where(a.path), b=_where(b.path), groups=groups, calls=calls, plot=divs.get("roofline"),
         plot_script=script, bokeh_js=interactive.script() if divs else "",
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         tables_js=(here / "tables.js").read_text(), DIFFERS=DIFFERS)
