@@ -130,6 +130,18 @@ def test_report_rebuilds_from_a_results_folder_without_measuring(tmp_path, capsy
     assert "measurements.parquet not found" in capsys.readouterr().err
 
 
+def test_run_ends_with_the_summary_of_what_it_wrote(tmp_path, monkeypatch, capsys):
+    """After a sweep that succeeded, `run` prints the same one-screen summary as `report`."""
+    res = _results(tmp_path / "res", fx.cpu_rows(), fx.CPU)
+    assert cli.main(["report", "--results", str(res)]) == 0
+    summary = capsys.readouterr().out
+    monkeypatch.setattr(cli.subprocess, "call", lambda cmd, env: 0)  # the sweep, done
+    assert cli.main(["run", "--results", str(res)]) == 0
+    assert capsys.readouterr().out == summary
+    assert cli.main(["run", "--results", str(res), "-n"]) == 0  # a dry run: no summary
+    assert capsys.readouterr().out == ""
+
+
 def _args(*argv):
     args, extra = cli.parser().parse_known_args(["run", *argv])
     return cli.snakemake_args(args, extra, ROOT)

@@ -90,15 +90,18 @@ def glance(ds: Dataset, ceilings: pd.DataFrame, table: pd.DataFrame, sheets) -> 
         mine = measured[measured.system == s.system]
         judged = mine[mine.verdict != claims_mod.NOT_MEASURABLE]
         if not len(head[head.system == s.system]) and not len(judged):
-            others.append(f"{s.system}: {count(len(rows), 'row')} of "
-                          f"{', '.join(sorted(rows.experiment.unique()))}")
+            kinds = sorted(rows.experiment.unique())
+            others.append(f"{s.system}: {count(len(rows), 'workload row')}, placed on the "
+                          "roofline of the same device model" if kinds == ["workload"] else
+                          f"{s.system}: {count(len(rows), 'row')} of {', '.join(kinds)}, "
+                          "in their sections below")
             continue
         facts = ds.facts(s.system)
         cond = conds.get(s.system, {})
         sheet = datasheets.find(sheets, s.device_name)
         experiments = sorted(rows.experiment.unique())
         systems.append({
-            "system": s.system, "machine": s.device_name,
+            "system": s.system, "machine": s.device_name, "reference": s.source != "run",
             "where": f"{s.host}, {s.device}" + (f", {qty(facts['memory_bytes'], 'B')}"
                                                 if finite(facts.get("memory_bytes")) else "")
             + ("" if s.source == "run" else f"; {s.source}"),
