@@ -64,7 +64,7 @@ def test_nothing_to_collect_is_an_error(tmp_path):
 
 
 def test_a_gpu_pool_is_one_system_that_says_where_its_jobs_ran(tmp_path):
-    from experiments.report.render import _provenance
+    from experiments.report.provenance import provenance as _provenance
     from experiments.core.schema import to_table
     from experiments.core.store import write_atomic
 

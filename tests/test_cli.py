@@ -3,6 +3,8 @@ builds, the sweep from an empty directory, and one-line errors on bad input."""
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 import pytest
 import yaml
@@ -37,27 +39,51 @@ def two_gpus(tmp_path_factory):
 @pytest.mark.system
 def test_compare_shows_ceilings_with_ratio_and_the_claims_that_differ(two_gpus, tmp_path, capsys):
     a, b = two_gpus
-    assert cli.main(["compare", str(a), str(b), "--out", str(tmp_path / "cmp.csv")]) == 0
+    assert cli.main(["compare", str(a), str(b), "--out", str(tmp_path / "cmp.html")]) == 0
     shown = capsys.readouterr().out
-    assert "GEMM ceiling" in shown and "Claims that differ:" in shown
+    assert "GEMM ceiling" in shown
     # float32 GEMM also sets the FP32 compute C8 compares and the float32 knee C17 predicts
     slow_gemm = ["C8", "C11", "C17"]
-    assert [line.split()[0] for line in shown.split("Claims that differ:")[1].splitlines()[1:]] \
-        == slow_gemm
+    differ = shown.split("Claims that differ, measured differently (3):")[1].splitlines()[1:]
+    assert [line.split()[0] for line in differ] == slow_gemm
+    # each ceiling with both intervals, the ratio's interval and a call
+    gemm32 = next(line for line in shown.splitlines() if line.startswith("GEMM ceiling float32"))
+    assert re.search(r"TFLOP/s \[[\d.]+, [\d.]+\] .* 0\.1\dx \[0\.\d\d, 0\.\d\d\]\s+differs$",
+                     gemm32), gemm32
+    assert not re.search(r"\de[+-]\d|\bnan\b|n/a", shown)
 
-    ceilings = pd.read_csv(tmp_path / "cmp.csv", keep_default_na=False)
-    ratio = ceilings.set_index(["ceiling", "dtype"]).ratio.astype(float)
+    rows = pd.read_csv(tmp_path / "cmp.csv", keep_default_na=False)  # written beside the page
+    ceilings = rows[rows.kind == "ceiling"].set_index(["name", "dtype"])
+    ratio = ceilings.ratio.astype(float)
     assert ratio["matrix_flops", "float32"] == pytest.approx(0.1, rel=0.1)
     assert ratio["matrix_flops", "bfloat16"] == pytest.approx(1, rel=0.01)
     assert ratio["dram_bw", ""] == pytest.approx(1, rel=0.01)
-    claims = pd.read_csv(tmp_path / "cmp.claims.csv").set_index("claim")
+    assert ceilings.call["matrix_flops", "float32"] == "differs"
+    assert ceilings.call["dram_bw", ""] == "within noise"  # the same rows: the same interval
+    claims = rows[rows.kind == "claim"].set_index("name")
     assert (claims.verdict_a == "holds").all()
     assert (claims.loc[slow_gemm, "verdict_b"] == "does not hold").all()
-    assert claims.index[claims.differ].tolist() == slow_gemm
+    assert claims.index[claims.call != "same"].tolist() == slow_gemm
+    assert set(claims.loc[slow_gemm, "call"]) == {"measured differently"}
 
-    assert cli.main(["compare", str(a), str(b), "--out", str(tmp_path / "cmp.html")]) == 0
     html = (tmp_path / "cmp.html").read_text()
-    assert html.count("<table") == 2 and "GEMM ceiling" in html and "C11" in html
+    assert "GEMM ceiling float32" in html and "Claims measured differently (3)" in html
+    assert "const docs_json" in html and "https://" not in html.split("const docs_json")[1]
+    assert "A: " in html and "NVIDIA H200 (cuda:0)" in html  # the machines side by side
+    assert cli.main(["compare", str(a), str(b), "--out", str(tmp_path / "only.csv")]) == 0
+    assert not (tmp_path / "only.html").exists() and (tmp_path / "only.csv").is_file()
+
+
+def test_compare_groups_differing_verdicts_by_why():
+    assert cmp.why("holds", "does not hold") == cmp.MEASURED_DIFFERENTLY
+    assert cmp.why("holds", "not measurable here") == cmp.ONE_SIDE
+    assert cmp.why("", "holds") == cmp.ONE_SIDE
+    nan = float("nan")
+    row = {"value_a": 1.0, "value_b": 1.1, "ci_low_a": 0.9, "ci_high_a": 1.05, "ci_low_b": 1.0,
+           "ci_high_b": 1.2}
+    assert cmp.call(row) == cmp.WITHIN
+    assert cmp.call(row | {"ci_low_b": 1.06}) == cmp.DIFFERS
+    assert cmp.call(row | {"value_b": nan}) == "fitted on A only"
 
 
 @pytest.mark.system
@@ -93,8 +119,30 @@ def test_report_rebuilds_from_a_results_folder_without_measuring(tmp_path, capsy
                  "figures/index.json", "report.html"):
         assert (res / name).is_file(), name
     assert "Test CPU 9000" in (res / "report.html").read_text()
+    # one screen on the terminal: the machine, its ceilings with intervals, the tally, the path
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "Test CPU 9000  (laptop, cpu)" and len(out) <= 40
+    assert max(map(len, out)) <= 100, max(out, key=len)
+    assert any(re.fullmatch(r"DRAM +[\d.]+ GB/s \[[\d.]+, [\d.]+\]", line) for line in out), out
+    assert any(line.startswith("claims on laptop: holds ") for line in out)
+    assert f"report: {res / 'report.html'}" in out and not any(" C4 " in line for line in out)
+    assert cli.main(["report", "--results", str(res), "--claims"]) == 0  # each claim, on request
+    detail = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  C")]
+    assert len(detail) >= 19 and max(map(len, detail)) <= 100
     assert cli.main(["report", "--results", str(tmp_path / "none")]) == 2
     assert "measurements.parquet not found" in capsys.readouterr().err
+
+
+def test_run_ends_with_the_summary_of_what_it_wrote(tmp_path, monkeypatch, capsys):
+    """After a sweep that succeeded, `run` prints the same one-screen summary as `report`."""
+    res = _results(tmp_path / "res", fx.cpu_rows(), fx.CPU)
+    assert cli.main(["report", "--results", str(res)]) == 0
+    summary = capsys.readouterr().out
+    monkeypatch.setattr(cli.subprocess, "call", lambda cmd, env: 0)  # the sweep, done
+    assert cli.main(["run", "--results", str(res)]) == 0
+    assert capsys.readouterr().out == summary
+    assert cli.main(["run", "--results", str(res), "-n"]) == 0  # a dry run: no summary
+    assert capsys.readouterr().out == ""
 
 
 def _args(*argv):

@@ -2,7 +2,7 @@
 
     rooflab run [--quick | --full] [--cores N] [--results DIR] [SNAKEMAKE ARGS ...]
     rooflab place TARGET [--device ...]     # the same as python -m experiments place
-    rooflab report [--results DIR]
+    rooflab report [--results DIR] [--claims]
     rooflab compare A B [--out compare.html | compare.csv]
 
 `run` runs the Snakemake workflow (the sweep) with this directory as its working directory:
@@ -56,6 +56,8 @@ def parser() -> Parser:
                         help="the full preset: longer budgets, wider and finer sweeps")
     r.add_argument("--cores", type=cores, help="cores Snakemake may use (default: all)")
     r.add_argument("--results", help="results folder (default: the config's, results)")
+    r.add_argument("--claims", action="store_true",
+                   help="after the summary, each claim's verdict and numbers")
     sub.add_parser("place", help="place a callable on this device's roofline "
                                  "(rooflab place --help)", add_help=False)
     rep = sub.add_parser("report", help="rebuild the report from results already measured",
@@ -64,6 +66,8 @@ def parser() -> Parser:
     rep.add_argument("--results", default="results", help="results folder (default: results)")
     rep.add_argument("--datasheets", help="reference devices (default: ./config/datasheets.yaml "
                                           "if present, else the shipped one)")
+    rep.add_argument("--claims", action="store_true",
+                     help="after the summary, each claim's verdict and numbers")
     c = sub.add_parser("compare", help="two datasets side by side: ceilings and claims",
                        description="Fit both datasets and show their ceilings with the ratio "
                                    "B/A, and the claims whose verdicts differ. A and B: a "
@@ -118,7 +122,14 @@ def run(args, extra: list[str]) -> int:
     env = os.environ | {"PATH": os.pathsep.join([str(Path(sys.executable).parent),
                                                  os.environ.get("PATH", "")])}
     print(f"rooflab: snakemake {' '.join(cmd[3:])}", file=sys.stderr, flush=True)
-    return subprocess.call(cmd, env=env)
+    status = subprocess.call(cmd, env=env)
+    results = Path(args.results or next((a.split("=", 1)[1] for a in extra
+                                         if a.startswith("results=")), "results"))
+    if status == 0 and not {"-n", "--dry-run", "--dryrun"} & set(extra) \
+            and (results / "report.html").is_file():
+        from experiments.report.summary import summary
+        print(summary(results, detail=args.claims))
+    return status
 
 
 def report(args) -> int:
@@ -137,9 +148,18 @@ def report(args) -> int:
     if not Path(sheets).is_file():
         print(f"rooflab report: --datasheets {sheets}: no such file", file=sys.stderr)
         return 2
-    for step in pipeline.AFTER_COLLECT:
-        if status := analysis(pipeline.STEPS[step].argv(files)):
+    import contextlib
+    import io
+
+    for step in pipeline.AFTER_COLLECT:  # a step's lines kept for a failure; the summary says the rest
+        log = io.StringIO()
+        with contextlib.redirect_stderr(log):
+            status = analysis(pipeline.STEPS[step].argv(files))
+        if status:
+            print(log.getvalue(), end="", file=sys.stderr)
             return status
+    from experiments.report.summary import summary
+    print(summary(Path(args.results), detail=args.claims))
     return 0
 
 

@@ -1,0 +1,166 @@
+"""The first screen: per system, the machine, the headline ceilings with their intervals, the
+claims tally and what went wrong (only where something did, always with its numbers); and the
+roofs of every system for the interactive roofline."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from experiments import experiment_names
+from experiments.analysis import claims as claims_mod
+from experiments.analysis import datasheets, health, roofline
+from experiments.analysis.dataset import Dataset
+from experiments.analysis.units import finite
+from experiments.report import provenance
+from experiments.report.fmt import count, interval, qty, share
+from experiments.report.interactive import Roofs
+
+DTYPES = ("float64", "float32", "tf32", "float16", "bfloat16", "float8_e4m3", "float8_e5m2")
+MEMORY = ("dram_bw", "l3_bw", "l2_bw", "l1_bw")
+VERDICTS = (claims_mod.HOLDS, claims_mod.FAILS, claims_mod.NOT_MEASURABLE)
+
+
+def _dtype_rank(d) -> int:
+    return DTYPES.index(d) if d in DTYPES else len(DTYPES)
+
+
+def headline(ceilings: pd.DataFrame) -> pd.DataFrame:
+    """The fitted memory levels (DRAM first, then each cache), the FMA (vector) and GEMM (matrix)
+    roofs per dtype: the ceilings a reader looks for first."""
+    c = ceilings[ceilings.value.notna() & ceilings.ceiling.isin(
+        MEMORY + ("vector_flops", "matrix_flops"))].copy()
+    order = {k: i for i, k in enumerate(MEMORY + ("vector_flops", "matrix_flops"))}
+    c["_rank"] = [(order[k], _dtype_rank(d)) for k, d in zip(c.ceiling, c.dtype)]
+    return c.sort_values("_rank").drop(columns="_rank")
+
+
+def name(ceiling: str, dtype) -> str:
+    kind = {"vector_flops": "FMA", "matrix_flops": "GEMM"}.get(ceiling)
+    if kind:
+        return f"{kind} {dtype}"
+    return roofline.label(ceiling).replace(" bandwidth", "")
+
+
+def _problems(rows: pd.DataFrame, cond: dict) -> list[str]:
+    """What went wrong, each with its numbers: statuses that are not ok (per experiment), noisy,
+    contended or throttled points, experiments with no ok row, a CPU under load."""
+    out = [f"{len(g)} {status.replace('_', ' ')} ({', '.join(sorted(g.experiment.unique()))})"
+           for status, g in rows[~rows.status.isin(["ok", "not_applicable"])].groupby("status")]
+    # not applicable (one GPU: no peer copies) is no fault: the "no ok row" line names them
+    for flag in ("noisy", "contended", "throttled"):
+        n = int(rows[flag].fillna(False).astype(bool).sum()) if flag in rows else 0
+        if n:
+            out.append(f"{n} {flag} points")
+    none_ok = sorted(e for e, g in rows.groupby("experiment") if not (g.status == "ok").any())
+    if none_ok:  # one line for all of them: on a CPU these are most GPU experiments
+        out.append(f"no ok row in {', '.join(none_ok)}: the claims that need them are not "
+                   "measurable here")
+    if finite(cond.get("throttled_share")) and cond["throttled_share"] > 0:
+        out.append(f"{share(cond['throttled_share'])} of points throttled (thermal, or a low "
+                   "SM clock)")
+    load = claims_mod.under_load(cond)
+    out += [p for p in load.split("; ") if "under load" in p]
+    return out
+
+
+def _ran_at(cond: dict) -> str:
+    """The conditions the points ran under, when recorded (no zero shares)."""
+    parts = []
+    if finite(cond.get("median_sm_clock_mhz")):
+        parts.append(f"SM clock {cond['median_sm_clock_mhz']:.0f} MHz")
+    if finite(cond.get("median_power_w")):
+        parts.append(f"{cond['median_power_w']:.0f} W")
+    if finite(cond.get("median_cpu_freq_mhz")):
+        parts.append(f"CPU {cond['median_cpu_freq_mhz']:.0f} MHz")
+    text = " and ".join(parts) + " (medians)" if parts else ""
+    if finite(cond.get("power_capped_share")) and cond["power_capped_share"] > 0:
+        text += f"; power cap on {share(cond['power_capped_share'])} of points"
+    return text
+
+
+def glance(ds: Dataset, ceilings: pd.DataFrame, table: pd.DataFrame, sheets) -> dict:
+    """Columns: the systems with a fitted ceiling or a judged claim; `others`: systems that
+    measured only workloads (placed on another system's roofline), named in one line each."""
+    conds = health.system_conditions(ds.rows)
+    measured = table[table.kind == claims_mod.MEASURED]
+    head = headline(ceilings)
+    systems, others = [], []
+    for s in ds.systems().itertuples():
+        rows = ds.rows[ds.rows.system == s.system]
+        mine = measured[measured.system == s.system]
+        judged = mine[mine.verdict != claims_mod.NOT_MEASURABLE]
+        if not len(head[head.system == s.system]) and not len(judged):
+            kinds = sorted(rows.experiment.unique())
+            others.append(f"{s.system}: {count(len(rows), 'workload row')}, placed on the "
+                          "roofline of the same device model" if kinds == ["workload"] else
+                          f"{s.system}: {count(len(rows), 'row')} of {', '.join(kinds)}, "
+                          "in their sections below")
+            continue
+        facts = ds.facts(s.system)
+        cond = conds.get(s.system, {})
+        sheet = datasheets.find(sheets, s.device_name)
+        experiments = sorted(rows.experiment.unique())
+        systems.append({
+            "system": s.system, "machine": s.device_name, "reference": s.source != "run",
+            "where": f"{s.host}, {s.device}" + (f", {qty(facts['memory_bytes'], 'B')}"
+                                                if finite(facts.get("memory_bytes")) else "")
+            + ("" if s.source == "run" else f"; {s.source}"),
+            "sheet": sheet.name if sheet else "",
+            "measured": f"{count(len(rows), 'row')} of {count(len(experiments), 'experiment')}",
+            "experiments": experiments,
+            "missing": [e for e in experiment_names() if e not in set(experiments)],
+            "took": provenance.took(ds, s.system, rows),
+            "tally": {v: sorted(mine[mine.verdict == v].claim, key=_claim_rank)
+                      for v in VERDICTS},
+            "judged": len(mine),
+            "errors": sorted(mine[mine.reason.fillna("").str.contains(
+                claims_mod.ANALYSIS_ERROR, regex=False)].claim),
+            "problems": _problems(rows, cond), "ran_at": _ran_at(cond)})
+    names = [s["system"] for s in systems]
+    quantities = []
+    for (ceiling, dtype), g in head[head.system.isin(names)].groupby(
+            ["ceiling", head.dtype.fillna("")], sort=False):
+        cells = []
+        for sys_name in names:
+            c = g[g.system == sys_name]
+            if not len(c):
+                cells.append({"text": "", "title": ""})
+                continue
+            c = c.iloc[0]
+            ref = _reference(c, sheets)
+            cells.append({"text": interval(c.value, c.ci_low, c.ci_high, c.unit),
+                          "title": f"{share(c.value / ref)} of the datasheet's {qty(ref, c.unit)}"
+                          if ref else ""})
+        quantities.append({"name": name(ceiling, dtype), "cells": cells})
+    worked = table[table.kind == claims_mod.WORKED]
+    return {"systems": systems, "quantities": quantities, "others": others,
+            "verdicts": VERDICTS, "worked": len(worked),
+            "worked_same": int(worked.measurement.str.endswith("as the article says").sum())}
+
+
+def _claim_rank(cid: str) -> int:
+    return claims_mod.CLAIM_IDS.index(cid) if cid in claims_mod.CLAIM_IDS else 99
+
+
+def _reference(c, sheets) -> float | None:
+    sheet = datasheets.find(sheets, c["device_name"])
+    if sheet is None:
+        return None
+    if c["ceiling"] in ("matrix_flops", "vector_flops") and isinstance(c["dtype"], str):
+        return sheet.peak("matrix" if c["ceiling"] == "matrix_flops" else "vector", c["dtype"])
+    return sheet.bandwidth_Bps if c["ceiling"] == "dram_bw" else None
+
+
+def roofs(ceilings: pd.DataFrame, systems: list[str], dtypes: set | None = None) -> list[Roofs]:
+    """Each system's memory levels and GEMM roofs (those of `dtypes`, or all) for the plot."""
+    out = []
+    head = headline(ceilings)
+    for s in systems:
+        c = head[head.system == s]
+        memory = [(name(r.ceiling, None), float(r.value)) for r in c.itertuples()
+                  if r.ceiling in MEMORY]
+        compute = [(name(r.ceiling, r.dtype), float(r.value)) for r in c.itertuples()
+                   if r.ceiling == "matrix_flops" and (not dtypes or r.dtype in dtypes)]
+        if memory or compute:
+            out.append(Roofs(s, memory, compute))
+    return out

@@ -1,0 +1,68 @@
+"""What `rooflab run` and `rooflab report` print when they finish: one screen with the machine,
+its headline ceilings, the claims tally and where the report is; each claim's line on request."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from experiments.analysis import claims as claims_mod
+from experiments.report import glance
+from experiments.report.fmt import interval
+
+WIDTH = 100  # a claim's detail line is cut here
+
+
+def _first(results: Path, *names: str) -> Path | None:
+    return next((results / n for n in names if (results / n).is_file()), None)
+
+
+def summary(results, detail: bool = False) -> str:
+    """The summary of a results folder (the workflow's layout, or a published folder's)."""
+    results = Path(results)
+    ceilings_file = _first(results, "roofline/ceilings.parquet", "ceilings.parquet")
+    claims_file = _first(results, "claims.parquet")
+    if ceilings_file is None or claims_file is None:
+        return f"rooflab: no ceilings or claims under {results} yet"
+    ceilings, table = pd.read_parquet(ceilings_file), pd.read_parquet(claims_file)
+    own = ceilings[ceilings.source == "run"] if "source" in ceilings else ceilings
+    head = glance.headline(own if len(own) else ceilings)
+    systems = list(dict.fromkeys(head.system))
+    lines = []
+    for s in systems:
+        r = head[head.system == s].iloc[0]
+        lines.append(f"{r.device_name}  ({r.host}, {r.device})")
+    if head.empty:
+        lines.append("no ceilings fitted (see the report's notes)")
+    else:
+        rows = {}
+        for r in head.itertuples():
+            rows.setdefault(glance.name(r.ceiling, r.dtype), {})[r.system] = interval(
+                r.value, r.ci_low, r.ci_high, r.unit)
+        grid = pd.DataFrame(rows).T.reindex(columns=systems).fillna("")
+        grid.columns = [s.split(" @ ")[-1] for s in systems]  # the host: short, and unique
+        lines += ["", *grid.to_string().splitlines()]
+    measured = table[(table.kind == claims_mod.MEASURED) & table.system.isin(systems)]
+    lines.append("")
+    for s in systems:
+        mine = measured[measured.system == s]
+        parts = []
+        for verdict in glance.VERDICTS:
+            ids = list(mine[mine.verdict == verdict].claim)
+            if ids:
+                # which do not hold, always; which are not measurable, when they are few
+                named = verdict == claims_mod.FAILS or (verdict != claims_mod.HOLDS
+                                                        and len(ids) <= 5)
+                parts.append(f"{verdict} {len(ids)}" + (f" ({', '.join(ids)})" if named else ""))
+        lines.append(f"claims on {s.split(' @ ')[-1]}: " + ("; ".join(parts) or "none judged"))
+        if detail:
+            for r in mine.itertuples():
+                text = r.measurement or r.reason or ""
+                lines.append(f"  {r.claim:<4} {r.verdict:<20} {text}"[:WIDTH])
+    report = results / "report.html"
+    if report.is_file():
+        lines += ["", f"report: {report}"]
+    if not detail:
+        lines.append("each claim's numbers: --claims")
+    return "\n".join(lines)
