@@ -196,13 +196,16 @@ def op_placements(ds, ceilings: pd.DataFrame) -> pd.DataFrame:
         op = prediction.predict_op(r, row.flops, row.bytes, p.get("cold_bytes"), kind,
                                    p.get("calls_per_step") or 1,
                                    levels if p.get("bytes_source") == "ncu" else None,
-                                   exponentials=p.get("exponentials") or 0.0)
+                                   exponentials=p.get("exponentials") or 0.0,
+                                   op=p.get("aten_op") or "", shapes=p.get("input_shapes"),
+                                   kernels=p.get("kernels") or 0)
         error = row.time_s / op["predicted_time_s"] - 1 if op["predicted_time_s"] > 0 \
             else math.nan
         out.append({"workload": row["op"], "dtype": row["dtype"], "batch": row["batch"],
                     "aten_op": p.get("aten_op"), "input_shapes": p.get("input_shapes"),
                     "time_s": row.time_s, "flops": row.flops, "bytes": row.bytes,
-                    "bytes_source": p.get("bytes_source", "counted"), **levels,
+                    "bytes_source": "gathered rows (shapes)" if "gathered" in op["note"]
+                    else p.get("bytes_source", "counted"), **levels,
                     "flops_source": p.get("flops_source"),
                     "measured_bound": measured_bound(ceilings, roof, row["dtype"],
                                                      row.flops, levels)}
