@@ -208,3 +208,16 @@ def test_a_gather_is_counted_by_the_rows_it_reads():
     (op,) = [o for o in ops if o["op"] == "aten::embedding"]
     rows = 20 * 16 * 4
     assert op["bytes"] == rows + 20 * 8 + rows and op["cold_bytes"] == rows + 20 * 8
+
+
+def test_a_miss_the_model_has_no_term_for_names_it():
+    conv = prediction.failed_term(1.0, "compute", None, "aten::convolution")
+    assert conv.startswith("compute: cuDNN's convolution ran below the GEMM curve")
+    assert prediction.failed_term(1.0, "compute", None, "aten::addmm").startswith(
+        "compute: the kernel ran below the FLOP roof")
+    assert "pooling" in prediction.failed_term(9.0, "memory", "DRAM", "aten::avg_pool2d")
+    assert prediction.failed_term(0.2, "compute", None, "aten::convolution") == ""
+    r = roofs()
+    call = prediction.predict_call(r, [["aten::convolution", "[]", 1, 1e12, 1e6, 1e6, "matrix"],
+                                       ["aten::relu", "[]", 1, 1e6, 2e6, 0.0, "vector"]])
+    assert call["top_op"] == "aten::convolution"
