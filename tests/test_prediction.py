@@ -147,3 +147,77 @@ def test_a_call_whose_ops_ncu_measured_is_predicted_from_their_bytes():
     assert call.predicted_from == "sum over 1 profiled ops, ncu bytes"
     other = table[(table.kind == "call") & (table.batch == 2)].iloc[0]
     assert other.predicted_from.startswith("sum over 2 ops")  # no ops measured at batch 2
+
+
+def _with_gemm_sweep(r):
+    """The roofs with a matmul sweep: 3 us for the smallest GEMM (1e7 FLOPs), 1e14 FLOP/s at
+    1e10 FLOPs."""
+    import numpy as np
+
+    return r | {"gemm": (np.log([1e7, 1e10]), np.array([1e7 / 3e-6, 1e14]))}
+
+
+LSTM = "[[8, 128, 1024], [4096, 1024], [4096, 1024], [4096], [4096], [4096, 1024], " \
+       "[4096, 1024], [4096], [4096], [2, 8, 1024], [2, 8, 1024]]"
+
+
+def test_an_rnn_recurrence_is_serial_steps_of_small_gemms():
+    r = _with_gemm_sweep(roofs())
+    steps, step = 2 * 128, 2.0 * 8 * 4 * 1024 * 1024  # layers x T; h W_hh per step
+    flops = steps * step + 2 * 8.6e9  # and the two layers' input projections
+    op = prediction.predict_op(r, flops, 7e7, 3.5e7, "matrix", op="aten::_cudnn_rnn",
+                               shapes=LSTM)
+    # each step: the GEMM at the sweep's size (never under its smallest GEMM's 3 us) + a
+    # pointwise kernel at the floor; then two projection GEMMs
+    want = steps * (prediction.gemm_time(r, step) + LAT) + 2 * prediction.gemm_time(r, 8.6e9)
+    assert prediction.gemm_time(r, step) >= 3e-6
+    assert op["bound"] == "latency" and op["predicted_time_s"] == pytest.approx(want)
+    assert op["note"] == "256 serial steps" and want > 3 * flops / P
+    plain = prediction.predict_op(r, flops, 7e7, 3.5e7, "matrix")  # no shapes: no recurrence
+    assert plain["predicted_time_s"] < want / 3
+
+
+def test_a_gather_reads_the_rows_it_names_not_the_table():
+    r = roofs()
+    table = 131072 * 1024 * 2
+    rows = 4 * 512 * 1024 * 2
+    op = prediction.predict_op(r, 0.0, table + rows + 16384, table + 16384, "vector",
+                               op="aten::embedding", shapes="[[131072, 1024], [4, 512]]")
+    cold = rows + 8 * 4 * 512  # the rows and the int64 indices, read cold; the rows written
+    assert op["note"] == "bytes: gathered rows"
+    assert op["memory_s"] == pytest.approx(cold / DRAM + rows / L2)
+    bag = prediction.gathered_bytes("aten::_embedding_bag", "[[1048576, 128], [32768], [1024]]",
+                                    2)
+    assert bag == (32768 * 128 * 2 + 8 * (32768 + 1024) + 1024 * 128 * 2,
+                   32768 * 128 * 2 + 8 * (32768 + 1024))
+
+
+def test_an_op_pays_the_floor_for_each_kernel_it_launches():
+    r = roofs()
+    assert prediction.predict_op(r, 10.0, 100.0, 100.0, "vector", kernels=9)[
+        "predicted_time_s"] == pytest.approx(9 * LAT)
+
+
+def test_a_gather_is_counted_by_the_rows_it_reads():
+    import torch
+
+    from experiments.placement import counting
+
+    table, ids = torch.randn(1000, 16), torch.randint(0, 1000, (4, 5))
+    _, ops = counting.record_ops(torch.nn.functional.embedding, (ids, table))
+    (op,) = [o for o in ops if o["op"] == "aten::embedding"]
+    rows = 20 * 16 * 4
+    assert op["bytes"] == rows + 20 * 8 + rows and op["cold_bytes"] == rows + 20 * 8
+
+
+def test_a_miss_the_model_has_no_term_for_names_it():
+    conv = prediction.failed_term(1.0, "compute", None, "aten::convolution")
+    assert conv.startswith("compute: cuDNN's convolution ran below the GEMM curve")
+    assert prediction.failed_term(1.0, "compute", None, "aten::addmm").startswith(
+        "compute: the kernel ran below the FLOP roof")
+    assert "pooling" in prediction.failed_term(9.0, "memory", "DRAM", "aten::avg_pool2d")
+    assert prediction.failed_term(0.2, "compute", None, "aten::convolution") == ""
+    r = roofs()
+    call = prediction.predict_call(r, [["aten::convolution", "[]", 1, 1e12, 1e6, 1e6, "matrix"],
+                                       ["aten::relu", "[]", 1, 1e6, 2e6, 0.0, "vector"]])
+    assert call["top_op"] == "aten::convolution"

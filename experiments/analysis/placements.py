@@ -72,7 +72,7 @@ def place_row(row, ceilings: pd.DataFrame, system: str, rows=None) -> dict:
         r = _roofs(ceilings, system, row["dtype"], graph, rows, row.get("system"))
         found = prediction.predict_call(r, ops)
         found = {k: found[k] for k in ("predicted_time_s", "compute_s", "memory_s", "latency_s",
-                                       "bound", "level")} | {
+                                       "bound", "level", "top_op")} | {
             "predicted_from": f"sum over {found['launches']} ops ({found['ops']} distinct)"}
         pred = pred | {k: found[k] for k in ("predicted_time_s", "bound")}
         pred["time_s"] = found["predicted_time_s"]
@@ -91,7 +91,8 @@ def place_row(row, ceilings: pd.DataFrame, system: str, rows=None) -> dict:
             "latency_s": found.get("latency_s", pred.get("latency_s")),
             "level": found["level"], "predicted_from": found["predicted_from"],
             "model_error": error,
-            "failed_term": prediction.failed_term(error, pred["bound"], found["level"]),
+            "failed_term": prediction.failed_term(error, pred["bound"], found["level"],
+                                                  found.get("top_op", "")),
             "missing": ", ".join(pred["missing"])}
 
 
@@ -196,13 +197,16 @@ def op_placements(ds, ceilings: pd.DataFrame) -> pd.DataFrame:
         op = prediction.predict_op(r, row.flops, row.bytes, p.get("cold_bytes"), kind,
                                    p.get("calls_per_step") or 1,
                                    levels if p.get("bytes_source") == "ncu" else None,
-                                   exponentials=p.get("exponentials") or 0.0)
+                                   exponentials=p.get("exponentials") or 0.0,
+                                   op=p.get("aten_op") or "", shapes=p.get("input_shapes"),
+                                   kernels=p.get("kernels") or 0)
         error = row.time_s / op["predicted_time_s"] - 1 if op["predicted_time_s"] > 0 \
             else math.nan
         out.append({"workload": row["op"], "dtype": row["dtype"], "batch": row["batch"],
                     "aten_op": p.get("aten_op"), "input_shapes": p.get("input_shapes"),
                     "time_s": row.time_s, "flops": row.flops, "bytes": row.bytes,
-                    "bytes_source": p.get("bytes_source", "counted"), **levels,
+                    "bytes_source": "gathered rows (shapes)" if "gathered" in op["note"]
+                    else p.get("bytes_source", "counted"), **levels,
                     "flops_source": p.get("flops_source"),
                     "measured_bound": measured_bound(ceilings, roof, row["dtype"],
                                                      row.flops, levels)}
@@ -212,7 +216,8 @@ def op_placements(ds, ceilings: pd.DataFrame) -> pd.DataFrame:
                    | {k: op[k] for k in ("bound", "level", "predicted_time_s", "compute_s",
                                          "memory_s", "latency_s")}
                    | {"model_error": error,
-                      "failed_term": prediction.failed_term(error, op["bound"], op["level"])})
+                      "failed_term": prediction.failed_term(error, op["bound"], op["level"],
+                                                            p.get("aten_op") or "")})
     table = pd.DataFrame(out, columns=OP_COLUMNS)
     if len(table):
         call = table.groupby(["system", "workload", "dtype", "batch"]).time_s.transform("sum")

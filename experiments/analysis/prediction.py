@@ -12,7 +12,14 @@ the slowest of three terms:
   rotated past the caches by the workload experiment) over DRAM bandwidth plus the rest (the
   activations earlier ops wrote) over the bandwidth of the smallest cache level whose fitted
   window holds the op's working set (its tensors in and out), DRAM when none does;
-- latency: the floor of one kernel (graph replay or eager launch, as the call was timed).
+- latency: the floor of one kernel (graph replay or eager launch, as the call was timed) times
+  the kernels the op launches (Nsight Compute's count where it ran, else one per call); a
+  cuDNN RNN's recurrence is serial, so its latency term is layers x directions x T steps, each
+  one small GEMM (h W_hh, its time read off the system's matmul sweep, never below the sweep's
+  smallest GEMM) and one pointwise kernel (the latency floor), plus its input projections at
+  the GEMM roof (the op's definition: cuDNN's standard algorithm launches those two a step);
+- an embedding (gather) reads only the rows its indices name: where a row counted the whole
+  table (runs before the counting fix), its bytes are recomputed from its shapes (`gathered`).
 A call is the sum over its ops. error = measured / predicted - 1.
 """
 
@@ -29,6 +36,58 @@ SFU_SHARE = 16 / 256
 
 
 BANDWIDTH_OPS = ("copy", "scale", "add", "triad", "add_one")
+ITEMSIZE = {"float64": 8, "float32": 4, "tf32": 4, "bfloat16": 2, "float16": 2}
+RNN_OPS = ("aten::_cudnn_rnn",)
+EMBEDDINGS = ("aten::embedding", "aten::_embedding_bag", "aten::_embedding_bag_forward_only")
+
+
+def _shapes(shapes) -> list:
+    import ast
+
+    try:
+        out = ast.literal_eval(shapes) if isinstance(shapes, str) else shapes
+    except (ValueError, SyntaxError):
+        return []
+    return out if isinstance(out, list) else []
+
+
+def gathered_bytes(op: str, shapes, itemsize: int) -> tuple[float, float] | None:
+    """(bytes, cold bytes) of a gather from its input shapes: the rows the indices name (read,
+    and written out: one per index for embedding, one per bag for embedding_bag) and the
+    indices (int64), never the whole table; None for other ops."""
+    s = _shapes(shapes)
+    if op not in EMBEDDINGS or len(s) < 2 or len(s[0]) != 2:
+        return None
+    dim, idx = s[0][1], math.prod(s[1])
+    out_rows = idx if op == "aten::embedding" else (math.prod(s[2]) if len(s) > 2 else idx)
+    cold = idx * dim * itemsize + 8.0 * sum(math.prod(x) for x in s[1:])
+    return cold + out_rows * dim * itemsize, cold
+
+
+def gemm_time(r: dict, flops: float) -> float:
+    """One GEMM's time at this size: the matmul sweep's FLOP/s there, never below the time of
+    the sweep's smallest GEMM (its launch and fill); the roof and the latency floor without it."""
+    if r.get("gemm"):
+        x, y = r["gemm"]
+        return max(flops / _at(r["gemm"], flops), math.exp(x[0]) / y[0])
+    return flops / r["matrix"] + r["latency"] if r.get("matrix") else r["latency"]
+
+
+def serial_time(r: dict, op: str, shapes, flops: float) -> tuple[float, int]:
+    """(seconds, steps) of a cuDNN RNN's recurrence: each of layers x directions x T steps runs
+    its h W_hh GEMM and a pointwise kernel after the last; the input projections (the rest of
+    its FLOPs) run as one GEMM per layer. (0, 0) for other ops or unreadable shapes."""
+    s = _shapes(shapes)
+    if op not in RNN_OPS or len(s) < 3 or len(s[-1]) != 3 or len(s[1]) != 2:
+        return 0.0, 0
+    stacks, batch, hidden = s[-1]
+    gates = s[1][0] // hidden
+    seq = math.prod(s[0]) // (batch * s[0][-1])
+    steps = stacks * seq
+    step = 2.0 * batch * gates * hidden * hidden
+    rest = max(flops - steps * step, 0.0)
+    t = steps * (gemm_time(r, step) + r["latency"])
+    return t + (gemm_time(r, rest / stacks) * stacks if rest else 0.0), steps
 
 
 def curves(rows, systems, dtype: str) -> dict:
@@ -82,6 +141,7 @@ def roofs(ceilings, system: str, dtype: str, graph: bool, rows=None, also=()) ->
             "DRAM": val("dram_bw"), "L2": val("l2_bw"), "L1": val("l1_bw"),
             "caches": sorted(levels),
             "sfu": (val("vector_flops", "float32") or 0.0) * SFU_SHARE,
+            "itemsize": ITEMSIZE.get(dtype, 2),
             "latency": val("latency_graph" if graph else "latency_eager") or 0.0} | \
         curves(rows, {system, *also}, dtype)
 
@@ -95,10 +155,17 @@ def cache_level(r: dict, working_set: float) -> tuple[str, float | None]:
 
 def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = None,
                kind: str = "vector", calls: int = 1, measured: dict | None = None,
-               exponentials: float = 0.0) -> dict:
-    """One op (calls launches of it, work summed over them): its three terms, the prediction,
-    which term bounds it and the memory level."""
+               exponentials: float = 0.0, op: str = "", shapes=None,
+               kernels: int = 0) -> dict:
+    """One op (calls launches of it, work summed over them; `op` and `shapes` as the profiler
+    names them, `kernels` Nsight Compute's count): its three terms, the prediction, which term
+    bounds it and the memory level; `note` says where a term came from the op's definition."""
     calls = max(int(calls or 1), 1)
+    note = []
+    gathered = gathered_bytes(op, shapes, r.get("itemsize", 2)) if not measured else None
+    if gathered and gathered[0] * calls < nbytes:  # a row that counted the whole table
+        nbytes, cold_bytes = gathered[0] * calls, gathered[1] * calls
+        note.append("bytes: gathered rows")
     P = r["matrix"] if kind == "matrix" else r["vector"]
     if kind == "matrix" and r.get("gemm"):  # the GEMM roof at this size
         P = _at(r["gemm"], flops / calls) or P
@@ -122,12 +189,17 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
         memory = cold / min(warm_bw, r["DRAM"]) + (nbytes - cold) / warm_bw
         if cold >= nbytes - cold:
             level = "DRAM"
-    latency = r["latency"] * calls
+    latency = r["latency"] * max(calls, int(kernels or 0))
+    serial, steps = serial_time(r, op, shapes, flops / calls)
+    if serial * calls > latency:
+        latency = serial * calls
+        note.append(f"{steps} serial steps")
     terms = {"compute": compute, "memory": memory or 0.0, "latency": latency}
     bound = max(terms, key=terms.get)
     return {"compute_s": compute, "memory_s": memory, "latency_s": latency,
             "predicted_time_s": terms[bound] if terms[bound] > 0 else math.nan,
-            "bound": bound, "level": level if bound == "memory" else None}
+            "bound": bound, "level": level if bound == "memory" else None,
+            "note": ", ".join(note)}
 
 
 def predict_call(r: dict, ops: list) -> dict:
@@ -135,8 +207,10 @@ def predict_call(r: dict, ops: list) -> dict:
     exponentials] lists):
     the sum of their predictions; the call's bound is the term that takes most of that sum."""
     parts = [predict_op(r, o[3], o[4], o[5], o[6], o[2],
-                        exponentials=o[8] if len(o) > 8 else 0.0) for o in ops]
-    parts = [p for p in parts if p["predicted_time_s"] == p["predicted_time_s"]]
+                        exponentials=o[8] if len(o) > 8 else 0.0, op=o[0], shapes=o[1])
+             for o in ops]
+    parts = [p | {"op": o[0]} for p, o in zip(parts, ops)
+             if p["predicted_time_s"] == p["predicted_time_s"]]
     total = sum(p["predicted_time_s"] for p in parts)
     share: dict = {}
     for p in parts:
@@ -149,14 +223,30 @@ def predict_call(r: dict, ops: list) -> dict:
             "memory_s": sum(p["memory_s"] or 0.0 for p in parts if p["bound"] == "memory"),
             "latency_s": sum(p["latency_s"] for p in parts if p["bound"] == "latency"),
             "bound": bound, "level": level.rstrip(")") or None, "ops": len(parts),
-            "launches": sum(max(int(o[2] or 1), 1) for o in ops)}
+            "launches": sum(max(int(o[2] or 1), 1) for o in ops),
+            "top_op": max(parts, key=lambda p: p["predicted_time_s"])["op"] if parts else ""}
 
 
-def failed_term(error: float, bound: str, level: str | None) -> str:
-    """For a miss above MISS: which term failed, and the likely reason."""
+# misses the model knows it has no measured term for (docs/placement.md, "what remains off")
+SLOWER_THAN_MODELLED = {
+    "aten::convolution": "compute: cuDNN's convolution ran below the GEMM curve (no convolution "
+                         "sweep measured to ground it)",
+    "aten::_cudnn_rnn": "latency: the recurrence's steps took longer than a sweep GEMM and one "
+                        "pointwise launch each",
+    "aten::_embedding_bag": "memory: random row gathers run below the streaming bandwidth (no "
+                            "gather bandwidth measured)",
+}
+
+
+def failed_term(error: float, bound: str, level: str | None, op: str = "") -> str:
+    """For a miss above MISS: which term failed, and the likely reason (`op`: the aten op's,
+    where the model knows it has no measured term for it)."""
     if not (error == error) or abs(error) <= MISS:
         return ""
     where = f" ({level})" if level else ""
+    if error > 0 and (op in SLOWER_THAN_MODELLED or "pool" in op):
+        return SLOWER_THAN_MODELLED.get(op, f"memory{where}: the pooling kernel streamed far "
+                                            "below the bandwidth sweep's rate")
     if error > 0:
         return {"compute": "compute: the kernel ran below the FLOP roof (small or oddly shaped "
                            "work, or a fallback kernel)",

@@ -38,12 +38,16 @@ class OpCounter(torch.utils._python_dispatch.TorchDispatchMode):
         flops, source = op_flops(func, name, args, kwargs, out)
         ins, outs = tensors((args, kwargs)), tensors(out)
         cold = [t for t in ins if _storage(t) not in self._made]
+        nbytes, cold_bytes = distinct_bytes(ins) + distinct_bytes(outs), distinct_bytes(cold)
+        read = formulas.gathered_bytes(name, args)
+        if read is not None:  # a gather reads the rows it names, not the table
+            nbytes = read + distinct_bytes(outs)
+            cold_bytes = read if _storage(args[0]) not in self._made else 0.0
         self._made.update(_storage(t) for t in outs)
         self.ops.append({"op": op_name(func), "flops": float(flops), "flops_source": source,
                          "kind": "matrix" if name in formulas.MATRIX_OPS else "vector",
                          "input_shapes": shapes_key(ins),
-                         "bytes": distinct_bytes(ins) + distinct_bytes(outs),
-                         "cold_bytes": distinct_bytes(cold),
+                         "bytes": nbytes, "cold_bytes": cold_bytes,
                          "exponentials": formulas.exponentials(name, args, kwargs)})
         return out
 

@@ -11,6 +11,7 @@ these add what it leaves at 0 and the fused ops it does not see:
   subtract, scale, weight, bias); RMS norm (fused): 4 per element (square, mean, scale, weight);
 - pooling: one compare or add per window element of each output; adaptive: one per input;
 - embedding: 0 (a gather: its bytes place it); embedding_bag: 1 add per gathered element;
+  a gather's bytes are the rows its indices name and the indices, not the table (gathered_bytes);
 - attention (scaled_dot_product_*): its two matmuls, 4 b h Lq Lk d; causal counts the pairs the
   mask keeps (Lq (Lq + 1) / 2 for a square: half the square plus the diagonal);
 - fused transformer layer / multi-head attention (the inference fast path): their projections,
@@ -180,6 +181,19 @@ def exponentials(name: str, args, kwargs) -> float:
         q, k, heads = args[0], args[1], int(args[4])
         return float(q.shape[0] * heads * q.shape[-2] * k.shape[-2])
     return 0.0
+
+
+def gathered_bytes(name: str, args) -> float | None:
+    """Bytes a gather reads: the table rows its indices name (one row per index, repeats
+    included) and the indices (and embedding_bag's offsets), never the whole table; None for
+    other ops."""
+    if name not in ("embedding", "_embedding_bag", "_embedding_bag_forward_only"):
+        return None
+    table, idx = args[0], args[1]
+    indices = args[1:2] if name == "embedding" else args[1:3]  # embedding_bag: and offsets
+    index_bytes = sum(_numel(t) * t.element_size() for t in indices
+                      if isinstance(t, torch.Tensor))
+    return float(_numel(idx) * table.shape[-1] * table.element_size() + index_bytes)
 
 
 def formula(name: str, args, kwargs, out) -> float | None:
