@@ -13,7 +13,6 @@ import analysis_fixtures as fx
 from experiments.report import render as report
 from experiments.analysis import pipeline
 from experiments.analysis.__main__ import main
-from experiments.report.figures import common as figures_common
 from experiments.report.catalog import FIGURES
 from experiments.analysis.claims import CLAIM_IDS
 
@@ -22,6 +21,20 @@ EVIL = "<script>alert(1)</script>"
 
 # Every test that runs the whole chain (_pipeline, rendered: fit, knees, claims, figures, report)
 # is marked `system`: 2-10 s each on 2 cores.
+def _plot_data(html: str) -> str:
+    """The interactive roofline's document (Bokeh's JSON in the page's script)."""
+    return html[html.index("const docs_json"):]
+
+
+def _plotted(folder):
+    """The points the report's roofline plots, from a folder the pipeline filled."""
+    from experiments.analysis import dataset
+    from experiments.report import workloads
+    ds = dataset.load(folder / "measurements.parquet")
+    ceilings = pd.read_parquet(folder / "roofline" / "ceilings.parquet")
+    return workloads.section(ds, ceilings, [])["points"]
+
+
 def _pipeline(tmp_path, run_files, published=()):
     data = tmp_path / "measurements.parquet"
     assert main(["collect", str(data), *map(str, run_files), "--published",
@@ -233,36 +246,6 @@ def test_a_workload_without_a_compute_roof_reads_without_nan(tmp_path):
 
 # --- what a person reads: fonts, sizes, folds, the first screen -----------------------------------
 
-def _svg_texts(svg: str) -> list[str]:
-    return re.findall(r"<text[^>]*>([^<]*)</text>", svg)
-
-
-@pytest.mark.system
-def test_figure_text_is_readable_on_a_narrow_screen(rendered):
-    """At 800 px (764 px of text column) no figure text is under 10 px: panels stack rather than
-    shrink, and the smallest font is big enough for the scale the page applies."""
-    _, figures, _ = rendered
-    for name in FIGURES:
-        svg = (figures / f"{name}.svg").read_text()
-        width_px = float(re.search(r'<svg[^>]* width="([\d.]+)pt"', svg).group(1)) * 96 / 72
-        smallest_pt = min(map(float, re.findall(r"font-size: ([\d.]+)px", svg)))  # user units
-        shown = smallest_pt * 96 / 72 * min(1.0, 764 / width_px)
-        assert shown >= 10, (name, smallest_pt, width_px)
-
-
-@pytest.mark.system
-def test_roofline_points_are_named_on_hover(rendered):
-    html, figures, _ = rendered
-    svg = (figures / "roofline.svg").read_text()
-    rows = pd.read_parquet(figures.parent / "measurements.parquet")
-    drawn = rows[(rows.status == "ok") & rows.experiment.isin(FIGURES["roofline"][2])
-                 & (rows.intensity > 0) & (rows.flop_per_s > 0)]
-    titles = re.findall(r"<title>([^<]+)</title>", svg)
-    assert len(titles) == len(drawn) and "rooflab-tip" not in svg
-    assert any(t.startswith("matmul gemm bfloat16 n 4096:") and "TFLOP/s" in t for t in titles)
-    block = html[html.index('<figure id="fig-roofline">'):]
-    assert "<title>matmul gemm bfloat16 n 4096:" in block[:block.index("</figure>")]
-
 
 @pytest.mark.system
 def test_long_claim_numbers_are_folded_short_ones_shown(rendered):
@@ -275,33 +258,6 @@ def test_long_claim_numbers_are_folded_short_ones_shown(rendered):
         at = html.index(str(html_escape(report.plain(text))))
         folded = html.rfind("<details>", 0, at) > html.rfind("</details>", 0, at)
         assert folded == (text in long), text
-
-
-def test_without_a_cjk_font_no_figure_text_is_cjk(tmp_path, monkeypatch):
-    """Matplotlib draws CJK it has no font for as empty boxes: then CJK text reads [CJK]."""
-    monkeypatch.setattr(figures_common, "cjk_font", lambda: None)
-    _draw_with_chinese(tmp_path)
-    for svg in tmp_path.glob("*.svg"):
-        assert not any(figures_common.CJK.search(t) for t in _svg_texts(svg.read_text())), svg
-    assert "[CJK]" in (tmp_path / "bandwidth.svg").read_text()
-
-
-def test_with_a_cjk_font_figures_keep_the_chinese(tmp_path):
-    if figures_common.cjk_font() is None:
-        pytest.skip("no CJK font on this machine")
-    _draw_with_chinese(tmp_path)
-    assert any("拷贝" in t for t in _svg_texts((tmp_path / "bandwidth.svg").read_text()))
-
-
-def _draw_with_chinese(outdir):
-    from experiments.report import figures
-    from experiments.analysis.dataset import from_rows
-    rows = [r | {"op": "拷贝" if r["op"] == "copy" else r["op"], "host": "实验室"}
-            for r in fx.bandwidth_rows(fx.CPU, np.random.default_rng(0), ("float32",))]
-    empty = pd.DataFrame(columns=["system", "value", "ceiling", "unit", "dtype"])
-    status = figures.draw_all(figures.Inputs(from_rows(rows), empty, [], pd.DataFrame(),
-                                             pd.DataFrame()), outdir)
-    assert status["bandwidth"] is None
 
 
 @pytest.mark.system
@@ -373,38 +329,3 @@ def test_workload_ops_show_as_kernels_with_their_measured_traffic(tmp_path):
     assert "summed over a call" in section
 
 
-def _plot_data(html: str) -> str:
-    """The interactive roofline's document (Bokeh's JSON in the page's script)."""
-    return html[html.index("const docs_json"):]
-
-
-def _plotted(folder):
-    """The points the report's roofline plots, from a folder the pipeline filled."""
-    from experiments.analysis import dataset
-    from experiments.report import workloads
-    ds = dataset.load(folder / "measurements.parquet")
-    ceilings = pd.read_parquet(folder / "roofline" / "ceilings.parquet")
-    return workloads.section(ds, ceilings, [])["points"]
-
-
-def test_the_roofline_colours_each_workload_and_keeps_its_legend_off_the_roofs():
-    """Each workload its own colour, the legend below the plot (never over a roof's label), the
-    y axis titled, its ticks SI-prefixed FLOP/s, hover on every point."""
-    from bokeh.models import HoverTool, Legend
-    from experiments.report import interactive as bk
-
-    pts = [bk.Point(f"w{i % 3} bfloat16", kind, 10.0 ** (i / 2), 1e12 * (i + 1), f"p{i}")
-           for i, kind in enumerate(["whole call", "aten op", "op at DRAM bytes (ncu)"] * 3)]
-    fig = bk.figure([bk.Roofs("gpu", [("DRAM", 4e12), ("L2", 6e12)],
-                              [("GEMM bfloat16", 7e14), ("GEMM float32", 5e13)])], pts)
-    colours = {r.glyph.line_color for r in fig.renderers if hasattr(r.data_source.data, "get")
-               and "text" in r.data_source.data and "x" in r.data_source.data
-               and r.glyph.__class__.__name__ == "Scatter"}
-    assert len(colours) == 3
-    legend = [x for x in fig.below if isinstance(x, Legend)]
-    assert legend and not [x for x in fig.center if isinstance(x, Legend)]
-    assert [i.label.value for i in legend[0].items][:4] == ["gpu: roofs", "w0 bfloat16",
-                                                           "w1 bfloat16", "w2 bfloat16"]
-    assert fig.yaxis[0].axis_label == "attained FLOP/s" and "FLOP/s" in fig.yaxis[0].formatter.code
-    hovered = [r for t in fig.tools if isinstance(t, HoverTool) for r in t.renderers]
-    assert len(hovered) == 3 + 1  # every point's renderer (one per group here), and the roofs

@@ -16,7 +16,6 @@ MAX_LINES = 400
 # Files other helpers are splitting right now (issue 18): the lead removes each entry once its
 # split is merged. Nothing else may be added here.
 BEING_SPLIT = {
-    "experiments/report/render.py",  # the report helper: render only, no computing
 }
 # What an experiment module defines (experiments/__init__.py's registry and the runner use them).
 EXPERIMENT_API = {"NAME", "DESCRIPTION", "Config", "run", "points"}
