@@ -199,3 +199,18 @@ def test_compare_pairs_systems_by_device_when_a_side_has_several():
         ("NVIDIA H200 @ h200-ref", "NVIDIA H200 @ h200-ref"), ("Test CPU 9000 @ laptop", None)]
     # one system a side: compared whatever their devices
     assert cmp.pairs(side(cpu), side(gpu)) == [("Test CPU 9000 @ laptop", "NVIDIA H200 @ h200-ref")]
+
+
+def test_run_names_the_file_and_line_of_a_broken_configfile(tmp_path, capsys, monkeypatch):
+    """Snakemake reads --configfile before the workflow and drops the parser's message; rooflab
+    run says which file and line, before Snakemake starts."""
+    bad = tmp_path / "mine.yaml"
+    bad.write_text("experiments:\n  matmul: {dtypes: [float32\n")
+    monkeypatch.setattr(cli.subprocess, "call", lambda *a, **k: pytest.fail("Snakemake ran"))
+    assert cli.main(["run", "--configfile", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}, line " in err and "not valid YAML" in err
+    assert cli.main(["run", f"--configfile={tmp_path / 'none.yaml'}"]) == 2
+    assert "none.yaml: no such file" in capsys.readouterr().err
+    assert cli.config_files(["-n", "--configfile", "a.yaml", "b.yaml", "--cores", "2"]) == [
+        "a.yaml", "b.yaml"]

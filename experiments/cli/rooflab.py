@@ -115,7 +115,34 @@ def snakemake_args(args, extra: list[str], root: Path) -> list[str]:
     return cmd + extra
 
 
+def config_files(extra: list[str]) -> list[str]:
+    """The files given to Snakemake's --configfile(s) (each word after the option, up to the
+    next option; or --configfile=PATH)."""
+    files, taking = [], False
+    for word in extra:
+        name, eq, value = word.partition("=")
+        if name in ("--configfile", "--configfiles"):
+            files += [value] if eq else []
+            taking = not eq
+        elif word.startswith("-"):
+            taking = False
+        elif taking:
+            files.append(word)
+    return files
+
+
 def run(args, extra: list[str]) -> int:
+    # Snakemake reads a --configfile before the workflow and says only "not valid JSON or YAML":
+    # name the file and line here, before anything runs.
+    from experiments.core.config import yaml_error
+
+    for path in config_files(extra):
+        if not Path(path).is_file():
+            print(f"rooflab run: --configfile {path}: no such file", file=sys.stderr)
+            return 2
+        if why := yaml_error(path):
+            print(f"rooflab run: bad config file: {why}", file=sys.stderr)
+            return 2
     root = workflow_root()
     cmd = [sys.executable, "-m", "snakemake", *snakemake_args(args, extra, root)]
     # Jobs run `python -m experiments`: this interpreter's, even from a venv not activated.

@@ -2,8 +2,8 @@
 
     python -m experiments.report.published results/published/h200 [...]
 
-rebuilds a published folder's ceilings, knees, claims and report.html from its measurement files
-(measurements.parquet and, where there is one, workloads.parquet: both its own rows) by the
+rebuilds a published folder's ceilings, knees, claims, placements and report.html from its
+measurement files (FILES: all its own rows) by the
 workflow's analysis steps. `text(folder)` renders the report again from the committed files, the
 way tests/test_published.py checks that the committed report is what the code renders now.
 """
@@ -21,7 +21,8 @@ import pandas as pd
 from experiments.analysis import dataset, datasheets
 from experiments.core.paths import config_dir
 
-FILES = ("measurements.parquet", "workloads.parquet")
+# its own rows: the sweep, the workloads under Nsight Compute, torch's modules placed
+FILES = ("measurements.parquet", "workloads.parquet", "modules.parquet")
 
 
 def merged(folder: Path, out: Path) -> Path:
@@ -32,31 +33,22 @@ def merged(folder: Path, out: Path) -> Path:
 
 
 def rebuild(folder) -> Path:
-    """Fit, judge, draw and render the folder's report; writes its ceilings, knees, claims and
+    """Fit, judge, place, draw and render the folder's report by the workflow's steps
+    (experiments/analysis/pipeline.py); writes its ceilings, knees, claims, placements and
     report.html beside its measurements (figures are inlined; the folder keeps no figures/)."""
+    from experiments.analysis import pipeline
     from experiments.analysis.__main__ import run
 
     folder = Path(folder)
-    sheets = str(config_dir() / "datasheets.yaml")
     with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        data = str(merged(folder, tmp / "measurements.parquet"))
-        c, k, m, cl = (str(tmp / f) for f in ("ceilings.parquet", "knees.parquet",
-                                              "model.parquet", "claims.parquet"))
-        steps = [["roofline", data, "--out", c],
-                 ["decode", data, "--ceilings", c, "--out", k, "--points", m],
-                 ["claims", data, "--ceilings", c, "--knees", k, "--datasheets", sheets,
-                  "--out", cl],
-                 ["figures", data, "--ceilings", c, "--knees", k, "--decode-model", m,
-                  "--datasheets", sheets, "--outdir", str(tmp / "figures")],
-                 ["report", data, "--ceilings", c, "--knees", k, "--claims", cl,
-                  "--datasheets", sheets, "--figures", str(tmp / "figures"),
-                  "--out", str(tmp / "report.html")]]
-        for step in steps:
-            if status := run(step):
+        files = pipeline.Files.under(tmp, datasheets=str(config_dir() / "datasheets.yaml"))
+        Path(tmp, "roofline").mkdir()
+        merged(folder, Path(files.dataset))
+        for step in pipeline.AFTER_COLLECT:
+            if status := run(pipeline.STEPS[step].argv(files)):
                 raise SystemExit(status)
-        for name in ("ceilings.parquet", "knees.parquet", "claims.parquet", "report.html"):
-            shutil.copyfile(tmp / name, folder / name)
+        for path in (files.ceilings, files.knees, files.claims, files.placements, files.report):
+            shutil.copyfile(path, folder / Path(path).name)
     return folder / "report.html"
 
 
@@ -78,7 +70,8 @@ def rendered(folder) -> str:
         return render.render(ds, pd.read_parquet(folder / "ceilings.parquet"),
                              datasheets.load(config_dir() / "datasheets.yaml"), Path(tmp),
                              pd.read_parquet(folder / "claims.parquet"),
-                             pd.read_parquet(folder / "knees.parquet"))
+                             pd.read_parquet(folder / "knees.parquet"),
+                             placements=folder / "placements.parquet")
 
 
 if __name__ == "__main__":
