@@ -50,20 +50,20 @@ def test_published_set_records_its_conditions():
     ds = dataset.load(ROOT / "results/published/h200/measurements.parquet")
     # timed by the core timer: not the timing experiment's own methods, nor a workload's aten ops
     # (their times are the profiler's, over a few calls with no conditions around them)
-    timed = ds.rows[(ds.rows.status == "ok") & (ds.rows.experiment != "timing")
-                    & ds.rows.time_s.notna() & (ds.rows.variant.fillna("") != "aten_op")]
-    assert timed.sm_clock_mhz.notna().all()
-    # energy on every row, but where the power read is one the device cannot draw (issue 21):
-    # left out with the reason, and no power above the 700 W limit by more than 5 % remains
-    dropped = timed.energy_note != ""
-    assert timed.energy_j[~dropped].notna().all() and timed.energy_j[dropped].isna().all()
-    assert (ds.rows.energy_note != "").sum() == 89  # of 624 GPU rows with power
-    assert timed.energy_note[dropped].str.contains("limit").all()
-    assert ds.rows.power_w.max() <= 700 * 1.05
-    (summary,) = system_conditions(ds.rows).values()
+    gpu = ds.rows[ds.rows.device_kind == "cuda"]
+    timed = gpu[(gpu.status == "ok") & (gpu.experiment != "timing")
+                & gpu.time_s.notna() & (gpu.variant.fillna("") != "aten_op")]
+    assert len(timed) > 500 and timed.sm_clock_mhz.notna().all()
+    # power and energy only where NVML's energy counter resolves the window, never one the device
+    # cannot draw (issue 21): nothing above the 700 W limit by more than 5 %
+    assert timed.power_w.notna().sum() >= 20
+    assert (timed.energy_j.notna() == timed.power_w.notna()).all()
+    assert gpu.power_w.max() <= 700 * 1.05
+    summary = system_conditions(gpu)["NVIDIA H200 @ h200"]
     assert "power cap on" in summary["summary"] and summary["median_power_w"] > 50
     table = energy_table(ds.rows)
-    assert (table[table.experiment == "matmul"].value > 0).all()
+    gemm = table[(table.experiment == "matmul") & table.system.str.startswith("NVIDIA")].value
+    assert gemm.notna().sum() >= 3 and (gemm.dropna() > 0).all()  # the GEMM plateaus ran >= 0.3 s
 
 # -- analysis helpers ---------------------------------------------------------------------------
 

@@ -15,8 +15,7 @@ PACKAGE = ROOT / "experiments"
 MAX_LINES = 400
 # Files other helpers are splitting right now (issue 18): the lead removes each entry once its
 # split is merged. Nothing else may be added here.
-BEING_SPLIT = {
-}
+BEING_SPLIT: set[str] = set()
 # What an experiment module defines (experiments/__init__.py's registry and the runner use them).
 EXPERIMENT_API = {"NAME", "DESCRIPTION", "Config", "run", "points"}
 

@@ -191,7 +191,7 @@ def report(args) -> int:
 
 
 def compare(args) -> int:
-    from experiments.report import compare as cmp
+    from experiments.report import compare as cmp, compare_page
     from experiments.core.store import DatasetError
 
     if args.out and Path(args.out).suffix not in (".html", ".csv"):
@@ -205,7 +205,7 @@ def compare(args) -> int:
         return 2
     print(cmp.text(a, b, ceilings, claims))
     if args.out:
-        for path in cmp.write(args.out, a, b, ceilings, claims):
+        for path in compare_page.write(args.out, a, b, ceilings, claims):
             print(f"rooflab compare: wrote {path}", file=sys.stderr)
     return 0
 

@@ -22,7 +22,6 @@ import pandas as pd
 from experiments.analysis import claims, datasheets, dataset, pipeline, roofline
 from experiments.analysis.units import finite
 from experiments.core.store import DatasetError
-from experiments.report import files
 from experiments.report.fmt import interval, num
 
 KEY = ["ceiling", "dtype"]
@@ -269,21 +268,3 @@ def rows_csv(ceilings: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
             "ci_high_a", "value_b", "ci_low_b", "ci_high_b", "ratio", "ratio_low", "ratio_high",
             "call", "verdict_a", "verdict_b", "reason_a", "reason_b"]
     return pd.concat([c, k], ignore_index=True).reindex(columns=cols)
-
-
-def write(out, a: Side, b: Side, ceilings: pd.DataFrame, table: pd.DataFrame,
-          datasheets_list=()) -> list[Path]:
-    """`out`.html: one page, and its CSV beside it (`out` with .csv); `out`.csv: the CSV alone.
-    Returns the files written."""
-    from experiments.report import compare_page
-
-    out = Path(out)
-    if out.suffix not in (".html", ".csv"):
-        raise ValueError(f"--out {out}: give a .html or .csv file")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    csv = out.with_suffix(".csv")
-    files.write_text(csv, rows_csv(ceilings, table).to_csv(index=False))
-    if out.suffix == ".csv":
-        return [csv]
-    files.write_text(out, compare_page.html(a, b, ceilings, table, list(datasheets_list)))
-    return [out, csv]

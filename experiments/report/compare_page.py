@@ -10,7 +10,9 @@ import jinja2
 import pandas as pd
 
 from experiments.report import glance, interactive, provenance, workloads
-from experiments.report.compare import DIFFERS, MEASURED_DIFFERENTLY, ONE_SIDE, Side, pairs, shown
+from experiments.report import files
+from experiments.report.compare import (DIFFERS, MEASURED_DIFFERENTLY, ONE_SIDE, Side, pairs,
+                                         rows_csv, shown)
 from experiments.report.fmt import qty
 from experiments.report.render import plain
 
@@ -90,3 +92,19 @@ def _where(path) -> str:
     """A dataset as a reader knows it: its folder and file, not the full path."""
     path = Path(str(path))
     return f"{path.parent.name}/{path.name}" if path.parent.name else path.name
+
+
+def write(out, a: Side, b: Side, ceilings: pd.DataFrame, table: pd.DataFrame,
+          datasheets_list=()) -> list[Path]:
+    """`out`.html: one page, and its CSV beside it (`out` with .csv); `out`.csv: the CSV alone.
+    Returns the files written."""
+    out = Path(out)
+    if out.suffix not in (".html", ".csv"):
+        raise ValueError(f"--out {out}: give a .html or .csv file")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    csv = out.with_suffix(".csv")
+    files.write_text(csv, rows_csv(ceilings, table).to_csv(index=False))
+    if out.suffix == ".csv":
+        return [csv]
+    files.write_text(out, html(a, b, ceilings, table, list(datasheets_list)))
+    return [out, csv]

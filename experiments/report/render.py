@@ -306,6 +306,8 @@ def render(ds: Dataset, ceilings: pd.DataFrame, sheets: list, figures_dir,
     first = glance.glance(ds, ceilings, table, sheets)
     shown = [s["system"] for s in first["systems"]]
     mine = workloads.section(ds, ceilings, sheets, placements)
+    if mine:
+        mine["knees"] = _notes(mine["knees"])
     plot_script, divs = interactive.embed(
         {"roofline": roofline_plot(ds, ceilings, mine.get("points", []))})
     fitted, unfitted = _ceiling_table(ceilings, shown, sheets)

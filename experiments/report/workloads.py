@@ -86,8 +86,7 @@ def section(ds: Dataset, ceilings: pd.DataFrame, sheets, path=None) -> dict:
     errors += [e | {"what": "aten ops"} for e in
                placements.model_error_summary(op_err).to_dict("records")]
     summed = placements.call_from_ops(ops, calls)
-    from experiments.report.render import _notes
-    knees = _notes(placements.knees(ds, ceilings))
+    knees = placements.knees(ds, ceilings)  # the renderer makes its notes plain
     return {"rows": rows, "errors": errors, "knees": knees, "points": points(calls, ops),
             "sheets": _on_datasheets(calls, sheets), "ops": _op_rows(ops),
             "calls": [{"system": c["system"], "workload": c["workload"], "dtype": c["dtype"],
