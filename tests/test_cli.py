@@ -133,6 +133,7 @@ def test_report_rebuilds_from_a_results_folder_without_measuring(tmp_path, capsy
     assert "measurements.parquet not found" in capsys.readouterr().err
 
 
+@pytest.mark.system
 def test_run_ends_with_the_summary_of_what_it_wrote(tmp_path, monkeypatch, capsys):
     """After a sweep that succeeded, `run` prints the same one-screen summary as `report`."""
     res = _results(tmp_path / "res", fx.cpu_rows(), fx.CPU)

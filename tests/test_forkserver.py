@@ -242,6 +242,7 @@ def test_a_file_handed_over_by_a_job_whose_client_was_killed_is_never_accepted(s
     assert not out.exists() and proc.poll() is None
 
 
+@pytest.mark.system
 def test_kill_9_on_the_server_ends_its_jobs_and_their_late_files(server, tmp_path):
     """The issue's case: the job went on measuring beside the next one, and wrote its file 2 s
     after its failure was logged; the rerun took that file as done."""

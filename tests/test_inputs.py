@@ -56,6 +56,7 @@ def test_nested_config_values_are_coerced_from_text():
         "cuda": {"sizes": [256, 1000.0], "ops": ["copy"], "x": -0.0005}}
 
 
+@pytest.mark.system
 def test_nested_config_values_run_in_the_workflow(tmp_path):
     """The issue's case: 'job={cpu: {point_budget_s: 0.5}}' gave "'0.5' is not of type 'number'"."""
     repo = copy_repo(tmp_path / "repo")
@@ -123,6 +124,7 @@ def test_every_file_written_carries_the_format(tmp_path):
     assert not math.isnan(store.read_measurements(path).column("n")[0].as_py())
 
 
+@pytest.mark.system
 def test_stray_files_are_reported_at_every_run(tmp_path):
     repo = copy_repo(tmp_path / "repo")
     stray = repo / "results" / "measurements" / "ci" / "cpu" / "bandwidth" / "float64.parquet"
@@ -137,6 +139,7 @@ def test_stray_files_are_reported_at_every_run(tmp_path):
         assert f"{deep.relative_to(repo)} ignored: not a job's file" in plan.stdout
 
 
+@pytest.mark.system
 def test_a_refused_run_leaves_nothing_in_the_temp_dir(tmp_path):
     repo = copy_repo(tmp_path / "repo", experiments={"bandwidth": {"dtypes": ["float13"]}})
     temp = tmp_path / "tmp"

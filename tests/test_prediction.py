@@ -117,6 +117,7 @@ def test_the_placements_file_holds_calls_and_ops_and_names_the_failed_term(tmp_p
     assert list(ops.columns) == placements.OP_COLUMNS and ops.aten_op.tolist() == ["aten::gelu"]
 
 
+@pytest.mark.system
 def test_the_placements_command_writes_the_file(tmp_path):
     ds, _ = _dataset()
     data, ceil, out = tmp_path / "m.parquet", tmp_path / "c.parquet", tmp_path / "p.parquet"

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from experiments.sweep import triggers
 
@@ -22,6 +23,8 @@ BANDWIDTH = "bandwidth/float32.parquet"
 TIMING = "timing/float32.parquet"
 WORKLOAD = "workload/mlp-float32.parquet"
 ALL = {BANDWIDTH, TIMING, WORKLOAD}
+
+pytestmark = pytest.mark.system  # whole Snakemake dry runs: minutes
 
 
 def planned(repo: Path, env: dict | None = None) -> set[str]:

@@ -309,6 +309,7 @@ def test_cli_bad_arguments_get_one_line(args, words):
     assert len(run.stderr.strip().splitlines()) == 1 and "full_key" not in run.stderr
 
 
+@pytest.mark.system
 def test_cli_shows_the_users_traceback_and_cause(tmp_path, user_file):
     run = _cli(f"{user_file}:make_raises", "--device", "cpu", "--out", str(tmp_path / "r.parquet"),
                "--point-budget-s", "0.02")
@@ -319,6 +320,7 @@ def test_cli_shows_the_users_traceback_and_cause(tmp_path, user_file):
     assert "timer" not in run.stdout and "nan" not in run.stdout
 
 
+@pytest.mark.system
 def test_cli_profile_table_is_readable_and_leaves_views_out(tmp_path):
     run = _cli("experiments.models.modules:make_linear", "--device", "cpu", "--batch", "4",
                "--kwargs", json.dumps({"d_in": 32, "d_out": 16}), "--out",
@@ -360,6 +362,7 @@ def test_lock_wait_names_the_holder(tmp_path, caplog):
     assert f"waiting for the CPU held by PID {os.getpid()}" in caplog.text
 
 
+@pytest.mark.system
 def test_cli_touches_nothing_cuda_on_a_cpu(tmp_path):
     """Every way torch probes CUDA raises here: a CPU placement must not reach one."""
     code = textwrap.dedent(f'''
