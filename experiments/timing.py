@@ -266,6 +266,31 @@ def _stream_order(ctx: Context, n: int) -> dict:
     return row
 
 
+def _dispatch(ctx: Context, n: int) -> dict:
+    """C1's evidence: torch.profiler's view of one matmul on the device's tensors, the aten op and
+    the device kernels it launched (a compiled CUDA/C++ kernel the CPU submitted to the GPU)."""
+    if ctx.device.type == "cpu":
+        raise NotApplicable("on a CPU the op runs on the host: no device kernel to submit")
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    need_storage_dtype(ctx.dtype, "time the kernel in a plain dtype")
+    dt = torch_dtype(ctx.dtype)
+    a, b = ctx.randn(n, n, dtype=dt), ctx.randn(n, n, dtype=dt)
+    torch.mm(a, b)  # warm: cuBLAS picks its kernel and loads it outside the profiled call
+    ctx.sync()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        y = torch.mm(a, b)
+        ctx.sync()
+    kernels = sorted({e.name for e in prof.events() if e.device_type == DeviceType.CUDA
+                      and "memcpy" not in e.name.lower() and "memset" not in e.name.lower()})
+    err = check_close(y, lambda: a.double() @ b.double(), TOLERANCE[ctx.dtype],
+                      "the profiled matmul")
+    return {"rel_error": err, "check_passed": True,
+            "params": {"aten_op": "aten::mm", "kernel_names": kernels},
+            "message": "the device kernels torch.profiler saw one torch.mm launch"}
+
+
 def run(cfg: TimingConfig, ctx: Context):
     size = itemsize(ctx.dtype)
     true_variant = "host_sync" if ctx.device.type == "cpu" else "cuda_event"
@@ -283,9 +308,12 @@ def run(cfg: TimingConfig, ctx: Context):
     n = cfg.stream_order_size
     yield ctx.point({"op": "stream_order", "n": n, "m": n, "k": n},
                     lambda: _stream_order(ctx, n))
+    n = min(cfg.kernel_sizes)
+    yield ctx.point({"op": "dispatch", "n": n, "m": n, "k": n, "variant": "torch_profiler"},
+                    lambda: _dispatch(ctx, n))
 
 
 def points(cfg: TimingConfig, ctx: Context) -> int:
     """Rows `run` yields (the progress a job shows): each size timed every way, the two launch
-    rows, the stream-order check."""
-    return len(cfg.kernel_sizes) * len(METHODS) + 2 + 1
+    rows, the stream-order check, the profiled dispatch (C1)."""
+    return len(cfg.kernel_sizes) * len(METHODS) + 2 + 2
