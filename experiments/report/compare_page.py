@@ -38,6 +38,8 @@ def machine(side: Side, system: str | None) -> dict:
 
 
 def _plot(a: Side, b: Side, pair_list):
+    if not interactive.available():  # the page keeps its tables without Bokeh
+        return None
     systems, points = [], []
     for tag, side, names in (("A", a, [p[0] for p in pair_list]), ("B", b, [p[1] for p in pair_list])):
         names = [n for n in names if n]

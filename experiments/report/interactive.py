@@ -194,10 +194,10 @@ def _roofs(fig, s: Roofs, xr, y_lo, color, dash, labelled: bool = True) -> list:
 
 def embed(figures: dict) -> tuple[str, dict]:
     """(one script, name -> div) for the figures that exist: the page holds the script once."""
-    from bokeh.embed import components
-
     figures = {k: f for k, f in figures.items() if f is not None}
     if not figures:
         return "", {}
+    from bokeh.embed import components
+
     script, divs = components(figures)
     return script, divs

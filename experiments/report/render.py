@@ -287,7 +287,10 @@ def gpu2gpu(ds: Dataset) -> dict:
 
 
 def roofline_plot(ds: Dataset, ceilings: pd.DataFrame, points: list, title: str = ""):
-    """The interactive roofline of every system with ceilings and every workload point."""
+    """The interactive roofline of every system with ceilings and every workload point; None
+    without Bokeh (the page says so and keeps its tables and figures)."""
+    if not interactive.available():
+        return None
     dtypes = {p.group.rsplit(" ", 1)[-1] for p in points}
     systems = list(ds.systems().system)
     return interactive.figure(glance.roofs(ceilings, systems, dtypes or None), points, title)
