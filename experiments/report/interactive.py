@@ -138,9 +138,13 @@ def figure(systems: list[Roofs], points: list[Point], title: str = "", height: i
     if roof_renderers:
         fig.add_tools(HoverTool(renderers=roof_renderers, tooltips=[("", "@label")],
                                 line_policy="nearest"))
-    legend = Legend(items=items, click_policy="hide", ncols=2 if len(items) > 4 else 1,
+    ncols = 1 if len(items) <= 4 else 2 if len(items) <= 24 else 3
+    legend = Legend(items=items, click_policy="hide", ncols=ncols,
                     label_text_font_size="12px", spacing=0, padding=4)
     fig.add_layout(legend, "below")
+    # the legend below takes its rows out of the figure's height: add them, so many workloads
+    # (torch's modules, say) leave the plot its full height
+    fig.height = height + 20 * math.ceil(len(items) / ncols) + 12
     return fig
 
 
