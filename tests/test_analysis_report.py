@@ -95,9 +95,9 @@ def test_report_escapes_text_from_devices_and_configs(rendered):
 @pytest.mark.system
 def test_report_says_what_is_missing(rendered):
     html, figures, _ = rendered
-    # per system, the experiments it has no rows of: the CPU run's two systems lack decode,
-    # intensity, transfer and launch; the GPU set has rows of every experiment but workload's
-    missing = [set(m.split(", ")) for m in re.findall(r"no rows from ([^(<]+) \(", html)]
+    # per system, the experiments it has no rows of (the first screen's note): the CPU run's two
+    # systems lack decode, intensity, transfer and launch; the GPU set every experiment but workload
+    missing = [set(m.split(", ")) for m in re.findall(r"has no rows from ([^:<]+):", html)]
     gpu = [m for m in missing if "decode" not in m]
     assert gpu == [{"workload"}], missing
     assert len(missing) == 3 and all({"decode", "intensity", "transfer", "launch"} <= m
