@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -32,25 +33,43 @@ def _commit(tmp: str, path: Path) -> None:
     os.write(int(fd), f"{os.path.abspath(tmp)}\0{path.absolute()}\n".encode())
 
 
-def write_atomic(table: pa.Table, path: str | os.PathLike) -> Path:
-    """Write to a temp file beside `path`, fsync, rename: a killed job leaves no partial file.
-    Under the fork server the client renames it, once the job has ended well (_commit)."""
-    path = Path(path)
-    table = with_format(table)
+@contextlib.contextmanager
+def _temp_beside(path: Path, mode: str):
+    """A temp file beside `path`, readable by others (mkstemp makes 0600), open in `mode`;
+    yields (handle, its name); the body puts it in place, and it is removed if the body raises."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         umask = os.umask(0)
         os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; results are for others to read too
-        with os.fdopen(fd, "wb") as handle:
-            pq.write_table(table, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        _commit(tmp, path)
+        os.chmod(tmp, 0o666 & ~umask)
+        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
+            yield handle, tmp
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_atomic(table: pa.Table, path: str | os.PathLike) -> Path:
+    """Write to a temp file beside `path`, fsync, rename: a killed job leaves no partial file.
+    Under the fork server the client renames it, once the job has ended well (_commit)."""
+    path = Path(path)
+    table = with_format(table)
+    with _temp_beside(path, "wb") as (handle, tmp):
+        pq.write_table(table, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+        _commit(tmp, path)
+    return path
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
+    """A text file (a report, a CSV) written beside `path` and renamed over it."""
+    path = Path(path)
+    with _temp_beside(path, "w") as (handle, tmp):
+        handle.write(text)
+        handle.flush()
+        os.replace(tmp, path)
     return path
 
 

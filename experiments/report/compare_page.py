@@ -9,8 +9,8 @@ from pathlib import Path
 import jinja2
 import pandas as pd
 
+from experiments.core.store import write_text_atomic
 from experiments.report import glance, interactive, provenance, workloads
-from experiments.report import files
 from experiments.report.compare import (DIFFERS, MEASURED_DIFFERENTLY, ONE_SIDE, Side, pairs,
                                          rows_csv, shown)
 from experiments.report.fmt import qty
@@ -105,8 +105,8 @@ def write(out, a: Side, b: Side, ceilings: pd.DataFrame, table: pd.DataFrame,
         raise ValueError(f"--out {out}: give a .html or .csv file")
     out.parent.mkdir(parents=True, exist_ok=True)
     csv = out.with_suffix(".csv")
-    files.write_text(csv, rows_csv(ceilings, table).to_csv(index=False))
+    write_text_atomic(csv, rows_csv(ceilings, table).to_csv(index=False))
     if out.suffix == ".csv":
         return [csv]
-    files.write_text(out, html(a, b, ceilings, table, list(datasheets_list)))
+    write_text_atomic(out, html(a, b, ceilings, table, list(datasheets_list)))
     return [out, csv]

@@ -21,7 +21,8 @@ from experiments.analysis import claims as claims_mod
 from experiments.analysis import datasheets, health, roofline
 from experiments.analysis.dataset import Dataset
 from experiments.analysis.units import binary, finite
-from experiments.report import files, glance, interactive, provenance, workloads
+from experiments.report import glance, interactive, provenance, workloads
+from experiments.core.store import write_text_atomic
 from experiments.report.catalog import FIGURES
 from experiments.report.figures.common import CJK
 from experiments.report.fmt import interval, num, qty, share
@@ -333,5 +334,5 @@ def render(ds: Dataset, ceilings: pd.DataFrame, sheets: list, figures_dir,
         method=METHOD, qty=qty, num=num, interval=interval, isfinite=finite,
         tables_js=(Path(__file__).parent / "tables.js").read_text())
     if out is not None:
-        files.write_text(out, html)
+        write_text_atomic(out, html)
     return html
