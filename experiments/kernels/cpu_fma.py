@@ -27,20 +27,11 @@ from numba.extending import intrinsic
 from numba.np.numpy_support import carray
 
 from experiments.kernels.cpu_team import split, team
+from experiments.kernels.numba_host import use_widest_vectors, vector_registers
+
+use_widest_vectors()  # before the first compile
 
 DTYPES = {"float32": np.float32, "float64": np.float64}
-
-
-def vector_registers() -> tuple[int, int]:
-    """(bytes per vector register, vector registers) of the host, as LLVM sees its features."""
-    import llvmlite.binding as llvm
-
-    features = llvm.get_host_cpu_features()
-    if features.get("avx512f"):
-        return 64, 32
-    if features.get("avx"):
-        return 32, 16
-    return 16, 32 if llvm.get_process_triple().startswith(("aarch64", "arm64")) else 16
 
 
 def lanes(itemsize: int) -> int:

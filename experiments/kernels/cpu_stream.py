@@ -11,6 +11,9 @@ import numpy as np
 from numba import njit
 
 from experiments.kernels.cpu_team import split, team
+from experiments.kernels.numba_host import use_widest_vectors
+
+use_widest_vectors()  # before the first compile: kernels/numba_host.py says why
 
 SCALAR = 3.0
 
