@@ -219,12 +219,11 @@ def measure(fn: Callable[[int], object], device: torch.device, point_budget_s: f
             timer=None, use_graph: bool | None = None, cv_threshold: float | None = None,
             retries: int | None = None, min_samples: int = 5, max_samples: int = 200,
             contention_threshold: float | None = None, force_graph: bool = False,
-            precision: float = 0.0, min_point_s: float = 0.0) -> Timing:
+            precision: float | None = None, min_point_s: float | None = None) -> Timing:
     """Time fn(i) (i picks a rotating buffer). Retries a noisy, contended (CPU: other processes
     used more than `contention_threshold` of the machine) or throttled (GPU) point; returns
-    per-call times and the conditions they were taken under. A job setting left None takes
-    config/job.yaml's value; `precision` 0 (sample the whole budget) is this primitive's own
-    mode: a job's precision and min_point_s come through Context.time.
+    per-call times and the conditions they were taken under. A setting left None takes
+    config/job.yaml's value (precision 0 samples the whole budget).
 
     A point still noisy, contended or throttled after `retries` is returned all the same, with
     its flags; the row builder flags noise. `point_budget_s` is the most a run may sample: with
@@ -234,9 +233,11 @@ def measure(fn: Callable[[int], object], device: torch.device, point_budget_s: f
     """
     job = job_defaults() | {k: v for k, v in dict(
         use_graph=use_graph, cv_threshold=cv_threshold, retries=retries,
-        contention_threshold=contention_threshold).items() if v is not None}
+        contention_threshold=contention_threshold, precision=precision,
+        min_point_s=min_point_s).items() if v is not None}
     use_graph, cv_threshold, retries = job["use_graph"], job["cv_threshold"], job["retries"]
     contention_threshold = job["contention_threshold"]
+    precision, min_point_s = job["precision"], job["min_point_s"]
     timer = timer or make_timer(device, use_graph)
     per_call = estimate_call(fn, timer)
     if isinstance(timer, CudaTimer):
