@@ -135,7 +135,7 @@ def test_low_clock_without_a_reason_is_throttled_but_power_cap_is_not(fake_nvml)
 
     fake = fake_nvml()
     t = PhasedTimer(fake, [{"sm": 1250, "reasons": SW_POWER_CAP, "power_mw": 699_000}])
-    stats = measure(lambda i: None, GPU, 0.01, timer=t).stats
+    stats = measure(lambda i: None, GPU, 0.01, timer=t, precision=0).stats
     assert t.runs == 1  # recorded, not measured again
     assert stats["throttled"] is False and stats["throttle_reasons"] == "sw_power_cap"
     # no energy counter, and NVML's 1 s power average cannot speak for a short window: no power
