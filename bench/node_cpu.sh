@@ -8,8 +8,8 @@
 #   python3 -m pip install -q --no-index --find-links .peers-whl numba
 # Builds the peers (gcc -O3 -march=native -fopenmp), runs them while nothing else runs, then
 # rooflab's CPU sweep (snakemake, report included), then prints the side-by-side table last.
-# Files under $OUT: peers.json, gaps.json (bench/cpu_gaps.py), ceilings.parquet,
-# measurements.parquet, cpu_peers.csv, times.txt, logs.tgz (build, load, gaps and sweep logs).
+# Files under $OUT: peers.json, gaps.json (bench/cpu_gaps.py; GAPS=0 skips it), ceilings.parquet,
+# claims.parquet, measurements.parquet, cpu_peers.csv, times.txt, logs.tgz (build, load, gaps and sweep logs).
 python3 -m pip install -q --no-index --find-links .whl snakemake hydra-core || exit 1
 python3 -c "import numba" || { echo "numba is missing: install it from .peers-whl first"; exit 1; }
 set -euo pipefail
@@ -19,14 +19,18 @@ mkdir -p "$OUT"
 python3 bench/cpu_peers.py build "${PEERS:-.peers}" "$OUT/peers-build" > "$OUT/build.log" 2>&1
 uptime | tee "$OUT/load.txt"
 python3 bench/cpu_peers.py peers "$OUT/peers-build" "$OUT" 2>&1 | tail -2
-python3 bench/cpu_gaps.py "$OUT" > "$OUT/gaps.log" 2>&1 || tail -5 "$OUT/gaps.log"
+if [ "${GAPS:-1}" = 1 ]; then
+  python3 bench/cpu_gaps.py "$OUT" > "$OUT/gaps.log" 2>&1 || tail -5 "$OUT/gaps.log"
+else echo "gaps skipped" > "$OUT/gaps.log"; fi
 rm -rf "$OUT/peers-build"
 t0=$(date +%s)
-python3 -m snakemake --cores all --config 'devices=["cpu"]' 'published=[]' "results=$RESULTS" > "$OUT/sweep.log" 2>&1 \
-  || { tail -30 "$OUT/sweep.log"; exit 1; }
-echo "cpu sweep (cold, report included): $(( $(date +%s) - t0 )) s" | tee "$OUT/times.txt"
-cp "$RESULTS/roofline/ceilings.parquet" "$OUT/"
-cp "$RESULTS/measurements.parquet" "$OUT/"
+# DEVICES=auto: the default sweep (the CPU and every GPU), as `snakemake --cores all` runs it
+DEVICES=${DEVICES:-'["cpu"]'}
+python3 -m snakemake --cores all --config "devices=$DEVICES" 'published=[]' "host=${HOST:-h200}" \
+  "results=$RESULTS" > "$OUT/sweep.log" 2>&1 || { tail -30 "$OUT/sweep.log"; exit 1; }
+echo "sweep of devices=$DEVICES (cold, report included): $(( $(date +%s) - t0 )) s" | tee "$OUT/times.txt"
+cp "$RESULTS/roofline/ceilings.parquet" "$RESULTS/claims.parquet" "$OUT/"
+cp "$RESULTS/measurements.parquet" "$OUT/"; cp "$RESULTS/report.html" "$OUT/" 2>/dev/null || touch "$OUT/report.html"
 python3 bench/cpu_peers.py table "$OUT" "$OUT/ceilings.parquet"
 # at most 8 files come back from a device call: the logs travel as one
-(cd "$OUT" && tar czf logs.tgz build.log load.txt gaps.log sweep.log && rm build.log load.txt gaps.log sweep.log)
+(cd "$OUT" && tar czf logs.tgz build.log load.txt gaps.log sweep.log report.html && rm build.log load.txt gaps.log sweep.log report.html)
