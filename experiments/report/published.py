@@ -34,10 +34,10 @@ def merged(folder: Path, out: Path) -> Path:
 
 def rebuild(folder) -> Path:
     """Fit, judge, place, draw and render the folder's report by the workflow's steps
-    (experiments/analysis/pipeline.py); writes its ceilings, knees, claims, placements and
+    (experiments/steps/pipeline.py); writes its ceilings, knees, claims, placements and
     report.html beside its measurements (figures are inlined; the folder keeps no figures/)."""
-    from experiments.analysis import pipeline
-    from experiments.analysis.__main__ import run
+    from experiments.steps import pipeline
+    from experiments.steps.command import run
 
     folder = Path(folder)
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,12 +1,12 @@
 # Collect every measurement file (this run's and the published sets) into one dataset, fit the
 # roofline, predict and measure the decode knees, judge the claims, draw the figures, render the
 # report. Each rule is one `python -m experiments.analysis` command, its files and command from
-# the step's one definition (experiments/analysis/pipeline.py); the logic lives in
-# experiments/analysis.
+# the step's one definition (experiments/steps/pipeline.py); the logic lives in
+# experiments/analysis and experiments/report.
 import os
 import sys
 
-from experiments.analysis.pipeline import STEPS, Files
+from experiments.steps.pipeline import STEPS, Files
 from experiments.report.catalog import FIGURES
 
 

@@ -8,10 +8,12 @@
     figures   dataset, ceilings, knees, decode model, datasheets -> figures/ (PNG, SVG, index.json)
     report    dataset, ceilings, knees, claims, placements, datasheets, figures -> report.html
 
-Everything that runs them reads this table: `python -m experiments.analysis STEP` (its options),
-the workflow's aggregate rules (their commands, workflow/rules/aggregate.smk), `rooflab report`
-(every step after collect), `rooflab compare` (roofline, decode and claims in memory) and the
-tests. Nothing heavy is imported at the top: the Snakefile reads this module while parsing.
+Everything that runs them reads this table: `python -m experiments.analysis STEP` (its options,
+experiments/steps/command.py), the workflow's aggregate rules (their commands,
+workflow/rules/aggregate.smk), `rooflab report` (every step after collect) and the tests. What
+each step computes is experiments/analysis/compute.py's (`rooflab compare` chains it in memory);
+this room sits above analysis and report, the one place that joins them. Nothing heavy is
+imported at the top: the Snakefile reads this module while parsing.
 """
 
 from __future__ import annotations
@@ -58,32 +60,6 @@ class Files:
 FILE_KEYS = tuple(f.name for f in fields(Files))
 
 
-# ---- what each step computes (in memory: `rooflab compare` chains these) ----------------------
-
-def fit_ceilings(ds):
-    from experiments.analysis import roofline
-    return roofline.fit(ds)
-
-
-def decode_knees(ds, ceilings):
-    """(knees per decode curve, the prediction per decode row)."""
-    from experiments.analysis import knees
-    per_row, table = knees.predict(ds, ceilings)
-    return table.reindex(columns=knees.KNEE_COLUMNS), per_row
-
-
-def judge_claims(ds, ceilings, sheets, knees):
-    from experiments.analysis import claims
-    return claims.evaluate(ds, ceilings, sheets, knees)
-
-
-def judged(ds, sheets):
-    """roofline, decode and claims on a dataset in memory: (ceilings, knees, claims table)."""
-    ceilings = fit_ceilings(ds)
-    knees, _ = decode_knees(ds, ceilings)
-    return ceilings, knees, judge_claims(ds, ceilings, sheets, knees)
-
-
 # ---- the steps on files ----------------------------------------------------------------------
 
 def _write(frame, path):
@@ -116,6 +92,7 @@ def collect(run_files, published=(), *, out, scan=None) -> None:
 
 
 def _roofline(f: Files) -> str:
+    from experiments.analysis.compute import fit_ceilings
     table = fit_ceilings(_dataset(f))
     _write(table, f.ceilings)
     fitted = table[table.value.notna()]
@@ -124,6 +101,7 @@ def _roofline(f: Files) -> str:
 
 
 def _decode(f: Files) -> str:
+    from experiments.analysis.compute import decode_knees
     table, per_row = decode_knees(_dataset(f), _frame(f.ceilings))
     _write(table, f.knees)
     _write(per_row, f.decode_model)
@@ -131,6 +109,7 @@ def _decode(f: Files) -> str:
 
 
 def _claims(f: Files) -> str:
+    from experiments.analysis.compute import judge_claims
     table = judge_claims(_dataset(f), _frame(f.ceilings), _sheets(f), _frame(f.knees))
     if f.claims:
         _write(table, f.claims)
