@@ -27,12 +27,12 @@ def _plot_data(html: str) -> str:
 
 
 def _plotted(folder):
-    """The points the report's roofline plots, from a folder the pipeline filled."""
-    from experiments.analysis import dataset
+    """The points the report's roofline plots, from the files the pipeline wrote in a folder."""
+    from experiments.analysis.compute import Placed
     from experiments.report import workloads
-    ds = dataset.load(folder / "measurements.parquet")
-    ceilings = pd.read_parquet(folder / "roofline" / "ceilings.parquet")
-    return workloads.section(ds, ceilings, [])["points"]
+    f = pipeline.Files.under(folder)
+    return workloads.section(Placed.read(f.placements, f.workload_knees,
+                                         f.datasheet_predictions))["points"]
 
 
 def _pipeline(tmp_path, run_files, published=()):

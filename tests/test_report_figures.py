@@ -106,5 +106,5 @@ def test_the_report_renders_without_bokeh(tmp_path, monkeypatch):
     monkeypatch.setattr(interactive, "available", lambda: False)
     ds = dataset.from_rows([r for rows in fx.gpu_rows().values() for r in rows])
     ceilings, knees, claims = compute.judged(ds, [])
-    html = render.render(ds, ceilings, [], tmp_path, claims, knees)
+    html = render.render(ds, ceilings, [], tmp_path, claims, knees, compute.placed(ds, ceilings))
     assert "needs Bokeh" in html and "Bokeh.embed" not in html

@@ -173,12 +173,10 @@ def workloads_table(a: Side, b: Side) -> pd.DataFrame:
     """The workloads both sides measured (same workload, dtype and batch): each side's time per
     call and B / A. A side that measured a point on several systems gives its measured-first
     system's (the one with more than workload rows)."""
-    from experiments.report import workloads
-
     key = ["workload", "dtype", "batch"]
 
     def calls(side):
-        placed, _ = workloads.placed(side.ds, side.ceilings)
+        placed, _ = compute.place_calls(side.ds, side.ceilings)
         if placed.empty:
             return pd.DataFrame(columns=key + ["time"])
         order = {s: i for i, s in enumerate(_measured_first(side).system)}

@@ -6,10 +6,13 @@
         --points results/roofline/decode_model.parquet
     python -m experiments.analysis claims DATASET --ceilings C --knees K --out results/claims.parquet
     python -m experiments.analysis placements DATASET --ceilings C --out results/placements.parquet
+        --workload-knees results/workload_knees.parquet
+        --datasheet-predictions results/datasheet_predictions.parquet
     python -m experiments.analysis figures DATASET --ceilings C --knees K --decode-model M
         --outdir results/figures
     python -m experiments.analysis report DATASET --ceilings C --knees K --claims CL
-        --placements P --figures DIR --out report.html
+        --placements P --workload-knees WK --datasheet-predictions DP --figures DIR
+        --out report.html
 
 DATASET is the merged file `collect` writes (results/measurements.parquet). The command is
 experiments/analysis/__main__.py's name; its code lives here, with the steps it runs."""
@@ -29,10 +32,16 @@ HELP = {"dataset": "merged measurements (from `collect`)",
         "decode_model": "the prediction per decode row (from `decode --points`)",
         "claims": "claims.parquet (from `claims`)",
         "placements": "placements.parquet (from `placements`)",
+        "workload_knees": "workload_knees.parquet (from `placements --workload-knees`)",
+        "datasheet_predictions": "datasheet_predictions.parquet (from `placements "
+                                 "--datasheet-predictions`)",
         "figures": "directory holding the figures", "datasheets": "reference devices (YAML)"}
 OPTIONAL = {("claims", "claims"): "writes claims.parquet here; without it, only print",
-            ("report", "placements"): "placements.parquet (from `placements`); without it, "
-                                      "computed here"}
+            ("placements", "workload_knees"): "writes the workloads' batch knees here; without "
+                                              "it, they are not computed",
+            ("placements", "datasheet_predictions"): "writes every call predicted on the "
+                                                     "datasheet devices here; without it, not "
+                                                     "computed"}
 
 
 def parser() -> argparse.ArgumentParser:
