@@ -9,8 +9,9 @@ it does:
     kernels/    the GPU (Triton) and CPU kernels the experiments time
     models/     the example models shipped to place on the roofline
     placement/  placing any callable: loading a target, counting its work, checking, profiling
-    analysis/   collect, fit the roofline, knees, placements, the claims; pipeline.py: the steps
+    analysis/   collect, fit the roofline, knees, placements, the claims; compute.py: each step
     report/     figures, the SVG roofline, the HTML report, compare
+    steps/      the aggregate steps (files in and out) and their command line: joins the two above
     cli/        the `rooflab` command and `python -m experiments place`
     sweep/      what Snakemake runs first: the sweep checks, the fork server
 """

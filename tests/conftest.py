@@ -61,9 +61,8 @@ def wait_for(check, timeout: float = 15.0, poll_s: float = 0.05) -> bool:
 def _fewer_knee_resamples(request, monkeypatch):
     """Unit tests judge a fixture's verdict, not the width of a knee's interval: 50 bootstrap
     resamples per knee instead of 200 (the knee bootstrap was 70 % of the claims tests' time).
-    System tests keep the real count, and so do the published-report checks (the report still
-    bootstraps the workloads' knees as it renders, and compares with the committed page)."""
-    if request.node.get_closest_marker("system") is None and \
-            not request.node.nodeid.startswith("tests/test_published"):
+    System tests keep the real count. (The published-report check needs none: the report reads
+    the workloads' knees from the placements step's file, it bootstraps nothing.)"""
+    if request.node.get_closest_marker("system") is None:
         from experiments.analysis import knees
         monkeypatch.setattr(knees, "N_BOOT", 50)

@@ -12,7 +12,7 @@ import analysis_fixtures as fx
 from experiments import experiment_names
 from experiments.analysis import claims, datasheets, dataset, roofline
 from experiments.analysis import knees as decode
-from experiments.analysis.__main__ import DATASHEETS
+from experiments.steps.pipeline import DATASHEETS
 from experiments.report.catalog import FIGURES
 from experiments.analysis.claims import (ARTICLE, CLAIMS, FAILS, HOLDS, MEASURED,
                                          NOT_MEASURABLE, WORKED)

@@ -6,7 +6,7 @@ import pytest
 
 import analysis_fixtures as fx
 from experiments.analysis import dataset
-from experiments.analysis.__main__ import main
+from experiments.steps.command import main
 from experiments.core.store import DatasetError
 
 

@@ -11,8 +11,8 @@ import pytest
 
 import analysis_fixtures as fx
 from experiments.report import render as report
-from experiments.analysis import pipeline
-from experiments.analysis.__main__ import main
+from experiments.steps import pipeline
+from experiments.steps.command import main
 from experiments.report.catalog import FIGURES
 from experiments.analysis.claims import CLAIM_IDS
 
@@ -27,12 +27,12 @@ def _plot_data(html: str) -> str:
 
 
 def _plotted(folder):
-    """The points the report's roofline plots, from a folder the pipeline filled."""
-    from experiments.analysis import dataset
+    """The points the report's roofline plots, from the files the pipeline wrote in a folder."""
+    from experiments.analysis.compute import Placed
     from experiments.report import workloads
-    ds = dataset.load(folder / "measurements.parquet")
-    ceilings = pd.read_parquet(folder / "roofline" / "ceilings.parquet")
-    return workloads.section(ds, ceilings, [])["points"]
+    f = pipeline.Files.under(folder)
+    return workloads.section(Placed.read(f.placements, f.workload_knees,
+                                         f.datasheet_predictions))["points"]
 
 
 def _pipeline(tmp_path, run_files, published=()):
@@ -44,7 +44,7 @@ def _pipeline(tmp_path, run_files, published=()):
 
 def _pipeline_from(tmp_path, data):
     """roofline, decode, claims, figures and report from a collected dataset, by the command
-    lines the workflow runs (the steps: experiments/analysis/pipeline.py)."""
+    lines the workflow runs (the steps: experiments/steps/pipeline.py)."""
     files = pipeline.Files.under(tmp_path).but(dataset=str(data))
     for step in pipeline.AFTER_COLLECT:
         assert main(pipeline.STEPS[step].argv(files)) == 0, step
@@ -142,7 +142,7 @@ def test_report_reads_like_a_report(rendered):
 
 
 def test_a_failing_step_states_its_error(tmp_path, capsys):
-    from experiments.analysis.__main__ import run
+    from experiments.steps.command import run
     data = tmp_path / "measurements.parquet"
     run_files = fx.write_files(tmp_path / "run", {"bandwidth": fx.bandwidth_rows(
         fx.CPU, np.random.default_rng(0), ("float32",))}, fx.CPU)

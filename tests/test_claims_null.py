@@ -10,7 +10,7 @@ import pytest
 
 from conftest import ROOT
 from experiments.analysis import claims, datasheets, dataset, knees, roofline
-from experiments.analysis.__main__ import DATASHEETS
+from experiments.steps.pipeline import DATASHEETS
 
 PUBLISHED = ROOT / "results" / "published" / "h200" / "measurements.parquet"
 TIMING = ["C1", "C5", "C6", "C10", "C12", "C13", "C14", "C16", "C17", "C19", "C20"]

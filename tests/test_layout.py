@@ -1,6 +1,6 @@
 """The house's layout rules, read from the source (nothing is imported, so this runs in a blink):
-no import circle among experiments' modules, no Python file over 400 lines, and experiments/' top
-holds the experiment modules only."""
+no import circle among experiments' modules, analysis never imports report, no Python file over
+400 lines, and experiments/' top holds the experiment modules only."""
 
 from __future__ import annotations
 
@@ -95,6 +95,68 @@ def test_imports_inside_functions_and_relative_ones_are_edges(tmp_path):
 def test_no_import_circle():
     found = circle(import_graph())
     assert found is None, "import circle: " + " -> ".join(reversed(found))
+
+
+def reached(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module `start` imports, directly or through others."""
+    seen, todo = set(), [start]
+    while todo:
+        for t in graph.get(todo.pop(), ()):
+            if t not in seen:
+                seen.add(t)
+                todo.append(t)
+    return seen
+
+
+def in_room(module: str, room: str) -> bool:
+    return module == room or module.startswith(room + ".")
+
+
+def reaching_up(graph: dict[str, set[str]], low: str, high: str,
+                entry: str | None = None) -> dict[str, set[str]]:
+    """The modules of room `low` that import room `high`: directly (any of them), or through
+    other modules (all but `entry`, the room's command line, which runs what sits above it)."""
+    out = {}
+    for name, direct in graph.items():
+        if not in_room(name, low):
+            continue
+        found = {t for t in (direct if name == entry else reached(graph, name))
+                 if in_room(t, high)}
+        if found:
+            out[name] = found
+    return out
+
+
+def test_the_layer_check_finds_an_import_up(tmp_path):
+    pkg = tmp_path / "pkg"
+    for room in ("low", "high", "steps"):
+        (pkg / room).mkdir(parents=True)
+        (pkg / room / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "high" / "page.py").write_text("from pkg.low import calc\n")
+    (pkg / "low" / "calc.py").write_text("def f():\n    return 1\n")
+    (pkg / "steps" / "run.py").write_text("from pkg.high import page\n")
+    (pkg / "low" / "__main__.py").write_text("from pkg.steps import run\n")
+    graph = import_graph(pkg)
+    assert not reaching_up(graph, "pkg.low", "pkg.high", entry="pkg.low.__main__")
+    assert reaching_up(graph, "pkg.low", "pkg.high") == {"pkg.low.__main__": {"pkg.high.page"}}
+    (pkg / "low" / "calc.py").write_text("def f():\n    from pkg.steps import run\n")
+    assert reaching_up(graph := import_graph(pkg), "pkg.low", "pkg.high",
+                       entry="pkg.low.__main__") == {"pkg.low.calc": {"pkg.high.page"}}
+    (pkg / "low" / "__main__.py").write_text("def main():\n    from pkg.high import page\n")
+    assert "pkg.low.__main__" in reaching_up(import_graph(pkg), "pkg.low", "pkg.high",
+                                             entry="pkg.low.__main__")
+
+
+def test_analysis_never_imports_report():
+    """analysis sits below report: no module of it imports experiments.report, at its top or
+    inside a function, nor reaches it through another module. Its command line
+    (`python -m experiments.analysis`, analysis/__main__.py) runs the steps above both
+    (experiments/steps/), so only its own imports count."""
+    up = reaching_up(import_graph(), "experiments.analysis", "experiments.report",
+                     entry="experiments.analysis.__main__")
+    assert not up, "analysis imports report: " + "; ".join(
+        f"{name} -> {', '.join(sorted(found))}" for name, found in sorted(up.items()))
 
 
 def test_no_python_file_over_400_lines():

@@ -134,7 +134,7 @@ def _measurement_table():
 
 @pytest.mark.parametrize("kind", ["corrupt", "foreign"])
 def test_bad_file_stops_collect_naming_it(tmp_path, capsys, kind):
-    from experiments.analysis.__main__ import main
+    from experiments.steps.command import main
 
     good = store.write_atomic(_measurement_table(), tmp_path / "good.parquet")
     bad = tmp_path / f"{kind}.parquet"

@@ -100,11 +100,11 @@ def test_the_roofline_colours_each_workload_and_keeps_its_legend_off_the_roofs()
 def test_the_report_renders_without_bokeh(tmp_path, monkeypatch):
     """Bokeh missing (a bare environment, the GPU image's offline wheels): the report still
     renders, says how to get the interactive roofline, and embeds no plot."""
-    from experiments.analysis import dataset, pipeline
+    from experiments.analysis import compute, dataset
     from experiments.report import interactive, render
 
     monkeypatch.setattr(interactive, "available", lambda: False)
     ds = dataset.from_rows([r for rows in fx.gpu_rows().values() for r in rows])
-    ceilings, knees, claims = pipeline.judged(ds, [])
-    html = render.render(ds, ceilings, [], tmp_path, claims, knees)
+    ceilings, knees, claims = compute.judged(ds, [])
+    html = render.render(ds, ceilings, [], tmp_path, claims, knees, compute.placed(ds, ceilings))
     assert "needs Bokeh" in html and "Bokeh.embed" not in html

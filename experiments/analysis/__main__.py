@@ -1,16 +1,6 @@
-"""The analysis commands the workflow's aggregate rules run (each also works by hand):
-
-    python -m experiments.analysis collect OUT FILE... [--published P ...] [--scan DIR]
-    python -m experiments.analysis roofline DATASET --out results/roofline/ceilings.parquet
-    python -m experiments.analysis decode DATASET --ceilings C --out results/roofline/knees.parquet
-        --points results/roofline/decode_model.parquet
-    python -m experiments.analysis claims DATASET --ceilings C --knees K --out results/claims.parquet
-    python -m experiments.analysis figures DATASET --ceilings C --knees K --decode-model M
-        --outdir results/figures
-    python -m experiments.analysis report DATASET --ceilings C --knees K --claims CL
-        --figures DIR --out report.html
-
-DATASET is the merged file `collect` writes (results/measurements.parquet)."""
+"""`python -m experiments.analysis STEP ...`: the aggregate steps' command line (collect,
+roofline, decode, claims, placements, figures, report). Its code lives with the steps it runs,
+above analysis and report (experiments/steps/command.py: the usage); this is only its name."""
 
 from __future__ import annotations
 
@@ -18,83 +8,9 @@ from experiments.sweep.forkserver import delegate
 
 delegate("experiments.analysis")  # to the run's fork server if any (imports done there)
 
-import argparse
 import sys
 
-from experiments.analysis import pipeline
-from experiments.core.store import DatasetError
-
-DATASHEETS = pipeline.DATASHEETS
-# what each file is, for --help (the steps themselves: experiments/analysis/pipeline.py)
-HELP = {"dataset": "merged measurements (from `collect`)",
-        "ceilings": "ceilings.parquet (from `roofline`)", "knees": "knees.parquet (from `decode`)",
-        "decode_model": "the prediction per decode row (from `decode --points`)",
-        "claims": "claims.parquet (from `claims`)",
-        "placements": "placements.parquet (from `placements`)",
-        "figures": "directory holding the figures", "datasheets": "reference devices (YAML)"}
-OPTIONAL = {("claims", "claims"): "writes claims.parquet here; without it, only print",
-            ("report", "placements"): "placements.parquet (from `placements`); without it, "
-                                      "computed here"}
-
-
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m experiments.analysis", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("collect", help="merge measurement files and published sets")
-    c.add_argument("out")
-    c.add_argument("files", nargs="*")
-    c.add_argument("--published", nargs="*", default=[],
-                   help="published datasets; a missing one is skipped with a message")
-    c.add_argument("--scan", help="the measurements folder: its Parquet files not collected "
-                                  "are listed (metadata `ignored`) with the reason")
-    for step in pipeline.STEPS.values():
-        s = sub.add_parser(step.name, help=step.help)
-        for key, opt in {**step.reads, **step.writes}.items():
-            what = HELP[key] if key in step.reads else f"writes {key.replace('_', ' ')} here"
-            optional = OPTIONAL.get((step.name, key))
-            if not opt:
-                s.add_argument(key, help=what)
-            elif key == "datasheets":
-                s.add_argument(opt, dest=key, default=DATASHEETS, metavar="YAML", help=what)
-            else:
-                s.add_argument(opt, dest=key, required=not optional, metavar="PATH",
-                               help=optional or what)
-        if "datasheets" not in step.reads:  # accepted by every step, as it always was
-            s.add_argument("--datasheets", default=DATASHEETS, help=HELP["datasheets"])
-    return p
-
-
-def main(argv=None) -> int:
-    args = parser().parse_args(argv)
-    try:
-        if args.command == "collect":
-            pipeline.collect(args.files, args.published, out=args.out, scan=args.scan)
-            return 0
-        files = pipeline.Files(**{k: getattr(args, k) for k in pipeline.FILE_KEYS
-                                  if hasattr(args, k)})
-        report = pipeline.run(args.command, files)  # reads the dataset first: bad input stops it
-    except DatasetError as exc:
-        print(f"rooflab: {exc}", file=sys.stderr)
-        return 2
-    for line in filter(None, report.splitlines()):
-        print(f"rooflab: {line}", file=sys.stderr)
-    return 0
-
-
-def run(argv=None) -> int:
-    """main, with any failure stated in one line on stderr (the rule's log), traceback after it,
-    so a failed aggregation step always leaves its reason in its log."""
-    try:
-        return main(argv)
-    except Exception as exc:
-        import traceback
-        step = (argv or sys.argv[1:] or ["?"])[0]
-        print(f"rooflab: {step} failed: {type(exc).__name__}: {exc}", file=sys.stderr,
-              flush=True)
-        traceback.print_exc()
-        return 1
-
+from experiments.steps.command import main, run  # noqa: F401,E402  (main: as it always was here)
 
 if __name__ == "__main__":
     sys.exit(run())

@@ -335,9 +335,9 @@ def placement_table(ds, ceilings: pd.DataFrame) -> pd.DataFrame:
 
 
 def read_placements(path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(whole calls, ops) from results/placements.parquet, with the columns placements() and
-    op_placements() give; the report reads this, never recomputes it."""
-    table = pd.read_parquet(path)
+    """(whole calls, ops) from results/placements.parquet (or that table), with the columns
+    placements() and op_placements() give; the report reads this, never recomputes it."""
+    table = path if isinstance(path, pd.DataFrame) else pd.read_parquet(path)
     calls = table[table.kind == "call"].reindex(columns=PLACEMENT_COLUMNS)
     ops = table[table.kind == "op"].reindex(columns=OP_COLUMNS)
     return calls.reset_index(drop=True), ops.reset_index(drop=True)

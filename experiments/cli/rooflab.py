@@ -160,10 +160,11 @@ def run(args, extra: list[str]) -> int:
 
 
 def report(args) -> int:
-    """The aggregate steps after `collect` (experiments/analysis/pipeline.py), as the workflow runs
-    them: RESULTS/measurements.parquet -> ceilings, knees, claims, figures, report.html."""
-    from experiments.analysis import pipeline
-    from experiments.analysis.__main__ import run as analysis
+    """The aggregate steps after `collect` (experiments/steps/pipeline.py), as the workflow runs
+    them: RESULTS/measurements.parquet -> ceilings, knees, claims, placements, figures,
+    report.html."""
+    from experiments.steps import pipeline
+    from experiments.steps.command import run as analysis
 
     sheets = args.datasheets or str(shipped("config/datasheets.yaml"))
     files = pipeline.Files.under(args.results, datasheets=sheets)

@@ -8,7 +8,7 @@ compared: the rows it measured, not the published sets a sweep merges in (a file
 rows alone is its own). One system a side: they are compared whatever their devices; several:
 paired by device (cpu with cpu, cuda:0 with cuda:0), and a system with no partner is listed
 alone. The ceilings are fitted and the claims judged afresh from the rows, by the workflow's steps
-(experiments/analysis/pipeline.py).
+(experiments/analysis/compute.py, what experiments/steps/pipeline.py writes to files).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments.analysis import claims, datasheets, dataset, pipeline, roofline
+from experiments.analysis import claims, compute, datasheets, dataset, roofline
 from experiments.analysis.units import finite
 from experiments.core.store import DatasetError
 from experiments.report.fmt import interval, num
@@ -73,7 +73,7 @@ def load(path, sheets: list) -> Side:
     """Read one side and fit it (raises DatasetError naming the file)."""
     file = measurements(path)
     ds = _load_rows(file)
-    ceilings, _, table = pipeline.judged(ds, sheets)  # the workflow's steps, in memory
+    ceilings, _, table = compute.judged(ds, sheets)  # the workflow's steps, in memory
     return Side(file, ds, ceilings, table)
 
 
@@ -173,12 +173,10 @@ def workloads_table(a: Side, b: Side) -> pd.DataFrame:
     """The workloads both sides measured (same workload, dtype and batch): each side's time per
     call and B / A. A side that measured a point on several systems gives its measured-first
     system's (the one with more than workload rows)."""
-    from experiments.report import workloads
-
     key = ["workload", "dtype", "batch"]
 
     def calls(side):
-        placed, _ = workloads.placed(side.ds, side.ceilings)
+        placed, _ = compute.place_calls(side.ds, side.ceilings)
         if placed.empty:
             return pd.DataFrame(columns=key + ["time"])
         order = {s: i for i, s in enumerate(_measured_first(side).system)}

@@ -9,6 +9,7 @@ from pathlib import Path
 import jinja2
 import pandas as pd
 
+from experiments.analysis.compute import place_calls
 from experiments.core.store import write_text_atomic
 from experiments.report import glance, interactive, provenance, workloads
 from experiments.report.compare import (DIFFERS, MEASURED_DIFFERENTLY, ONE_SIDE, Side, pairs,
@@ -46,7 +47,7 @@ def _plot(a: Side, b: Side, pair_list):
         for r in glance.roofs(side.ceilings, names):
             r.name = f"{tag}: {r.name}"
             systems.append(r)
-        calls, ops = workloads.placed(side.ds, side.ceilings)
+        calls, ops = place_calls(side.ds, side.ceilings)
         for p in workloads.points(calls[calls.system.isin(names)] if len(calls) else calls,
                                   ops.iloc[0:0]):
             p.group, p.text = f"{tag}: {p.group}", f"{tag}: {p.text}"

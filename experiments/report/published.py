@@ -2,10 +2,11 @@
 
     python -m experiments.report.published results/published/h200 [...]
 
-rebuilds a published folder's ceilings, knees, claims, placements and report.html from its
-measurement files (FILES: all its own rows) by the
-workflow's analysis steps. `text(folder)` renders the report again from the committed files, the
-way tests/test_published.py checks that the committed report is what the code renders now.
+rebuilds a published folder's ceilings, knees, claims, placements (with the workloads' batch
+knees and their predictions on the datasheet devices) and report.html from its measurement files
+(FILES: all its own rows) by the workflow's steps. `rendered(folder)` renders the report again
+from the committed files, the way tests/test_published.py checks that the committed report is
+what the code renders now.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from experiments.core.paths import config_dir
 
 # its own rows: the sweep, the workloads under Nsight Compute, torch's modules placed
 FILES = ("measurements.parquet", "workloads.parquet", "modules.parquet")
+# what the steps derive from them, kept beside them (the report renders from these alone)
+DERIVED = ("ceilings", "knees", "claims", "placements", "workload_knees", "datasheet_predictions")
 
 
 def merged(folder: Path, out: Path) -> Path:
@@ -34,10 +37,10 @@ def merged(folder: Path, out: Path) -> Path:
 
 def rebuild(folder) -> Path:
     """Fit, judge, place, draw and render the folder's report by the workflow's steps
-    (experiments/analysis/pipeline.py); writes its ceilings, knees, claims, placements and
-    report.html beside its measurements (figures are inlined; the folder keeps no figures/)."""
-    from experiments.analysis import pipeline
-    from experiments.analysis.__main__ import run
+    (experiments/steps/pipeline.py); writes their files (DERIVED) and report.html beside its
+    measurements (figures are inlined; the folder keeps no figures/)."""
+    from experiments.steps import pipeline
+    from experiments.steps.command import run
 
     folder = Path(folder)
     with tempfile.TemporaryDirectory() as tmp:
@@ -47,7 +50,8 @@ def rebuild(folder) -> Path:
         for step in pipeline.AFTER_COLLECT:
             if status := run(pipeline.STEPS[step].argv(files)):
                 raise SystemExit(status)
-        for path in (files.ceilings, files.knees, files.claims, files.placements, files.report):
+        for key in (*DERIVED, "report"):
+            path = getattr(files, key)
             shutil.copyfile(path, folder / Path(path).name)
     return folder / "report.html"
 
@@ -62,16 +66,18 @@ def text(html: str) -> str:
 
 def rendered(folder) -> str:
     """The folder's report rendered again from its committed files (no figures: text only)."""
+    from experiments.analysis.compute import Placed
     from experiments.report import render
 
     folder = Path(folder)
+    placed = Placed.read(folder / "placements.parquet", folder / "workload_knees.parquet",
+                         folder / "datasheet_predictions.parquet")
     with tempfile.TemporaryDirectory() as tmp:
         ds = dataset.load(merged(folder, Path(tmp) / "measurements.parquet"))
         return render.render(ds, pd.read_parquet(folder / "ceilings.parquet"),
                              datasheets.load(config_dir() / "datasheets.yaml"), Path(tmp),
                              pd.read_parquet(folder / "claims.parquet"),
-                             pd.read_parquet(folder / "knees.parquet"),
-                             placements=folder / "placements.parquet")
+                             pd.read_parquet(folder / "knees.parquet"), placed)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 """The report: one self-contained HTML file (figures inlined as SVG, the interactive roofline's
 script inlined), in the article's order after a first screen that answers.
 
-Everything shown is computed here and in glance, workloads and provenance from the merged rows,
-the fitted ceilings and the datasheets. Jinja2 autoescapes every value, so text from configs and
+What the steps before it wrote is read, never recomputed: the ceilings, the decode knees, the
+claims, and the placements step's files (every workload call and op placed, their batch knees,
+each call on the datasheet devices). glance, workloads and provenance lay them out beside the
+merged rows and the datasheets. Jinja2 autoescapes every value, so text from configs and
 device names cannot inject markup.
 """
 
@@ -19,6 +21,7 @@ import pandas as pd
 
 from experiments.analysis import claims as claims_mod
 from experiments.analysis import datasheets, health, roofline
+from experiments.analysis.compute import Placed
 from experiments.analysis.dataset import Dataset
 from experiments.analysis.units import binary, finite
 from experiments.report import glance, interactive, provenance, workloads
@@ -298,9 +301,9 @@ def roofline_plot(ds: Dataset, ceilings: pd.DataFrame, points: list, title: str 
 
 
 def render(ds: Dataset, ceilings: pd.DataFrame, sheets: list, figures_dir,
-           table: pd.DataFrame, knees: pd.DataFrame, out=None, placements=None) -> str:
-    """Render the report from the claims table, knees and placements the workflow wrote (without
-    a placements file, they are computed here); writes `out`."""
+           table: pd.DataFrame, knees: pd.DataFrame, placed: Placed, out=None) -> str:
+    """Render the report from the claims table, decode knees and workloads (`placed`: the
+    placements step's files, Placed.read) the workflow wrote; writes `out`."""
     figures_dir = Path(figures_dir)
     index = figures_dir / "index.json"
     placeholders = json.loads(index.read_text()) if index.exists() else {}
@@ -309,7 +312,7 @@ def render(ds: Dataset, ceilings: pd.DataFrame, sheets: list, figures_dir,
                for name, info in FIGURES.items()}
     first = glance.glance(ds, ceilings, table, sheets)
     shown = [s["system"] for s in first["systems"]]
-    mine = workloads.section(ds, ceilings, sheets, placements)
+    mine = workloads.section(placed)
     if mine:
         mine["knees"] = _notes(mine["knees"])
     plot_script, divs = interactive.embed(

@@ -1,26 +1,19 @@
 """The report's "Your workloads": each call and its aten ops as points for the interactive
 roofline, the placement and op tables, the model's error, the knees, and each workload predicted
-on the datasheet devices."""
+on the datasheet devices; all from the placements step's files (analysis.compute.Placed: the
+knees and the datasheet predictions are computed there, never here)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from experiments.analysis import placements
-from experiments.analysis.dataset import Dataset
+from experiments.analysis.compute import Placed
 from experiments.analysis.units import finite
 from experiments.report.fmt import num, qty, share
 from experiments.report.interactive import Point
 
 LEVEL_KINDS = (("dram_bytes", "DRAM"), ("l2_bytes", "L2"), ("l1_bytes", "L1"))
-
-
-def placed(ds: Dataset, ceilings: pd.DataFrame, path=None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(whole calls, aten ops) placed on the fitted roofline: the workflow's placements file
-    (results/placements.parquet) where given, else computed here (a report rendered by hand)."""
-    if path:
-        return placements.read_placements(path)
-    return placements.placements(ds, ceilings), placements.op_placements(ds, ceilings)
 
 
 def _pct(v) -> str:
@@ -64,9 +57,9 @@ def points(calls: pd.DataFrame, ops: pd.DataFrame) -> list[Point]:
     return out
 
 
-def section(ds: Dataset, ceilings: pd.DataFrame, sheets, path=None) -> dict:
+def section(placed: Placed) -> dict:
     """The tables of "Your workloads" ({} without workload rows), and the points to plot."""
-    calls, ops = placed(ds, ceilings, path)
+    calls, ops = placed.calls, placed.ops
     if calls.empty:
         return {}
     rows = [{"system": r["system"] if r["roofline_of"] == r["system"]
@@ -86,9 +79,9 @@ def section(ds: Dataset, ceilings: pd.DataFrame, sheets, path=None) -> dict:
     errors += [e | {"what": "aten ops"} for e in
                placements.model_error_summary(op_err).to_dict("records")]
     summed = placements.call_from_ops(ops, calls)
-    knees = placements.knees(ds, ceilings)  # the renderer makes its notes plain
-    return {"rows": rows, "errors": errors, "knees": knees, "points": points(calls, ops),
-            "sheets": _on_datasheets(calls, sheets), "ops": _op_rows(ops),
+    # the knees as read: the renderer makes their notes plain
+    return {"rows": rows, "errors": errors, "knees": placed.knees, "points": points(calls, ops),
+            "sheets": _on_datasheets(placed.on_datasheets), "ops": _op_rows(ops),
             "calls": [{"system": c["system"], "workload": c["workload"], "dtype": c["dtype"],
                        "batch": f"{c['batch']:.0f}", "ops": c["ops"],
                        "measured": qty(c["measured_time_s"], "s"),
@@ -97,19 +90,11 @@ def section(ds: Dataset, ceilings: pd.DataFrame, sheets, path=None) -> dict:
                        "error": _pct(c["model_error"])} for c in summed.to_dict("records")]}
 
 
-def _on_datasheets(calls: pd.DataFrame, sheets) -> list[dict]:
-    """The same model on the datasheets' numbers alone (no latency floor)."""
-    out = []
-    for sheet in sheets:
-        if not sheet.bandwidth_Bps:
-            continue
-        for r in calls.drop_duplicates(["workload", "dtype", "batch"]).to_dict("records"):
-            peak = sheet.peak("matrix", r["dtype"])
-            if peak:
-                out.append({"device": sheet.name, "workload": r["workload"], "dtype": r["dtype"],
-                            "batch": f"{r['batch']:.0f}", "time": qty(max(
-                                r["flops"] / peak, r["bytes"] / sheet.bandwidth_Bps), "s")})
-    return out
+def _on_datasheets(predicted: pd.DataFrame) -> list[dict]:
+    """The same model on the datasheets' numbers alone (results/datasheet_predictions.parquet)."""
+    return [{"device": r["device"], "workload": r["workload"], "dtype": r["dtype"],
+             "batch": f"{r['batch']:.0f}", "time": qty(r["time_s"], "s")}
+            for r in predicted.to_dict("records")]
 
 
 def _op_rows(ops: pd.DataFrame) -> list[dict]:

@@ -1,12 +1,13 @@
 # Collect every measurement file (this run's and the published sets) into one dataset, fit the
-# roofline, predict and measure the decode knees, judge the claims, draw the figures, render the
-# report. Each rule is one `python -m experiments.analysis` command, its files and command from
-# the step's one definition (experiments/analysis/pipeline.py); the logic lives in
-# experiments/analysis.
+# roofline, predict and measure the decode knees, judge the claims, place the workloads (their
+# batch knees, their predictions on the datasheet devices), draw the figures, render the report.
+# Each rule is one `python -m experiments.analysis` command, its files and command from the
+# step's one definition (experiments/steps/pipeline.py); the logic lives in experiments/analysis
+# and experiments/report.
 import os
 import sys
 
-from experiments.analysis.pipeline import STEPS, Files
+from experiments.steps.pipeline import STEPS, Files
 from experiments.report.catalog import FIGURES
 
 
@@ -95,13 +96,17 @@ rule claims:
 
 
 
-# Every workload call and op placed and predicted (the report reads it; published with a set).
+# Every workload call and op placed and predicted, each workload's batch knees, every call on the
+# datasheet devices (the report reads all three; published with a set).
 rule placements:
     input:
         dataset=FILES.dataset,
         ceilings=FILES.ceilings,
+        datasheets=FILES.datasheets,
     output:
         placements=FILES.placements,
+        workload_knees=FILES.workload_knees,
+        datasheet_predictions=FILES.datasheet_predictions,
     conda:
         "../../environment.yml"
     log:
@@ -145,6 +150,8 @@ rule report:
         knees=FILES.knees,
         claims=FILES.claims,
         placements=FILES.placements,
+        workload_knees=FILES.workload_knees,
+        datasheet_predictions=FILES.datasheet_predictions,
         datasheets=FILES.datasheets,
         figures=expand(f"{FILES.figures}/{{name}}.png", name=FIGURES),
         index=f"{FILES.figures}/index.json",

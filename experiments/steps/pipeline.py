@@ -4,14 +4,20 @@
     roofline  dataset -> roofline/ceilings.parquet
     decode    dataset, ceilings -> roofline/knees.parquet, roofline/decode_model.parquet
     claims    dataset, ceilings, knees, datasheets -> claims.parquet
-    placements  dataset, ceilings -> placements.parquet (every workload call and op, predicted)
+    placements  dataset, ceilings, datasheets -> placements.parquet (every workload call and op,
+              predicted), workload_knees.parquet (each workload's batch knee, measured and
+              predicted), datasheet_predictions.parquet (each call on the datasheet devices)
     figures   dataset, ceilings, knees, decode model, datasheets -> figures/ (PNG, SVG, index.json)
-    report    dataset, ceilings, knees, claims, placements, datasheets, figures -> report.html
+    report    dataset, ceilings, knees, claims, placements, workload knees, datasheet predictions,
+              datasheets, figures -> report.html (it renders: it computes nothing a step before
+              it writes)
 
-Everything that runs them reads this table: `python -m experiments.analysis STEP` (its options),
-the workflow's aggregate rules (their commands, workflow/rules/aggregate.smk), `rooflab report`
-(every step after collect), `rooflab compare` (roofline, decode and claims in memory) and the
-tests. Nothing heavy is imported at the top: the Snakefile reads this module while parsing.
+Everything that runs them reads this table: `python -m experiments.analysis STEP` (its options,
+experiments/steps/command.py), the workflow's aggregate rules (their commands,
+workflow/rules/aggregate.smk), `rooflab report` (every step after collect) and the tests. What
+each step computes is experiments/analysis/compute.py's (`rooflab compare` chains it in memory);
+this room sits above analysis and report, the one place that joins them. Nothing heavy is
+imported at the top: the Snakefile reads this module while parsing.
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ class Files:
     decode_model: str | None = None
     claims: str | None = None
     placements: str | None = None
+    workload_knees: str | None = None
+    datasheet_predictions: str | None = None
     figures: str | None = None  # a folder
     report: str | None = None
     datasheets: str = DATASHEETS
@@ -48,6 +56,8 @@ class Files:
                    knees=f"{r}/roofline/knees.parquet",
                    decode_model=f"{r}/roofline/decode_model.parquet",
                    claims=f"{r}/claims.parquet", placements=f"{r}/placements.parquet",
+                   workload_knees=f"{r}/workload_knees.parquet",
+                   datasheet_predictions=f"{r}/datasheet_predictions.parquet",
                    figures=f"{r}/figures",
                    report=f"{r}/report.html", datasheets=datasheets or DATASHEETS)
 
@@ -56,32 +66,6 @@ class Files:
 
 
 FILE_KEYS = tuple(f.name for f in fields(Files))
-
-
-# ---- what each step computes (in memory: `rooflab compare` chains these) ----------------------
-
-def fit_ceilings(ds):
-    from experiments.analysis import roofline
-    return roofline.fit(ds)
-
-
-def decode_knees(ds, ceilings):
-    """(knees per decode curve, the prediction per decode row)."""
-    from experiments.analysis import knees
-    per_row, table = knees.predict(ds, ceilings)
-    return table.reindex(columns=knees.KNEE_COLUMNS), per_row
-
-
-def judge_claims(ds, ceilings, sheets, knees):
-    from experiments.analysis import claims
-    return claims.evaluate(ds, ceilings, sheets, knees)
-
-
-def judged(ds, sheets):
-    """roofline, decode and claims on a dataset in memory: (ceilings, knees, claims table)."""
-    ceilings = fit_ceilings(ds)
-    knees, _ = decode_knees(ds, ceilings)
-    return ceilings, knees, judge_claims(ds, ceilings, sheets, knees)
 
 
 # ---- the steps on files ----------------------------------------------------------------------
@@ -116,6 +100,7 @@ def collect(run_files, published=(), *, out, scan=None) -> None:
 
 
 def _roofline(f: Files) -> str:
+    from experiments.analysis.compute import fit_ceilings
     table = fit_ceilings(_dataset(f))
     _write(table, f.ceilings)
     fitted = table[table.value.notna()]
@@ -124,6 +109,7 @@ def _roofline(f: Files) -> str:
 
 
 def _decode(f: Files) -> str:
+    from experiments.analysis.compute import decode_knees
     table, per_row = decode_knees(_dataset(f), _frame(f.ceilings))
     _write(table, f.knees)
     _write(per_row, f.decode_model)
@@ -131,6 +117,7 @@ def _decode(f: Files) -> str:
 
 
 def _claims(f: Files) -> str:
+    from experiments.analysis.compute import judge_claims
     table = judge_claims(_dataset(f), _frame(f.ceilings), _sheets(f), _frame(f.knees))
     if f.claims:
         _write(table, f.claims)
@@ -142,12 +129,25 @@ def _claims(f: Files) -> str:
 
 
 def _placements(f: Files) -> str:
-    from experiments.analysis import placements
-    table = placements.placement_table(_dataset(f), _frame(f.ceilings))
+    """placements.parquet; with their paths, the workloads' batch knees (a bootstrap per knee)
+    and every call predicted on the datasheet devices (the report reads all three)."""
+    from experiments.analysis import compute, placements
+    ds, ceilings = _dataset(f), _frame(f.ceilings)
+    table = placements.placement_table(ds, ceilings)
     _write(table, f.placements)
     stats = placements.error_stats(table)
-    return (f"{len(table)} placements -> {f.placements}; |error| median/p90: " + ", ".join(
-        f"{k} {v['median']:.0%}/{v['p90']:.0%} (n={v['n']})" for k, v in stats.items() if v["n"]))
+    lines = [f"{len(table)} placements -> {f.placements}; |error| median/p90: " + ", ".join(
+        f"{k} {v['median']:.0%}/{v['p90']:.0%} (n={v['n']})" for k, v in stats.items() if v["n"])]
+    if f.workload_knees:
+        knees = compute.workload_knees(ds, ceilings)
+        _write(knees, f.workload_knees)
+        lines.append(f"{len(knees)} workload batch knees -> {f.workload_knees}")
+    if f.datasheet_predictions:
+        calls, _ = placements.read_placements(table)
+        predicted = compute.on_datasheets(calls, _sheets(f))
+        _write(predicted, f.datasheet_predictions)
+        lines.append(f"{len(predicted)} calls on datasheet devices -> {f.datasheet_predictions}")
+    return "\n".join(lines)
 
 
 def _figures(f: Files) -> str:
@@ -162,9 +162,11 @@ def _figures(f: Files) -> str:
 
 
 def _report(f: Files) -> str:
+    from experiments.analysis.compute import Placed
     from experiments.report import render
+    placed = Placed.read(f.placements, f.workload_knees, f.datasheet_predictions)
     render.render(_dataset(f), _frame(f.ceilings), _sheets(f), f.figures, _frame(f.claims),
-                  _frame(f.knees), out=f.report, placements=f.placements)
+                  _frame(f.knees), placed, out=f.report)
     return f"report -> {f.report}"
 
 
@@ -203,15 +205,19 @@ STEPS: dict[str, Step] = {s.name: s for s in (
     Step("claims", "judge every claim on every system (and print them)",
          _DATA | {"ceilings": "--ceilings", "knees": "--knees", "datasheets": "--datasheets"},
          {"claims": "--out"}, _claims),
-    Step("placements", "place and predict every workload call and op",
-         _DATA | {"ceilings": "--ceilings"}, {"placements": "--out"}, _placements),
+    Step("placements", "place and predict every workload call and op; each workload's batch "
+         "knees; every call on the datasheet devices",
+         _DATA | {"ceilings": "--ceilings", "datasheets": "--datasheets"},
+         {"placements": "--out", "workload_knees": "--workload-knees",
+          "datasheet_predictions": "--datasheet-predictions"}, _placements),
     Step("figures", "draw every figure (PNG and SVG)",
          _DATA | {"ceilings": "--ceilings", "knees": "--knees", "decode_model": "--decode-model",
                   "datasheets": "--datasheets"}, {"figures": "--outdir"}, _figures),
     Step("report", "render the self-contained HTML report",
          _DATA | {"ceilings": "--ceilings", "knees": "--knees", "claims": "--claims",
-                  "placements": "--placements", "datasheets": "--datasheets",
-                  "figures": "--figures"}, {"report": "--out"},
+                  "placements": "--placements", "workload_knees": "--workload-knees",
+                  "datasheet_predictions": "--datasheet-predictions",
+                  "datasheets": "--datasheets", "figures": "--figures"}, {"report": "--out"},
          _report),
 )}
 AFTER_COLLECT = tuple(STEPS)  # in order: each reads only what the ones before it wrote
