@@ -282,3 +282,31 @@ def test_a_small_kernel_takes_the_bandwidth_sweeps_time_at_its_size():
     assert small["memory_s"] == pytest.approx(1e5 / climb) and 1e5 / climb > 1e5 / L2
     big = prediction.predict_op(r, 0.0, 1e8, 1e8, "vector", measured={"dram_bytes": 1e8})
     assert big["memory_s"] == pytest.approx(1e8 / DRAM)
+    # a gather ncu measured, its row counted before the gather fix (the whole table): the
+    # working set the sweep is read at is the rows it names, not the table
+    rows = prediction.gathered_bytes("aten::embedding", "[[1000, 10], [5]]", 2)[0]
+    emb = prediction.predict_op(r, 0.0, 1e9, 1e9, "vector", measured={"dram_bytes": 1e3},
+                                op="aten::embedding", shapes="[[1000, 10], [5]]")
+    assert emb["memory_s"] == pytest.approx(rows / 1e10) and emb["note"] == ""
+
+
+def test_a_slow_norm_or_attention_names_what_no_sweep_measures():
+    norm = prediction.failed_term(2.0, "memory", "DRAM", "aten::native_group_norm")
+    assert norm.startswith("memory (DRAM): torch's kernel streamed below the bandwidth sweep")
+    assert "reductions" in prediction.failed_term(0.9, "memory", None, "aten::_softmax")
+    sdpa = prediction.failed_term(1.0, "compute", None, "aten::_scaled_dot_product_cudnn_attention")
+    assert sdpa.startswith("compute: the attention kernel ran below the GEMM curve")
+    # faster than predicted: the generic reason, whatever the op
+    assert prediction.failed_term(-0.6, "memory", None, "aten::_softmax").startswith(
+        "memory: fewer bytes")
+
+
+def test_a_call_predicted_from_ncu_bytes_names_its_top_ops_reason():
+    ds, _ = _dataset()
+    op = ds[ds.variant == "aten_op"].iloc[0].to_dict()
+    op["params"] = op["params"] | {"aten_op": "aten::_softmax", "bytes_source": "ncu",
+                                   "dram_bytes": 4e7}
+    ds = pd.concat([ds[ds.variant != "aten_op"], pd.DataFrame([op])], ignore_index=True)
+    table = placements.placement_table(ds, ceilings())
+    call = table[(table.kind == "call") & (table.batch == 1)].iloc[0]
+    assert call.model_error > 1 and call.failed_term.startswith("memory: torch's kernel")

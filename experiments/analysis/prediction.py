@@ -25,7 +25,8 @@ the slowest of three terms:
   smallest GEMM) and one pointwise kernel (the latency floor), plus its input projections at
   the GEMM roof (the op's definition: cuDNN's standard algorithm launches those two a step);
 - an embedding (gather) reads only the rows its indices name: where a row counted the whole
-  table (runs before the counting fix), its bytes are recomputed from its shapes (`gathered`).
+  table (runs before the counting fix), its bytes are recomputed from its shapes (`gathered`),
+  and those are the working set the bandwidth sweep is read at, ncu's bytes or not.
 A call is the sum over its ops. error = measured / predicted - 1.
 """
 
@@ -124,10 +125,10 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
     bounds it and the memory level; `note` says where a term came from the op's definition."""
     calls = max(int(calls or 1), 1)
     note = []
-    gathered = gathered_bytes(op, shapes, r.get("itemsize", 2)) if not measured else None
+    gathered = gathered_bytes(op, shapes, r.get("itemsize", 2))
     if gathered and gathered[0] * calls < nbytes:  # a row that counted the whole table
         nbytes, cold_bytes = gathered[0] * calls, gathered[1] * calls
-        note.append("bytes: gathered rows")
+        note.append("" if measured else "bytes: gathered rows")
     P = r["matrix"] if kind == "matrix" else r["vector"]
     dims = sweeps.gemm_dims(op, shapes) if kind == "matrix" else None
     if dims and r.get("shaped"):  # the GEMM sweep at this shape
@@ -168,7 +169,7 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
     return {"compute_s": compute, "memory_s": memory, "latency_s": latency,
             "predicted_time_s": terms[bound] if terms[bound] > 0 else math.nan,
             "bound": bound, "level": level if bound == "memory" else None,
-            "note": ", ".join(note)}
+            "note": ", ".join(n for n in note if n)}
 
 
 def predict_call(r: dict, ops: list) -> dict:
@@ -205,6 +206,27 @@ SLOWER_THAN_MODELLED = {
     "aten::_embedding_bag": "memory: random row gathers run below the streaming bandwidth (no "
                             "gather bandwidth measured)",
 }
+# torch's reductions and transcendental pointwise kernels: below the bandwidth sweep for want of
+# instructions the one-FLOP-an-element convention does not count (no sweep measures them)
+REDUCING = ("norm", "softmax", "gelu")
+ATTENTION_OPS = ("aten::_scaled_dot_product_cudnn_attention",
+                 "aten::_scaled_dot_product_flash_attention",
+                 "aten::_scaled_dot_product_efficient_attention")
+
+
+def _known_slow(op: str, where: str) -> str:
+    """The reason for a slow miss of an op the model has no measured term for ("" if none)."""
+    if op in SLOWER_THAN_MODELLED:
+        return SLOWER_THAN_MODELLED[op]
+    if "pool" in op:
+        return f"memory{where}: the pooling kernel streamed far below the bandwidth sweep's rate"
+    if any(k in op for k in REDUCING):
+        return (f"memory{where}: torch's kernel streamed below the bandwidth sweep (its "
+                "reductions or transcendentals bind it; no sweep measures such a kernel)")
+    if op in ATTENTION_OPS:
+        return ("compute: the attention kernel ran below the GEMM curve at this head dimension "
+                "(no attention sweep measured)")
+    return ""
 
 
 def failed_term(error: float, bound: str, level: str | None, op: str = "") -> str:
@@ -213,9 +235,8 @@ def failed_term(error: float, bound: str, level: str | None, op: str = "") -> st
     if not (error == error) or abs(error) <= MISS:
         return ""
     where = f" ({level})" if level else ""
-    if error > 0 and (op in SLOWER_THAN_MODELLED or "pool" in op):
-        return SLOWER_THAN_MODELLED.get(op, f"memory{where}: the pooling kernel streamed far "
-                                            "below the bandwidth sweep's rate")
+    if error > 0 and _known_slow(op, where):
+        return _known_slow(op, where)
     if error > 0:
         return {"compute": "compute: the kernel ran below the FLOP roof (small or oddly shaped "
                            "work, or a fallback kernel)",
