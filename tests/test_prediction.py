@@ -2,6 +2,7 @@
 ceilings: each term, the level a working set fits, ncu's bytes, a call as the sum of its ops,
 and the term named on a miss."""
 
+import math
 import subprocess
 import sys
 
@@ -222,3 +223,90 @@ def test_a_miss_the_model_has_no_term_for_names_it():
     call = prediction.predict_call(r, [["aten::convolution", "[]", 1, 1e12, 1e6, 1e6, "matrix"],
                                        ["aten::relu", "[]", 1, 1e6, 2e6, 0.0, "vector"]])
     assert call["top_op"] == "aten::convolution"
+
+
+def _sweep_rows():
+    """A dataset's microbenchmark rows: the gemv_gemm sweep (x [b, C] @ W [C, C]) on two
+    channel counts, and a bandwidth sweep that climbs to 1e12 B/s at 1 MB and stays there."""
+    base = {"system": SYS, "status": "ok", "dtype": "bfloat16", "flops": 1.0, "k": 0.0,
+            "working_set_bytes": float("nan"), "byte_per_s": float("nan")}
+    rows = []
+    for c, rates in ((1024, {1: 1e11, 64: 1e13, 1024: 3e14}),
+                     (4096, {1: 1e12, 64: 5e13, 4096: 6e14})):
+        rows += [base | {"experiment": "decode", "op": "gemv_gemm", "m": float(b), "n": float(c),
+                         "time_s": 2.0 * b * c * c / f, "flop_per_s": f}
+                 for b, f in rates.items()]
+    rows += [base | {"experiment": "bandwidth", "op": "copy", "m": 0.0, "n": 0.0, "time_s": 1e-6,
+                     "flop_per_s": 0.0, "working_set_bytes": ws, "byte_per_s": bw}
+             for ws, bw in ((1e4, 1e10), (1e6, 1e12), (1e9, 1e12))]
+    return pd.DataFrame(rows)
+
+
+def test_a_gemm_is_read_off_the_sweep_at_its_shape():
+    from experiments.analysis import sweeps
+
+    r = prediction.roofs(ceilings(), SYS, "bfloat16", True, _sweep_rows())
+    assert [round(math.exp(c)) for c, _, _ in r["shaped"]] == [1024, 4096]
+    assert sweeps.gemm_dims("aten::addmm", "[[4096], [64, 4096], [4096, 4096]]") == (64, 4096,
+                                                                                     4096)
+    assert sweeps.gemm_dims("aten::mm", "[[4096, 64], [64, 4096]]") == (4096, 4096, 64)
+    assert sweeps.gemm_dims("aten::linear", "[[2, 32, 4096], [1024, 4096], [1024]]") == (
+        64, 1024, 4096)
+    assert sweeps.gemm_dims("aten::relu", "[[4, 4]]") is None
+    # the sweep's own points map onto themselves (either side thin)
+    assert sweeps.shaped_rate(r, 64, 4096, 4096) == pytest.approx(5e13)
+    assert sweeps.shaped_rate(r, 4096, 64, 4096) == pytest.approx(5e13)
+    # halfway in log b between 1 and 64, halfway in log C between 1024 and 4096
+    mid = sweeps.shaped_rate(r, 8, 2048, 2048)
+    assert mid == pytest.approx(0.5 * ((1e11 + 1e13) / 2 + (1e12 + 5e13) / 2))
+    flops = 2.0 * 64 * 4096 * 4096
+    op = prediction.predict_op(r, flops, 1e3, 1e3, "matrix", op="aten::addmm",
+                               shapes="[[4096], [64, 4096], [4096, 4096]]")
+    assert op["compute_s"] == pytest.approx(flops / 5e13) and "GEMM sweep at 64x4096x4096" in \
+        op["note"]
+    # without shapes (or for a convolution) the roof at its FLOPs, as before
+    plain = prediction.predict_op(r, flops, 1e3, 1e3, "matrix", op="aten::convolution")
+    assert plain["compute_s"] == pytest.approx(flops / P)
+
+
+def test_a_small_kernel_takes_the_bandwidth_sweeps_time_at_its_size():
+    from experiments.analysis import sweeps
+
+    r = prediction.roofs(ceilings(), SYS, "bfloat16", True, _sweep_rows())
+    climb = (1e10 + 1e12) / 2  # halfway up the climb, linear in log working set
+    assert sweeps.ramp(r["bandwidth"], 1e5) == pytest.approx(climb)
+    assert sweeps.ramp(r["bandwidth"], 1e7) == math.inf  # past the peak: no floor
+    # ncu measured 1e4 DRAM bytes of a 1e5-byte op: the sweep moved 1e5 bytes no faster
+    small = prediction.predict_op(r, 0.0, 1e5, 1e5, "vector",
+                                  measured={"dram_bytes": 1e4, "l2_bytes": 1e5})
+    assert small["memory_s"] == pytest.approx(1e5 / climb) and 1e5 / climb > 1e5 / L2
+    big = prediction.predict_op(r, 0.0, 1e8, 1e8, "vector", measured={"dram_bytes": 1e8})
+    assert big["memory_s"] == pytest.approx(1e8 / DRAM)
+    # a gather ncu measured, its row counted before the gather fix (the whole table): the
+    # working set the sweep is read at is the rows it names, not the table
+    rows = prediction.gathered_bytes("aten::embedding", "[[1000, 10], [5]]", 2)[0]
+    emb = prediction.predict_op(r, 0.0, 1e9, 1e9, "vector", measured={"dram_bytes": 1e3},
+                                op="aten::embedding", shapes="[[1000, 10], [5]]")
+    assert emb["memory_s"] == pytest.approx(rows / 1e10) and emb["note"] == ""
+
+
+def test_a_slow_norm_or_attention_names_what_no_sweep_measures():
+    norm = prediction.failed_term(2.0, "memory", "DRAM", "aten::native_group_norm")
+    assert norm.startswith("memory (DRAM): torch's kernel streamed below the bandwidth sweep")
+    assert "reductions" in prediction.failed_term(0.9, "memory", None, "aten::_softmax")
+    sdpa = prediction.failed_term(1.0, "compute", None, "aten::_scaled_dot_product_cudnn_attention")
+    assert sdpa.startswith("compute: the attention kernel ran below the GEMM curve")
+    # faster than predicted: the generic reason, whatever the op
+    assert prediction.failed_term(-0.6, "memory", None, "aten::_softmax").startswith(
+        "memory: fewer bytes")
+
+
+def test_a_call_predicted_from_ncu_bytes_names_its_top_ops_reason():
+    ds, _ = _dataset()
+    op = ds[ds.variant == "aten_op"].iloc[0].to_dict()
+    op["params"] = op["params"] | {"aten_op": "aten::_softmax", "bytes_source": "ncu",
+                                   "dram_bytes": 4e7}
+    ds = pd.concat([ds[ds.variant != "aten_op"], pd.DataFrame([op])], ignore_index=True)
+    table = placements.placement_table(ds, ceilings())
+    call = table[(table.kind == "call") & (table.batch == 1)].iloc[0]
+    assert call.model_error > 1 and call.failed_term.startswith("memory: torch's kernel")

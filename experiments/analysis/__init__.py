@@ -7,6 +7,7 @@ article's claims. One module per concern:
     roofline    fitted ceilings with bootstrap intervals -> results/roofline/ceilings.parquet
     knees       the decode knee and tokens/s predicted from the ceilings
     placements  workloads placed on the fitted roofline, their batch knees
+    prediction  the op model a placed call is predicted by (sweeps: the curves it reads)
     health      what the points ran under (load, clocks, throttling)
     claims/     C1-C20, one check each, and which experiments and figure each reads
 

@@ -306,17 +306,21 @@ def with_measured_bytes(calls: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
     measured = ops[ops.bytes_source == "ncu"]
     if calls.empty or measured.empty:
         return calls
-    sums = ops[ops.set_index(keys).index.isin(measured.set_index(keys).index)].groupby(keys).agg(
-        ncu_predicted=("predicted_time_s", "sum"), n=("aten_op", "size")).reset_index()
+    mine = ops[ops.set_index(keys).index.isin(measured.set_index(keys).index)]
+    sums = mine.groupby(keys).agg(ncu_predicted=("predicted_time_s", "sum"),
+                                  n=("aten_op", "size")).reset_index()
+    top = mine.loc[mine.groupby(keys).predicted_time_s.idxmax(), keys + ["aten_op"]]
+    sums = sums.merge(top.rename(columns={"aten_op": "top_op"}), on=keys, how="left")
     out = calls.merge(sums, on=keys, how="left")
     hit = out.ncu_predicted.notna() & (out.ncu_predicted > 0)
     out.loc[hit, "predicted_time_s"] = out.ncu_predicted[hit]
     out.loc[hit, "predicted_from"] = [f"sum over {int(n)} profiled ops, ncu bytes"
                                       for n in out.n[hit]]
     out.loc[hit, "model_error"] = out.measured_time_s[hit] / out.ncu_predicted[hit] - 1
-    out.loc[hit, "failed_term"] = [prediction.failed_term(e, b, lv) for e, b, lv in
-                                   zip(out.model_error[hit], out.bound[hit], out.level[hit])]
-    return out.drop(columns=["ncu_predicted", "n"])
+    out.loc[hit, "failed_term"] = [prediction.failed_term(e, b, lv, op or "") for e, b, lv, op in
+                                   zip(out.model_error[hit], out.bound[hit], out.level[hit],
+                                       out.top_op[hit])]
+    return out.drop(columns=["ncu_predicted", "n", "top_op"])
 
 
 def placement_table(ds, ceilings: pd.DataFrame) -> pd.DataFrame:
@@ -369,7 +373,6 @@ def read_ceilings(ceilings):
     return pd.read_parquet(ceilings)
 
 
-
 def find_system(ceilings, device_name: str, host: str | None = None, system: str | None = None):
     """The ceilings' system for this device: named, else this host's fit of the device's model
     (this run's first), else another machine's fit of the same model (a published set)."""
@@ -384,12 +387,10 @@ def find_system(ceilings, device_name: str, host: str | None = None, system: str
     return order.sort_values("mine", ascending=False, kind="stable").system.iloc[0]
 
 
-
 def no_roofline(device: str) -> str:
     return (f"no fitted roofline for {device} yet: run `snakemake --cores all` (or "
             f"`snakemake --cores all --config 'devices=[\"{device}\"]'` for this device alone) "
             "to measure it, then pass --ceilings results/roofline/ceilings.parquet")
-
 
 
 DEFAULT_CEILINGS = "results/roofline/ceilings.parquet"

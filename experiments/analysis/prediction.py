@@ -4,14 +4,20 @@ Each op (an aten op with its FLOPs and bytes, experiments/placement/counting.py)
 the slowest of three terms:
 - compute: FLOPs / P, P the dtype's GEMM ceiling for matrix ops (matmuls, convolutions,
   attention, fused layers) at the op's size where the system's matmul sweep is in the dataset,
-  its vector (FMA) ceiling for the rest; a fused attention kernel adds its softmax
+  its vector (FMA) ceiling for the rest; a 2-D GEMM whose shapes the profiler recorded (mm,
+  addmm, linear) reads P off the decode experiment's gemv_gemm sweep at its shape instead
+  (sweeps.shaped_rate: a thin GEMM streams its wide operand and runs far below the square
+  GEMMs' rate); a fused attention kernel adds its softmax
   exponentials at the special-function units' rate, SFU_SHARE of the float32 FMA rate (they
   stall the matrix units: FlashAttention-3, Shah et al. 2024, section 3);
 - memory: with Nsight Compute's bytes, the slowest level's measured traffic over that level's
-  bandwidth (DRAM, L2, L1); with counted bytes, the `cold` bytes (weights and the call's inputs,
+  bandwidth (DRAM, L2, L1), never below the time the bandwidth sweep took to move the op's
+  working set where the sweep still climbs (a small kernel's launch and fill); with counted
+  bytes, the `cold` bytes (weights and the call's inputs,
   rotated past the caches by the workload experiment) over DRAM bandwidth plus the rest (the
-  activations earlier ops wrote) over the bandwidth of the smallest cache level whose fitted
-  window holds the op's working set (its tensors in and out), DRAM when none does;
+  activations earlier ops wrote) over the bandwidth sweep's rate at the op's working set (its
+  tensors in and out; `level` names the smallest cache whose fitted window holds it, DRAM when
+  none does);
 - latency: the floor of one kernel (graph replay or eager launch, as the call was timed) times
   the kernels the op launches (Nsight Compute's count where it ran, else one per call); a
   cuDNN RNN's recurrence is serial, so its latency term is layers x directions x T steps, each
@@ -19,7 +25,8 @@ the slowest of three terms:
   smallest GEMM) and one pointwise kernel (the latency floor), plus its input projections at
   the GEMM roof (the op's definition: cuDNN's standard algorithm launches those two a step);
 - an embedding (gather) reads only the rows its indices name: where a row counted the whole
-  table (runs before the counting fix), its bytes are recomputed from its shapes (`gathered`).
+  table (runs before the counting fix), its bytes are recomputed from its shapes (`gathered`),
+  and those are the working set the bandwidth sweep is read at, ncu's bytes or not.
 A call is the sum over its ops. error = measured / predicted - 1.
 """
 
@@ -27,7 +34,8 @@ from __future__ import annotations
 
 import math
 
-from experiments.analysis import roofline
+from experiments.analysis import roofline, sweeps
+from experiments.analysis.sweeps import at as _at, shapes_of as _shapes
 
 MISS = 0.5  # |error| above this: the row names the term that failed
 # exponentials per second over float32 FMA FLOP/s: an SM issues 16 MUFU ops per clock against
@@ -35,20 +43,9 @@ MISS = 0.5  # |error| above this: the row names the term that failed
 SFU_SHARE = 16 / 256
 
 
-BANDWIDTH_OPS = ("copy", "scale", "add", "triad", "add_one")
 ITEMSIZE = {"float64": 8, "float32": 4, "tf32": 4, "bfloat16": 2, "float16": 2}
 RNN_OPS = ("aten::_cudnn_rnn",)
 EMBEDDINGS = ("aten::embedding", "aten::_embedding_bag", "aten::_embedding_bag_forward_only")
-
-
-def _shapes(shapes) -> list:
-    import ast
-
-    try:
-        out = ast.literal_eval(shapes) if isinstance(shapes, str) else shapes
-    except (ValueError, SyntaxError):
-        return []
-    return out if isinstance(out, list) else []
 
 
 def gathered_bytes(op: str, shapes, itemsize: int) -> tuple[float, float] | None:
@@ -90,40 +87,6 @@ def serial_time(r: dict, op: str, shapes, flops: float) -> tuple[float, int]:
     return t + (gemm_time(r, rest / stacks) * stacks if rest else 0.0), steps
 
 
-def curves(rows, systems, dtype: str) -> dict:
-    """The roofs at a size, from the system's own sweep where the dataset holds it: GEMM FLOP/s
-    against FLOPs per call (the matmul experiment, this dtype) and the best bandwidth against
-    working set (the bandwidth experiment: L1/L2 plateaus, the small-size ramp, then DRAM).
-    `systems`: the roofline's system and that of the placed rows (one device model)."""
-    import numpy as np
-
-    need = {"system", "status", "time_s", "experiment", "dtype", "flops", "flop_per_s", "op",
-            "working_set_bytes", "byte_per_s"}
-    if rows is None or not len(rows) or not need <= set(rows.columns):
-        return {}
-    systems = {systems} if isinstance(systems, str) else set(systems)
-    mine = rows[rows.system.isin(systems) & (rows.status == "ok") & (rows.time_s > 0)]
-    out = {}
-    mm = mine[(mine.experiment == "matmul") & (mine.dtype == dtype) & (mine.flops > 0)]
-    if mm.flops.nunique() >= 2:
-        g = mm.groupby("flops").flop_per_s.median().sort_index()
-        out["gemm"] = (np.log(g.index.to_numpy(float)), g.to_numpy(float))
-    bw = mine[(mine.experiment == "bandwidth") & mine.op.isin(BANDWIDTH_OPS)
-              & (mine.working_set_bytes > 0)]
-    if bw.working_set_bytes.nunique() >= 2:
-        g = bw.groupby("working_set_bytes").byte_per_s.max().sort_index()
-        out["bandwidth"] = (np.log(g.index.to_numpy(float)), g.to_numpy(float))
-    return out
-
-
-def _at(curve, x: float) -> float | None:
-    import numpy as np
-
-    if curve is None or not x > 0:
-        return None
-    return float(np.interp(math.log(x), *curve))
-
-
 def roofs(ceilings, system: str, dtype: str, graph: bool, rows=None, also=()) -> dict:
     """The ceilings the model reads for one system and dtype (and, given the dataset's rows,
     its GEMM and bandwidth curves, from `system` and the systems in `also`: the roofs at an
@@ -143,7 +106,7 @@ def roofs(ceilings, system: str, dtype: str, graph: bool, rows=None, also=()) ->
             "sfu": (val("vector_flops", "float32") or 0.0) * SFU_SHARE,
             "itemsize": ITEMSIZE.get(dtype, 2),
             "latency": val("latency_graph" if graph else "latency_eager") or 0.0} | \
-        curves(rows, {system, *also}, dtype)
+        sweeps.curves(rows, {system, *also}, dtype)
 
 
 def cache_level(r: dict, working_set: float) -> tuple[str, float | None]:
@@ -162,12 +125,16 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
     bounds it and the memory level; `note` says where a term came from the op's definition."""
     calls = max(int(calls or 1), 1)
     note = []
-    gathered = gathered_bytes(op, shapes, r.get("itemsize", 2)) if not measured else None
+    gathered = gathered_bytes(op, shapes, r.get("itemsize", 2))
     if gathered and gathered[0] * calls < nbytes:  # a row that counted the whole table
         nbytes, cold_bytes = gathered[0] * calls, gathered[1] * calls
-        note.append("bytes: gathered rows")
+        note.append("" if measured else "bytes: gathered rows")
     P = r["matrix"] if kind == "matrix" else r["vector"]
-    if kind == "matrix" and r.get("gemm"):  # the GEMM roof at this size
+    dims = sweeps.gemm_dims(op, shapes) if kind == "matrix" else None
+    if dims and r.get("shaped"):  # the GEMM sweep at this shape
+        P = sweeps.shaped_rate(r, *dims) or P
+        note.append("compute: GEMM sweep at {}x{}x{}".format(*dims))
+    elif kind == "matrix" and r.get("gemm"):  # the GEMM roof at this size
         P = _at(r["gemm"], flops / calls) or P
     compute = flops / P if P and flops else 0.0
     if exponentials and exponentials == exponentials and r.get("sfu"):
@@ -178,6 +145,9 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
         times = {name: measured[key] / r[name] for key, name in
                  (("dram_bytes", "DRAM"), ("l2_bytes", "L2"), ("l1_bytes", "L1"))
                  if key in measured and r[name]}
+        fill = nbytes / sweeps.ramp(r.get("bandwidth"), nbytes / calls)  # a small kernel
+        if times and fill > max(times.values()):
+            times[max(times, key=times.get)] = fill
         if times:
             level = max(times, key=times.get)
             memory = times[level]
@@ -199,7 +169,7 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
     return {"compute_s": compute, "memory_s": memory, "latency_s": latency,
             "predicted_time_s": terms[bound] if terms[bound] > 0 else math.nan,
             "bound": bound, "level": level if bound == "memory" else None,
-            "note": ", ".join(note)}
+            "note": ", ".join(n for n in note if n)}
 
 
 def predict_call(r: dict, ops: list) -> dict:
@@ -236,6 +206,27 @@ SLOWER_THAN_MODELLED = {
     "aten::_embedding_bag": "memory: random row gathers run below the streaming bandwidth (no "
                             "gather bandwidth measured)",
 }
+# torch's reductions and transcendental pointwise kernels: below the bandwidth sweep for want of
+# instructions the one-FLOP-an-element convention does not count (no sweep measures them)
+REDUCING = ("norm", "softmax", "gelu")
+ATTENTION_OPS = ("aten::_scaled_dot_product_cudnn_attention",
+                 "aten::_scaled_dot_product_flash_attention",
+                 "aten::_scaled_dot_product_efficient_attention")
+
+
+def _known_slow(op: str, where: str) -> str:
+    """The reason for a slow miss of an op the model has no measured term for ("" if none)."""
+    if op in SLOWER_THAN_MODELLED:
+        return SLOWER_THAN_MODELLED[op]
+    if "pool" in op:
+        return f"memory{where}: the pooling kernel streamed far below the bandwidth sweep's rate"
+    if any(k in op for k in REDUCING):
+        return (f"memory{where}: torch's kernel streamed below the bandwidth sweep (its "
+                "reductions or transcendentals bind it; no sweep measures such a kernel)")
+    if op in ATTENTION_OPS:
+        return ("compute: the attention kernel ran below the GEMM curve at this head dimension "
+                "(no attention sweep measured)")
+    return ""
 
 
 def failed_term(error: float, bound: str, level: str | None, op: str = "") -> str:
@@ -244,9 +235,8 @@ def failed_term(error: float, bound: str, level: str | None, op: str = "") -> st
     if not (error == error) or abs(error) <= MISS:
         return ""
     where = f" ({level})" if level else ""
-    if error > 0 and (op in SLOWER_THAN_MODELLED or "pool" in op):
-        return SLOWER_THAN_MODELLED.get(op, f"memory{where}: the pooling kernel streamed far "
-                                            "below the bandwidth sweep's rate")
+    if error > 0 and _known_slow(op, where):
+        return _known_slow(op, where)
     if error > 0:
         return {"compute": "compute: the kernel ran below the FLOP roof (small or oddly shaped "
                            "work, or a fallback kernel)",

@@ -1,0 +1,120 @@
+"""The system's own sweeps as curves the op model reads at an op's size and shape.
+
+- `gemm`: GEMM FLOP/s against FLOPs per call, from the matmul experiment's square GEMMs;
+- `shaped`: GEMM FLOP/s against shape, from the decode experiment's gemv_gemm sweep
+  (x [b, C] @ W [C, C], b from 1 to thousands, a few C; W streamed cold as a layer's weights are):
+  a GEMM of M x K by K x N is read off it at s = min(M, N), its thin side, and
+  C = sqrt(K max(M, N)), the side of the square its other two dimensions span (so that the
+  sweep's own points map onto themselves, and FLOPs = 2 s C^2 either way); FLOP/s interpolated
+  linearly in log s along each C, then linearly in log C between them, clamped at the sweep's
+  edges;
+- `bandwidth`: the best torch streaming kernel's B/s against working set (the bandwidth
+  experiment: the small-size ramp, the L2 plateau, then DRAM).
+
+Nothing here is fitted to the placed calls: every curve is a microbenchmark of the same dataset.
+"""
+
+from __future__ import annotations
+
+import math
+
+BANDWIDTH_OPS = ("copy", "scale", "add", "triad", "add_one")
+GEMM_OPS = ("aten::mm", "aten::addmm", "aten::linear")
+
+
+def curves(rows, systems, dtype: str) -> dict:
+    """The roofs at a size, from the system's own sweeps where the dataset holds them: `gemm`
+    (square GEMMs, this dtype), `shaped` (the gemv_gemm sweep, this dtype) and `bandwidth`.
+    `systems`: the roofline's system and that of the placed rows (one device model)."""
+    import numpy as np
+
+    need = {"system", "status", "time_s", "experiment", "dtype", "flops", "flop_per_s", "op",
+            "working_set_bytes", "byte_per_s"}
+    if rows is None or not len(rows) or not need <= set(rows.columns):
+        return {}
+    systems = {systems} if isinstance(systems, str) else set(systems)
+    mine = rows[rows.system.isin(systems) & (rows.status == "ok") & (rows.time_s > 0)]
+    out = {}
+    mm = mine[(mine.experiment == "matmul") & (mine.dtype == dtype) & (mine.flops > 0)]
+    if mm.flops.nunique() >= 2:
+        g = mm.groupby("flops").flop_per_s.median().sort_index()
+        out["gemm"] = (np.log(g.index.to_numpy(float)), g.to_numpy(float))
+    if {"m", "n"} <= set(mine.columns):
+        gv = mine[(mine.experiment == "decode") & (mine.op == "gemv_gemm")
+                  & (mine.dtype == dtype) & (mine.flop_per_s > 0) & (mine.m > 0) & (mine.n > 0)]
+        lines = []
+        for c, g in gv.groupby("n"):
+            g = g.groupby("m").flop_per_s.median().sort_index()
+            if len(g) >= 2:
+                lines.append((math.log(c), np.log(g.index.to_numpy(float)), g.to_numpy(float)))
+        if lines:
+            out["shaped"] = sorted(lines, key=lambda x: x[0])
+    bw = mine[(mine.experiment == "bandwidth") & mine.op.isin(BANDWIDTH_OPS)
+              & (mine.working_set_bytes > 0)]
+    if bw.working_set_bytes.nunique() >= 2:
+        g = bw.groupby("working_set_bytes").byte_per_s.max().sort_index()
+        out["bandwidth"] = (np.log(g.index.to_numpy(float)), g.to_numpy(float))
+    return out
+
+
+def shapes_of(shapes) -> list:
+    """The profiler's input shapes (a list, or its repr) as a list; [] when unreadable."""
+    import ast
+
+    try:
+        out = ast.literal_eval(shapes) if isinstance(shapes, str) else shapes
+    except (ValueError, SyntaxError):
+        return []
+    return out if isinstance(out, list) else []
+
+
+def at(curve, x: float) -> float | None:
+    """A (log x, y) curve read at x (linear in log x, clamped at its ends)."""
+    import numpy as np
+
+    if curve is None or not x > 0:
+        return None
+    return float(np.interp(math.log(x), *curve))
+
+
+def ramp(curve, x: float) -> float:
+    """The bandwidth curve at x while it still climbs (below its peak: a kernel that small is
+    bound by its launch and fill, whatever level serves it: the latency term floors what is
+    smaller still), infinite past the peak."""
+    import numpy as np
+
+    if curve is None or not x > 0 or not x == x:
+        return math.inf
+    peak = int(np.argmax(curve[1]))
+    return at(curve, x) if math.log(x) < curve[0][peak] else math.inf
+
+
+def gemm_dims(op: str, shapes) -> tuple[int, int, int] | None:
+    """(M, N, K) of a 2-D GEMM from the profiler's input shapes: mm [[M, K], [K, N]], addmm
+    [[bias], [M, K], [K, N]], linear [[..., K], [N, K], ...]; None for anything else."""
+    s = shapes_of(shapes)
+    if op == "aten::mm" and len(s) >= 2:
+        a, b = s[0], s[1]
+    elif op == "aten::addmm" and len(s) >= 3:
+        a, b = s[1], s[2]
+    elif op == "aten::linear" and len(s) >= 2 and len(s[0]) >= 2 and len(s[1]) == 2:
+        a, b = [math.prod(s[0][:-1]), s[0][-1]], s[1][::-1]
+    else:
+        return None
+    if len(a) != 2 or len(b) != 2 or a[1] != b[0] or min(a + b) <= 0:
+        return None
+    return int(a[0]), int(b[1]), int(a[1])
+
+
+def shaped_rate(r: dict, m: int, n: int, k: int) -> float | None:
+    """FLOP/s of an M x K by K x N GEMM read off the gemv_gemm sweep (module docstring), None
+    without that sweep."""
+    import numpy as np
+
+    lines = r.get("shaped")
+    if not lines:
+        return None
+    s, c = math.log(min(m, n)), 0.5 * math.log(k * max(m, n))
+    rates = [float(np.interp(s, xs, ys)) for _, xs, ys in lines]
+    cs = [lc for lc, _, _ in lines]
+    return float(np.interp(c, cs, rates)) if len(cs) > 1 else rates[0]
