@@ -160,7 +160,8 @@ def _arrays(ctx: Context, n: int, cache: dict, cpus=None):
         dt = torch_dtype(ctx.dtype)
         team = cpus or _fill_team(ctx)
         if team:
-            a, b, out = (_filled(team, n, dt, seed) for seed in (1, 2, 3))
+            from experiments.kernels import cpu_stream
+            a, b, out = (cpu_stream.filled(team, n, dt, seed) for seed in (1, 2, 3))
         else:
             a, b = ctx.randn(n, dtype=dt), ctx.randn(n, dtype=dt)
             out = torch.empty(n, device=ctx.device, dtype=dt)
@@ -174,23 +175,6 @@ def _fill_team(ctx: Context):
     if ctx.device.type != "cpu" or not importlib.util.find_spec("numba"):
         return None
     return list((_facts(ctx).extra or {}).get("team") or []) or None
-
-
-FILL_CHUNK = 1 << 24  # half dtypes: elements drawn in float32 at a time, then converted
-
-
-def _filled(cpus, n: int, dt: torch.dtype, seed: int) -> torch.Tensor:
-    from experiments.kernels import cpu_stream
-    t = torch.empty(n, dtype=dt)
-    if dt in (torch.float32, torch.float64):
-        cpu_stream.fill(cpus, t.numpy(), seed=seed)
-        return t
-    scratch = torch.empty(min(n, FILL_CHUNK), dtype=torch.float32)
-    for lo in range(0, n, FILL_CHUNK):
-        part = scratch[:min(FILL_CHUNK, n - lo)]
-        cpu_stream.fill(cpus, part.numpy(), seed=seed * 1_000_003 + lo)
-        t[lo:lo + part.numel()] = part
-    return t
 
 
 def _measure(ctx: Context, op: str, n: int, cache: dict, cpus=None, reps: int = 1) -> dict:

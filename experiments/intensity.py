@@ -54,7 +54,6 @@ class IntensityConfig(ExperimentConfig):
 
 
 Config = IntensityConfig
-CPU_DTYPES = ("float32", "float64")
 
 
 def elements(cfg: IntensityConfig, ctx: Context) -> int:
@@ -79,36 +78,44 @@ def _arrays(ctx: Context, n: int, cache: dict):
         dt = torch_dtype(ctx.dtype)
         if ctx.device.type == "cpu":
             from experiments.kernels import cpu_stream
-            cache["x"], cache["y"] = torch.empty(n, dtype=dt), torch.empty(n, dtype=dt)
-            cpu_stream.fill(team(ctx), cache["x"].numpy(), seed=ctx.seed + 1)
-            cpu_stream.fill(team(ctx), cache["y"].numpy(), seed=ctx.seed + 2)
+            cache["x"] = cpu_stream.filled(team(ctx), n, dt, ctx.seed + 1)
+            cache["y"] = cpu_stream.filled(team(ctx), n, dt, ctx.seed + 2)
         else:
             cache["x"] = ctx.randn(n, dtype=dt)
             cache["y"] = torch.empty_like(cache["x"])
     return cache["x"], cache["y"]
 
 
-def _cpu_kernel():
+def _cpu_kernel(dtype: str = "float32"):
+    """The CPU FMA kernel module for dtype: numba's (float32/float64), llvmlite's (float16, where
+    the ISA has half FMAs); Unsupported, saying why, otherwise."""
+    if dtype == "bfloat16":
+        raise Unsupported("no bfloat16 FMA kernel for CPUs: x86 (AVX512_BF16, AMX) and ARM have "
+                          "bf16 dot products, not bf16 FMAs (the GEMM ceiling measures them)")
     try:
+        if dtype == "float16":
+            from experiments.kernels import cpu_fma_half
+            if not cpu_fma_half.native():
+                raise Unsupported("this CPU has no half-precision FMAs (x86 AVX512-FP16, ARM "
+                                  "FP16): a float16 chain would time its emulation")
+            return cpu_fma_half
         from experiments.kernels import cpu_fma
     except ImportError as exc:
-        raise Unsupported(f"the CPU FMA kernel is compiled by numba, which is missing: {exc}")
+        raise Unsupported(f"the CPU FMA kernels are compiled by numba/llvmlite, missing: {exc}")
     return cpu_fma
 
 
 def _measure(ctx: Context, cfg: IntensityConfig, fmas: int, cache: dict, use_triton: bool) -> dict:
     need_storage_dtype(ctx.dtype)
-    if not use_triton and ctx.dtype not in CPU_DTYPES:
-        raise Unsupported(f"no {ctx.dtype} FMA kernel for CPUs: numba has no half arithmetic, "
-                          "and torch's half ops time float32 conversions, not half FMAs")
+    cpu_kernel = None if use_triton else _cpu_kernel(ctx.dtype)
     x, y = _arrays(ctx, elements(cfg, ctx), cache)
     if use_triton:
         kernel = kernels.load("fma_chain")
         call = lambda i: kernel.fma_chain(x, y, fmas, A, block=cfg.block, num_warps=cfg.num_warps,
                                           persistent=cfg.persistent)
     else:
-        cpu_fma, cpus, xn, yn = _cpu_kernel(), team(ctx), x.numpy(), y.numpy()
-        call = lambda i: cpu_fma.fma_chain(cpus, xn, yn, fmas, A)
+        cpus, xn, yn = team(ctx), x.numpy(), y.numpy()
+        call = lambda i: cpu_kernel.fma_chain(cpus, xn, yn, fmas, A)
     y.fill_(float("nan"))
     call(0)
     ctx.sync()
@@ -120,13 +127,15 @@ def _variant(ctx: Context, size: int) -> tuple[str, dict]:
     if ctx.device.type == "cuda":
         return "triton", {}
     from experiments.bandwidth import placement
+    variant = "llvmlite" if ctx.dtype == "float16" else "numba"
     lanes = {}
-    if ctx.dtype in CPU_DTYPES:
-        try:
-            lanes = {"lanes": _cpu_kernel().lanes(size)}
-        except Unsupported:
-            pass  # each point's row says why
-    return "numba", lanes | placement(team(ctx))
+    try:
+        kernel = _cpu_kernel(ctx.dtype)
+        lanes = {"lanes": kernel.lanes(size) if kernel.__name__.endswith("cpu_fma")
+                 else kernel.lanes()}
+    except Unsupported:
+        pass  # each point's row says why
+    return variant, lanes | placement(team(ctx))
 
 
 def run(cfg: IntensityConfig, ctx: Context):

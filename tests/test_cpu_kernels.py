@@ -60,3 +60,21 @@ def test_widest_vectors_leave_other_isas_alone():
         assert vector_bits(SPR + ",+prefer-256-bit") == 256  # a user's choice stands
     finally:
         config.CPU_FEATURES = saved
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
+                    reason="compiles for an x86 target")
+def test_half_chain_is_zmm_half_fmas_on_sapphire_rapids():
+    import re
+
+    from experiments.kernels import cpu_fma_half
+
+    assert cpu_fma_half.native(SPR) and not cpu_fma_half.native("+avx512f,+f16c")
+    asm = cpu_fma_half.assembly("sapphirerapids", SPR + ",-prefer-256-bit")
+    fmas = re.findall(r"(vfmadd\w+)\s+([^\n]*)", asm)
+    vector = [ops for op, ops in fmas if op.endswith("ph")]
+    # 16 accumulators of 32 halves, one 512-bit FMA each per chain step; the tail is scalar (sh)
+    assert len(vector) == 16 and all("zmm" in ops for ops in vector), fmas
+    assert {op for op, _ in fmas} <= {"vfmadd213ph", "vfmadd231ph", "vfmadd132ph",
+                                       "vfmadd213sh", "vfmadd231sh", "vfmadd132sh"}, fmas
+    assert not re.search(r"\bcall", asm)  # no libcalls: native half arithmetic throughout

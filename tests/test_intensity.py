@@ -41,11 +41,31 @@ def test_cpu_rows_count_the_work_and_match_float64(run_experiment, dtype):
     assert placed["threads"] == placed["cores"] >= 1 and placed["smt"] is False
 
 
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_cpu_half_chains_say_why_they_are_not_measured(run_experiment, dtype):
-    rows = run_experiment("intensity", dtype, ["experiment.n=1000", "experiment.fmas=[0,4]"])
+def test_cpu_half_chains_say_why_they_are_not_measured(run_experiment, monkeypatch):
+    from experiments.kernels import cpu_fma_half
+    monkeypatch.setattr(cpu_fma_half, "native", lambda features=None: False)
+    rows = run_experiment("intensity", "float16", ["experiment.n=1000", "experiment.fmas=[0,4]"])
     assert (rows.status == "unsupported").all()
-    assert rows.message.str.contains("no half arithmetic").all()
+    assert rows.message.str.contains("no half-precision FMAs").all()
+    rows = run_experiment("intensity", "bfloat16", ["experiment.n=1000", "experiment.fmas=[0,4]"])
+    assert (rows.status == "unsupported").all()
+    assert rows.message.str.contains("bf16 dot products, not bf16 FMAs").all()
+
+
+def test_cpu_float16_chain_where_the_isa_has_half_fmas(run_experiment, monkeypatch):
+    # the llvmlite kernel's loop logic, run in float32 (this CPU may lack half FMAs); the float16
+    # machine code is checked for Sapphire Rapids in test_cpu_kernels.py
+    from experiments.kernels import cpu_fma_half
+    x = (np.random.default_rng(0).random(10007) + 0.5).astype(np.float32)
+    y = np.full_like(x, np.nan)
+    cpu_fma_half.fma_chain([0], x, y, 40, chain.A)
+    ref = chain.reference(torch.from_numpy(x).double(), 40).numpy()
+    assert np.max(np.abs(y - ref) / ref) < chain.TOLERANCE["float32"]
+    if not cpu_fma_half.native():
+        pytest.skip("no half-precision FMAs on this CPU: the float16 kernel cannot run here")
+    rows = run_experiment("intensity", "float16", ["experiment.n=10000", "experiment.fmas=[0,3]"])
+    assert (rows.status == "ok").all() and (rows.variant == "llvmlite").all()
+    assert (rows.rel_error <= chain.TOLERANCE["float16"]).all()
 
 
 def test_reference_is_the_chain_in_float64():
