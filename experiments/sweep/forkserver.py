@@ -25,6 +25,7 @@ processes.
 from __future__ import annotations
 
 import atexit
+import gc
 import importlib
 import json
 import os
@@ -44,22 +45,33 @@ ENV = "ROOFLAB_FORKSERVER"  # "hostname:socket path" of this run's server
 # What the jobs import, loaded once in the server. Nothing here may start a thread or touch a GPU
 # at import (a fork keeps only the forking thread; CUDA cannot be used after a fork).
 # First what every job needs (the server says "ready" after these), then, between requests,
-# what only some need: a job forked before those are in imports them itself.
+# what only some need: a job forked before those are in does it itself. Each name is a module,
+# EXPERIMENTS (every experiment module) or "module:function", a generator of work done ahead
+# (sweep/warm.py), one step at a time. A later step holds up a job asking meanwhile: big
+# packages come in parts (sympy, then dynamo).
+EXPERIMENTS = "experiments.*"
 PRELOAD = (
     "torch", "numpy", "pandas", "pyarrow", "pyarrow.parquet", "tqdm", "omegaconf", "hydra",
     "hydra.main", "hydra._internal.utils", "hydra._internal.hydra",
     "hydra._internal.config_loader_impl", "experiments.core.config",
     "experiments.core.runner", "experiments.core.store",
+    # the rest of what `python -m experiments` imports (a job imported them itself: 0.2 s)
+    "experiments.core.device", "experiments.sweep.checks", EXPERIMENTS,
+    "experiments.sweep.warm:compose_once", "experiments.sweep.warm:package_metadata",
+    "pynvml",  # a GPU job's NVML (imported, not initialised)
 )
 PRELOAD_LATER = (
     # a workload job: the profiler, and what FlopCounterMode's first call imports (dynamo, sympy:
     # about 1 s here, several on an H200 host)
-    "experiments.cli.place", "experiments.models", "torch.profiler", "torch._dynamo",
-    "torch.fx.experimental.symbolic_shapes",
+    "experiments.cli.place", "experiments.models", "torch.profiler", "sympy",
+    "torch.fx.experimental.symbolic_shapes", "torch.distributed.fsdp", "torch._dynamo",
+    # the numba kernels of a CPU job of bandwidth or intensity, compiled
+    "numba", "experiments.sweep.warm:cpu_kernels",
     # the analysis steps
-    "experiments.analysis.dataset", "experiments.analysis.roofline",
-    "experiments.analysis.claims", "experiments.analysis.placements",
-    "experiments.report.render", "experiments.report.figures", "matplotlib.pyplot", "seaborn",
+    "experiments.analysis.dataset", "scipy.optimize", "scipy.stats",
+    "experiments.analysis.roofline", "experiments.analysis.claims",
+    "experiments.analysis.placements", "matplotlib", "matplotlib.pyplot",
+    "experiments.report.figures", "experiments.report.render", "seaborn",
 )
 MAX_MESSAGE = 1 << 20
 IDLE_EXIT_S = 600.0  # no job running nor asked for this long: nobody will (a dry run's server)
@@ -142,13 +154,30 @@ def _commit(pending: int, ok: bool) -> int:
 
 # -- server -------------------------------------------------------------------------------------
 
-def preload(modules=PRELOAD) -> None:
-    for name in modules:
+def steps(names):
+    """Preloading `names` (PRELOAD's kinds of name), one step per next(); a name that fails (an
+    optional package missing) is skipped: its jobs do what they need themselves."""
+    for name in names:
+        if name == EXPERIMENTS:
+            from experiments import experiment_names
+
+            yield from steps([f"experiments.{exp}" for exp in experiment_names()])
+            continue
+        module, _, function = name.partition(":")
         try:
-            importlib.import_module(name)
-        except Exception:  # an optional package missing: its jobs import what they need
-            pass
-    child.stamp_loaded()
+            loaded = importlib.import_module(module)
+            work = getattr(loaded, function)() if function else ()
+            child.stamp_loaded()
+            yield name
+            for _ in work:
+                yield name
+        except Exception:
+            child.stamp_loaded()
+
+
+def preload(modules=PRELOAD) -> None:
+    for _ in steps(modules):
+        pass
 
 
 def serve(path: str, modules=PRELOAD, later=PRELOAD_LATER) -> None:
@@ -164,7 +193,7 @@ def serve(path: str, modules=PRELOAD, later=PRELOAD_LATER) -> None:
     signal.signal(signal.SIGTERM, end)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is Snakemake's to report, and the jobs'
     preload(modules)
-    later = list(later)
+    later = steps(later)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(64)
@@ -175,13 +204,13 @@ def serve(path: str, modules=PRELOAD, later=PRELOAD_LATER) -> None:
     try:
         idle_since = time.monotonic()
         while os.getppid() == parent:
-            events = sel.select(timeout=0 if later else 0.5)
+            events = sel.select(timeout=0 if later is not None else 0.5)
             if events or jobs:
                 idle_since = time.monotonic()
             elif time.monotonic() - idle_since > IDLE_EXIT_S:
                 break
-            if not events and later:  # idle: load the next module some jobs need
-                preload([later.pop(0)])
+            if not events and later is not None and next(later, None) is None:
+                later = None  # idle: one step of loading what some jobs need, till all are in
             for key, _ in events:
                 if key.data is None:
                     _accept(listener, sel, jobs)
@@ -205,6 +234,7 @@ def serve(path: str, modules=PRELOAD, later=PRELOAD_LATER) -> None:
             _forget(sel, jobs, pid)
         listener.close()
         _remove(path)
+        gc.unfreeze()  # a normal exit frees what it froze (nanobind, Triton's, reports leaks)
 
 
 def _accept(listener, sel, jobs) -> None:
@@ -224,6 +254,10 @@ def _accept(listener, sel, jobs) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     server = os.getpid()
+    # What the server loaded is never garbage: frozen, out of the collector's sight, it is not
+    # walked by a job's full collections (core/runner.py frozen_heap's first: 0.2-0.4 s of every
+    # job on a 2-core VM), and its pages stay shared (CPython's advice for a fork without exec).
+    gc.freeze()
     pid = os.fork()
     if pid == 0:
         child.die_with(server)
