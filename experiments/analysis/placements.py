@@ -20,6 +20,7 @@ time = max(t0, c b).
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -38,7 +39,7 @@ OP_COLUMNS = ["system", "workload", "dtype", "batch", "aten_op", "input_shapes",
               "attained_byte_per_s", "roof_flop_per_s", "fraction_of_roof", "bound",
               "predicted_time_s", "bytes_source", "dram_bytes", "l2_bytes", "l1_bytes",
               "measured_bound", "level", "compute_s", "memory_s", "latency_s", "model_error",
-              "failed_term", "flops_source"]
+              "failed_term", "flops_source", "predicted_from"]
 PLACEMENT_COLUMNS = ["system", "workload", "dtype", "batch", "flops", "bytes", "intensity",
                      "measured_time_s", "timer", "attained_flop_per_s", "attained_byte_per_s",
                      "roof_flop_per_s", "fraction_of_roof", "bound", "level", "predicted_time_s",
@@ -50,8 +51,6 @@ KNEE_COLUMNS = ["system", "workload", "dtype", "batches", "bandwidth_Bps", "comp
 
 
 def _params(row) -> dict:
-    import json
-
     p = row.get("params") if hasattr(row, "get") else None
     return p if isinstance(p, dict) else json.loads(p or "{}") if isinstance(p, str) else {}
 
@@ -72,8 +71,9 @@ def place_row(row, ceilings: pd.DataFrame, system: str, rows=None) -> dict:
         r = _roofs(ceilings, system, row["dtype"], graph, rows, row.get("system"))
         found = prediction.predict_call(r, ops)
         found = {k: found[k] for k in ("predicted_time_s", "compute_s", "memory_s", "latency_s",
-                                       "bound", "level", "top_op")} | {
-            "predicted_from": f"sum over {found['launches']} ops ({found['ops']} distinct)"}
+                                       "bound", "level", "top_op", "top_curve")} | {
+            "predicted_from": prediction.with_curves(
+                f"sum over {found['launches']} ops ({found['ops']} distinct)", found["curves"])}
         pred = pred | {k: found[k] for k in ("predicted_time_s", "bound")}
         pred["time_s"] = found["predicted_time_s"]
     attained = flops / t if t > 0 else math.nan
@@ -92,7 +92,8 @@ def place_row(row, ceilings: pd.DataFrame, system: str, rows=None) -> dict:
             "level": found["level"], "predicted_from": found["predicted_from"],
             "model_error": error,
             "failed_term": prediction.failed_term(error, pred["bound"], found["level"],
-                                                  found.get("top_op", "")),
+                                                  found.get("top_op", ""),
+                                                  found.get("top_curve", "")),
             "missing": ", ".join(pred["missing"])}
 
 
@@ -179,8 +180,6 @@ def op_placements(ds, ceilings: pd.DataFrame) -> pd.DataFrame:
     """Per aten op of a profiled call: its device time (torch.profiler), counted work, place on
     the roofline and, where ncu measured them, its DRAM/L2/L1 bytes and the level they say bounds
     it. share_of_call: the op's time over the sum of the call's op times."""
-    import json
-
     out = []
     rows = _rows(ds, ops=True)
     roof_of = roofline_systems(rows, ceilings)
@@ -216,8 +215,9 @@ def op_placements(ds, ceilings: pd.DataFrame) -> pd.DataFrame:
                    | {k: op[k] for k in ("bound", "level", "predicted_time_s", "compute_s",
                                          "memory_s", "latency_s")}
                    | {"model_error": error,
+                      "predicted_from": prediction.with_curves("", [op["curve"]]),
                       "failed_term": prediction.failed_term(error, op["bound"], op["level"],
-                                                            p.get("aten_op") or "")})
+                                                            p.get("aten_op") or "", op["curve"])})
     table = pd.DataFrame(out, columns=OP_COLUMNS)
     if len(table):
         call = table.groupby(["system", "workload", "dtype", "batch"]).time_s.transform("sum")
@@ -307,20 +307,21 @@ def with_measured_bytes(calls: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
     if calls.empty or measured.empty:
         return calls
     mine = ops[ops.set_index(keys).index.isin(measured.set_index(keys).index)]
+    mine = mine.assign(curve=[(prediction.curves_of(f) or [""])[0] for f in mine.predicted_from])
     sums = mine.groupby(keys).agg(ncu_predicted=("predicted_time_s", "sum"),
-                                  n=("aten_op", "size")).reset_index()
-    top = mine.loc[mine.groupby(keys).predicted_time_s.idxmax(), keys + ["aten_op"]]
+                                  n=("aten_op", "size"), curves=("curve", list)).reset_index()
+    top = mine.loc[mine.groupby(keys).predicted_time_s.idxmax(), keys + ["aten_op", "curve"]]
     sums = sums.merge(top.rename(columns={"aten_op": "top_op"}), on=keys, how="left")
     out = calls.merge(sums, on=keys, how="left")
     hit = out.ncu_predicted.notna() & (out.ncu_predicted > 0)
     out.loc[hit, "predicted_time_s"] = out.ncu_predicted[hit]
-    out.loc[hit, "predicted_from"] = [f"sum over {int(n)} profiled ops, ncu bytes"
-                                      for n in out.n[hit]]
+    out.loc[hit, "predicted_from"] = [prediction.with_curves(f"sum over {int(n)} profiled ops, "
+                                                             "ncu bytes", c)
+                                      for n, c in zip(out.n[hit], out.curves[hit])]
     out.loc[hit, "model_error"] = out.measured_time_s[hit] / out.ncu_predicted[hit] - 1
-    out.loc[hit, "failed_term"] = [prediction.failed_term(e, b, lv, op or "") for e, b, lv, op in
-                                   zip(out.model_error[hit], out.bound[hit], out.level[hit],
-                                       out.top_op[hit])]
-    return out.drop(columns=["ncu_predicted", "n", "top_op"])
+    out.loc[hit, "failed_term"] = [prediction.failed_term(*a) for a in zip(
+        out.model_error[hit], out.bound[hit], out.level[hit], out.top_op[hit], out.curve[hit])]
+    return out.drop(columns=["ncu_predicted", "n", "top_op", "curve", "curves"])
 
 
 def placement_table(ds, ceilings: pd.DataFrame) -> pd.DataFrame:

@@ -26,7 +26,15 @@ the slowest of three terms:
   the GEMM roof (the op's definition: cuDNN's standard algorithm launches those two a step);
 - an embedding (gather) reads only the rows its indices name: where a row counted the whole
   table (runs before the counting fix), its bytes are recomputed from its shapes (`gathered`),
-  and those are the working set the bandwidth sweep is read at, ncu's bytes or not.
+  and those are the working set the bandwidth sweep is read at, ncu's bytes or not;
+- op rates: an op of a class the op_rates experiment measured for this system (or its device
+  model) and dtype (experiments/placement/opclass.py: convolutions by variant, attention by
+  head dimension, norms, softmax, GELU, pooling, gathers) takes the rate torch's kernel for that
+  class attained instead of the roofs: its compute term FLOPs over the class's FLOP/s at its
+  FLOPs per call (no exponentials added: the kernel's rate holds them), or its memory term
+  its counted bytes over the class's B/s at its working set (ncu's bytes or not);
+  sweeps.op_rate never reads a calibration point at the op's own input shapes. `curve` and
+  the row's `predicted_from` name the class; without one, the terms above.
 A call is the sum over its ops. error = measured / predicted - 1.
 """
 
@@ -35,6 +43,7 @@ from __future__ import annotations
 import math
 
 from experiments.analysis import roofline, sweeps
+from experiments.placement import opclass
 from experiments.analysis.sweeps import at as _at, shapes_of as _shapes
 
 MISS = 0.5  # |error| above this: the row names the term that failed
@@ -129,15 +138,22 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
     if gathered and gathered[0] * calls < nbytes:  # a row that counted the whole table
         nbytes, cold_bytes = gathered[0] * calls, gathered[1] * calls
         note.append("" if measured else "bytes: gathered rows")
+    rated = opclass.op_class(op, shapes) if r.get("op_rates") else None
+    rate = rated and sweeps.op_rate(r, rated[0], (flops if rated[1] == opclass.COMPUTE
+                                                  else nbytes) / calls, shapes)
+    curve, term = (rated[0], rated[1]) if rate else ("", "")
     P = r["matrix"] if kind == "matrix" else r["vector"]
     dims = sweeps.gemm_dims(op, shapes) if kind == "matrix" else None
-    if dims and r.get("shaped"):  # the GEMM sweep at this shape
+    if term == opclass.COMPUTE:  # the FLOP/s torch's kernel for this class attained
+        P = rate
+        note.append(f"compute: op rates {curve}")
+    elif dims and r.get("shaped"):  # the GEMM sweep at this shape
         P = sweeps.shaped_rate(r, *dims) or P
         note.append("compute: GEMM sweep at {}x{}x{}".format(*dims))
     elif kind == "matrix" and r.get("gemm"):  # the GEMM roof at this size
         P = _at(r["gemm"], flops / calls) or P
     compute = flops / P if P and flops else 0.0
-    if exponentials and exponentials == exponentials and r.get("sfu"):
+    if exponentials and exponentials == exponentials and r.get("sfu") and not term:
         compute += exponentials / r["sfu"]
     level, memory = "DRAM", None
     measured = {k: v for k, v in (measured or {}).items() if v == v and v is not None}
@@ -159,6 +175,9 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
         memory = cold / min(warm_bw, r["DRAM"]) + (nbytes - cold) / warm_bw
         if cold >= nbytes - cold:
             level = "DRAM"
+    if term == opclass.MEMORY:  # the B/s torch's kernel for this class attained, in place of
+        memory, level = nbytes / rate, cache_level(r, nbytes / calls)[0]  # traffic / bandwidth
+        note.append(f"memory: op rates {curve}")
     latency = r["latency"] * max(calls, int(kernels or 0))
     serial, steps = serial_time(r, op, shapes, flops / calls)
     if serial * calls > latency:
@@ -168,7 +187,7 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
     bound = max(terms, key=terms.get)
     return {"compute_s": compute, "memory_s": memory, "latency_s": latency,
             "predicted_time_s": terms[bound] if terms[bound] > 0 else math.nan,
-            "bound": bound, "level": level if bound == "memory" else None,
+            "bound": bound, "level": level if bound == "memory" else None, "curve": curve,
             "note": ", ".join(n for n in note if n)}
 
 
@@ -188,13 +207,29 @@ def predict_call(r: dict, ops: list) -> dict:
         share[key] = share.get(key, 0.0) + p["predicted_time_s"]
     top = max(share, key=share.get) if share else "-"
     bound, _, level = top.partition(" (")
+    first = max(parts, key=lambda p: p["predicted_time_s"]) if parts else {}
     return {"predicted_time_s": total if total > 0 else math.nan,
             "compute_s": sum(p["compute_s"] for p in parts if p["bound"] == "compute"),
             "memory_s": sum(p["memory_s"] or 0.0 for p in parts if p["bound"] == "memory"),
             "latency_s": sum(p["latency_s"] for p in parts if p["bound"] == "latency"),
             "bound": bound, "level": level.rstrip(")") or None, "ops": len(parts),
             "launches": sum(max(int(o[2] or 1), 1) for o in ops),
-            "top_op": max(parts, key=lambda p: p["predicted_time_s"])["op"] if parts else ""}
+            "top_op": first.get("op", ""), "top_curve": first.get("curve", ""),
+            "curves": sorted({p["curve"] for p in parts if p["curve"]})}
+
+
+def with_curves(text: str, curves) -> str | None:
+    """A row's `predicted_from`, naming the op-rate curves its ops read ("" / None alone)."""
+    curves = sorted({c for c in curves if c})
+    return "; ".join([t for t in [text] if t] + ([f"op rates: {', '.join(curves)}"] if curves
+                                                  else [])) or None
+
+
+def curves_of(predicted_from) -> list[str]:
+    """The op-rate curves a `predicted_from` names (with_curves's), [] for none."""
+    text = predicted_from if isinstance(predicted_from, str) else ""
+    _, _, named = text.partition("op rates: ")
+    return [c for c in named.split(", ") if c]
 
 
 # misses the model knows it has no measured term for (docs/placement.md, "what remains off")
@@ -229,13 +264,18 @@ def _known_slow(op: str, where: str) -> str:
     return ""
 
 
-def failed_term(error: float, bound: str, level: str | None, op: str = "") -> str:
+def failed_term(error: float, bound: str, level: str | None, op: str = "",
+                curve: str = "") -> str:
     """For a miss above MISS: which term failed, and the likely reason (`op`: the aten op's,
-    where the model knows it has no measured term for it)."""
+    where the model knows it has no measured term for it; `curve`: the op-rate class its
+    prediction read, which is then that measured term)."""
     if not (error == error) or abs(error) <= MISS:
         return ""
-    where = f" ({level})" if level else ""
-    if error > 0 and _known_slow(op, where):
+    op, where = op or "", f" ({level})" if level else ""
+    if curve and bound == opclass.term_of(curve):
+        return (f"{bound}{where}: the op ran {'slower' if error > 0 else 'faster'} than its "
+                f"class's op-rate curve {curve} (measured at other shapes) says")
+    if error > 0 and not curve and _known_slow(op, where):
         return _known_slow(op, where)
     if error > 0:
         return {"compute": "compute: the kernel ran below the FLOP roof (small or oddly shaped "

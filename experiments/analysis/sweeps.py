@@ -9,23 +9,35 @@
   linearly in log s along each C, then linearly in log C between them, clamped at the sweep's
   edges;
 - `bandwidth`: the best torch streaming kernel's B/s against working set (the bandwidth
-  experiment: the small-size ramp, the L2 plateau, then DRAM).
+  experiment: the small-size ramp, the L2 plateau, then DRAM);
+- `op_rates`: per op class (experiments/placement/opclass.py) the rate torch's own kernel for
+  that building block attained in the op_rates experiment: FLOP/s against FLOPs per call
+  (convolutions, attention) or B/s against the op's working set (norms, softmax, GELU, pooling,
+  gathers); the system's own rows, else those of the same device model (a machine's
+  characterization, as a published set's). Read linearly in log x, clamped at the calibrated
+  ends, within REACH of them (beyond, no calibration speaks for the op); a calibration point
+  measured at exactly the judged op's input shapes is never read for it (op_rate).
 
 Nothing here is fitted to the placed calls: every curve is a microbenchmark of the same dataset.
 """
 
 from __future__ import annotations
 
+import json
 import math
+
+from experiments.placement import opclass
 
 BANDWIDTH_OPS = ("copy", "scale", "add", "triad", "add_one")
 GEMM_OPS = ("aten::mm", "aten::addmm", "aten::linear")
+REACH = 4.0  # an op-rate curve is read at most this factor past its calibrated ends
 
 
 def curves(rows, systems, dtype: str) -> dict:
     """The roofs at a size, from the system's own sweeps where the dataset holds them: `gemm`
-    (square GEMMs, this dtype), `shaped` (the gemv_gemm sweep, this dtype) and `bandwidth`.
-    `systems`: the roofline's system and that of the placed rows (one device model)."""
+    (square GEMMs, this dtype), `shaped` (the gemv_gemm sweep, this dtype), `bandwidth` and
+    `op_rates` (this dtype; else the same device model's). `systems`: the roofline's system
+    and that of the placed rows (one device model)."""
     import numpy as np
 
     need = {"system", "status", "time_s", "experiment", "dtype", "flops", "flop_per_s", "op",
@@ -54,7 +66,57 @@ def curves(rows, systems, dtype: str) -> dict:
     if bw.working_set_bytes.nunique() >= 2:
         g = bw.groupby("working_set_bytes").byte_per_s.max().sort_index()
         out["bandwidth"] = (np.log(g.index.to_numpy(float)), g.to_numpy(float))
+    if rates := op_rate_points(mine, rows, systems, dtype):
+        out["op_rates"] = rates
     return out
+
+
+def op_rate_points(mine, rows, systems: set, dtype: str) -> dict:
+    """class key -> [(x, rate, input shapes)] of the op_rates experiment's ok rows in `dtype`
+    (module docstring): `mine` the systems' ok rows; without op rates among them, those of the
+    same device model among all `rows`."""
+    def measured(r):
+        return r[(r.experiment == "op_rates") & (r.status == "ok") & (r.dtype == dtype)
+                 & (r.time_s > 0)]
+
+    if "params" not in rows:
+        return {}
+    own = measured(mine)
+    if own.empty and "device_name" in rows:
+        names = set(rows[rows.system.isin(systems)].device_name.dropna())
+        own = measured(rows[rows.device_name.isin(names)])
+    out: dict = {}
+    for r in own.itertuples(index=False):
+        p = r.params if isinstance(r.params, dict) else json.loads(r.params or "{}") \
+            if isinstance(r.params, str) else {}
+        found = opclass.op_class(r.op, p.get("input_shapes"))
+        if found is None:
+            continue
+        x, y = ((r.flops, r.flop_per_s) if found[1] == opclass.COMPUTE
+                else (r.working_set_bytes, r.byte_per_s))
+        if x == x and y == y and x > 0 and y > 0:
+            out.setdefault(found[0], []).append(
+                (float(x), float(y), opclass.parse_shapes(p.get("input_shapes"))))
+    return out
+
+
+def op_rate(r: dict, key: str, x: float, shapes) -> float | None:
+    """The rate of op class `key` at x (FLOPs per call for a compute class, the working set for
+    a memory one), read off the op_rates curve without every calibration point whose input
+    shapes are exactly `shapes` (the judged op's own: never read for it; unknown shapes cannot
+    be told apart, so nothing is read). None without such points or with x beyond REACH of them."""
+    import numpy as np
+
+    judged = opclass.parse_shapes(shapes)
+    points = [(px, py) for px, py, ps in (r.get("op_rates") or {}).get(key, ())
+              if judged and ps != judged]
+    if not points or not x > 0:
+        return None
+    xs = sorted({px for px, _ in points})
+    if not xs[0] / REACH <= x <= xs[-1] * REACH:
+        return None
+    ys = [float(np.median([py for px, py in points if px == v])) for v in xs]
+    return float(np.interp(math.log(x), np.log(xs), ys))
 
 
 def shapes_of(shapes) -> list:

@@ -108,7 +108,10 @@ def glance(ds: Dataset, ceilings: pd.DataFrame, table: pd.DataFrame, sheets) -> 
             "sheet": sheet.name if sheet else "",
             "measured": f"{count(len(rows), 'row')} of {count(len(experiments), 'experiment')}",
             "experiments": experiments,
-            "missing": [e for e in experiment_names() if e not in set(experiments)],
+            # the experiments a claim reads that this system lacks (op_rates feeds the op model,
+            # no claim: a system without its rows misses no claim)
+            "missing": [e for e in experiment_names() if e not in set(experiments)
+                        and e in claims_mod.by_experiment()],
             "took": provenance.took(ds, s.system, rows),
             "tally": {v: sorted(mine[mine.verdict == v].claim, key=_claim_rank)
                       for v in VERDICTS},

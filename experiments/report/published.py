@@ -22,8 +22,9 @@ import pandas as pd
 from experiments.analysis import dataset, datasheets
 from experiments.core.paths import config_dir
 
-# its own rows: the sweep, the workloads under Nsight Compute, torch's modules placed
-FILES = ("measurements.parquet", "workloads.parquet", "modules.parquet")
+# its own rows: the sweep, the workloads under Nsight Compute, torch's modules placed, the rates
+# torch's building blocks attain (bench/h200_op_rates.sh; a folder without one places without them)
+FILES = ("measurements.parquet", "workloads.parquet", "modules.parquet", "op_rates.parquet")
 # what the steps derive from them, kept beside them (the report renders from these alone)
 DERIVED = ("ceilings", "knees", "claims", "placements", "workload_knees", "datasheet_predictions")
 

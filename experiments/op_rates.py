@@ -1,0 +1,160 @@
+"""The rates torch's standard building blocks attain on this machine: machine characterization
+for the op model, as the bandwidth and GEMM sweeps are (docs/placement.md, "Op rates").
+
+Each module of MODULES (torch's modules one by one, experiments/models/modules.py, and the
+shipped 3x3 convolution and causal attention, experiments/models) is built by its factory at
+this experiment's calibration batches, then counted, checked and timed as the workload
+experiment times a call: the counter (experiments/placement/counting.py), the check, fresh
+copies rotated until they span `rotate_bytes_factor` LLCs, replayed from a CUDA graph whatever
+its length (experiments/placement/measure.py). On the GPU the batches are none that the placed
+calls use (config/config.yaml; those are config/presets/modules.yaml's and the sweep's
+`workloads:`), so the op model never reads a rate measured on the call it is judged on.
+
+A row is the call's dominant aten op, the one that moves at least DOMINANT of its ops' bytes:
+`op` that aten op, `variant` its class's variant (conv1d ... conv_transpose2d, hd64: the op
+class, experiments/placement/opclass.py), `flops` and `bytes` the counter's for that op,
+`working_set_bytes` its bytes, `time_s` the call's: `flop_per_s` and `byte_per_s` are the op's
+rates. `params` keep the class key, the op's input shapes, the module, the call's other ops.
+A call spread over several ops (RMSNorm runs decomposed on a CPU) or whose op has no class is
+a `not_applicable` row saying so; a point that fails is a row with its status (`op` the
+module's name).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from omegaconf import MISSING
+
+from experiments import models
+from experiments.core.budget import SlowPointGuard, rotation_copies
+from experiments.core.config import ConfigError, ExperimentConfig, check_sizes
+from experiments.core.dtypes import torch_dtype
+from experiments.core.runner import Context, NotApplicable, Unsupported
+from experiments.models import modules
+from experiments.placement import checking, counting, measure, opclass, target
+
+NAME = "op_rates"
+DESCRIPTION = "the FLOP/s or B/s torch's convolutions, attention, norms, pooling, gathers attain"
+
+# module -> factory; each is also a field of the config: its calibration batches
+MODULES = {
+    "conv1d": modules.make_conv1d, "conv2d": models.make_conv2d, "conv3d": modules.make_conv3d,
+    "conv_transpose2d": modules.make_conv_transpose2d, "sdpa": modules.make_sdpa,
+    "attention_prefill": models.make_attention_prefill, "batch_norm": modules.make_batch_norm,
+    "layer_norm": modules.make_layer_norm, "group_norm": modules.make_group_norm,
+    "rms_norm": modules.make_rms_norm, "softmax": modules.make_softmax,
+    "gelu": modules.make_gelu, "max_pool2d": modules.make_max_pool2d,
+    "avg_pool2d": modules.make_avg_pool2d, "embedding_bag": modules.make_embedding_bag,
+}
+DOMINANT = 0.9  # the share of the call's op bytes its one op must move to stand for the call
+OPS = ("op", "input_shapes", "calls", "flops", "bytes", "cold_bytes", "kind", "flops_source",
+       "exponentials")  # counting.summarize_ops's columns
+
+
+@dataclass
+class OpRatesConfig(ExperimentConfig):
+    name: str = NAME
+    modules: list[str] = MISSING  # which of MODULES run, each at its batches below
+    conv1d: list[int] = MISSING
+    conv2d: list[int] = MISSING
+    conv3d: list[int] = MISSING
+    conv_transpose2d: list[int] = MISSING
+    sdpa: list[int] = MISSING
+    attention_prefill: list[int] = MISSING
+    batch_norm: list[int] = MISSING
+    layer_norm: list[int] = MISSING
+    group_norm: list[int] = MISSING
+    rms_norm: list[int] = MISSING
+    softmax: list[int] = MISSING
+    gelu: list[int] = MISSING
+    max_pool2d: list[int] = MISSING
+    avg_pool2d: list[int] = MISSING
+    embedding_bag: list[int] = MISSING
+    max_call_s: float = MISSING  # skip a point whose predicted call is longer (slow CPUs)
+    rotate_bytes_factor: float = MISSING  # rotate copies until they span this many LLCs
+    max_copies: int = MISSING
+
+    def __post_init__(self):
+        unknown = sorted(set(self.modules) - set(MODULES))
+        if unknown or not self.modules or len(set(self.modules)) != len(self.modules):
+            raise ConfigError(f"experiment.modules={list(self.modules)}: give each at most once; "
+                              f"allowed: {list(MODULES)}")
+        for name in MODULES:
+            check_sizes(f"experiment.{name}", getattr(self, name))
+        if not self.max_call_s > 0 or not self.rotate_bytes_factor > 0:
+            raise ConfigError(f"experiment.max_call_s={self.max_call_s} and rotate_bytes_factor="
+                              f"{self.rotate_bytes_factor} must be > 0")
+        if self.max_copies < 1:
+            raise ConfigError(f"experiment.max_copies={self.max_copies} must be >= 1")
+
+
+Config = OpRatesConfig
+
+
+def target_of(factory) -> str:
+    return f"{factory.__module__}:{factory.__name__}"
+
+
+def dominant(ops: list[list]) -> dict:
+    """The op (counting.summarize_ops's fields) that stands for the call, with its class key and
+    term; NotApplicable when no one op moves DOMINANT of the bytes, it runs more than once, or
+    it has no class."""
+    ops = [dict(zip(OPS, o)) for o in ops]
+    top = max(ops, key=lambda o: (o["bytes"], o["flops"]))
+    total = sum(o["bytes"] for o in ops)
+    if top["bytes"] < DOMINANT * total:
+        names = ", ".join(o["op"] for o in ops)
+        raise NotApplicable(f"the call runs as {len(ops)} ops here ({names}) and none moves "
+                            f"{DOMINANT:.0%} of their bytes: no one op's rate")
+    found = opclass.op_class(top["op"], top["input_shapes"])
+    if found is None or top["calls"] != 1:
+        raise NotApplicable(f"{top['op']} {top['input_shapes']} (x{top['calls']}) has no op-rate "
+                            "class (experiments/placement/opclass.py)")
+    return top | {"class": found[0], "term": found[1],
+                  "other_ops": [o["op"] for o in ops if o is not top]}
+
+
+def _point(ctx: Context, cfg: OpRatesConfig, factory, batch: int, guard: SlowPointGuard) -> dict:
+    if ctx.dtype == "float8_e4m3":
+        raise Unsupported("float8_e4m3 is a matmul mode: torch's modules run in plain dtypes")
+    dt = torch_dtype(ctx.dtype)
+    fn, args = target.build(factory, batch, dt, ctx.device, ctx.generator, {})
+    with counting.precision(ctx.dtype):
+        counts = counting.count(fn, args)
+        op = dominant(counts["ops"])
+        _, _, variant = op["class"].partition("/")
+        row = {"op": op["op"], "variant": variant or None, "flops": op["flops"],
+               "bytes": op["bytes"], "working_set_bytes": int(op["bytes"])}
+        if skipped := guard.skip(counts["flops"], counts["bytes"]):
+            return row | skipped
+        err, info = checking.check(fn, args, None, ctx.dtype, counts["bytes"])
+        n = rotation_copies(counts["bytes"], ctx.facts.llc_bytes, cfg.rotate_bytes_factor,
+                            at_most=cfg.max_copies, free_bytes=ctx.free_memory())
+        # fresh draws from the factory: weights and inputs at other addresses (the workload's way)
+        calls = [(fn, args)] + [target.build(factory, batch, dt, ctx.device, ctx.generator, {})
+                                for _ in range(n - 1)]
+        stats = measure.time_calls(ctx, calls)
+    params = {k: op[k] for k in ("class", "term", "input_shapes", "cold_bytes", "kind",
+                                 "flops_source", "exponentials", "other_ops")}
+    params |= info | {"call_flops": counts["flops"], "call_bytes": counts["bytes"], "copies": n,
+                      "graph": stats.get("timer") == "cuda_event_graph"}
+    return stats | row | {"rel_error": err, "check_passed": True, "params": params}
+
+
+def run(cfg: OpRatesConfig, ctx: Context):
+    for name in cfg.modules:
+        factory = MODULES[name]
+        guard = SlowPointGuard(cfg.max_call_s)  # each module by its own rates so far
+        params = {"module": name, "target": target_of(factory)}
+        for b in sorted(getattr(cfg, name)):
+            row = ctx.point({"op": name, "batch": b, "params": params},
+                            lambda f=factory, b=b: _point(ctx, cfg, f, b, guard))
+            row["params"] = params | (row["params"] if row["params"] is not params else {})
+            guard.update(row)
+            yield row
+
+
+def points(cfg: OpRatesConfig, ctx: Context) -> int:
+    """Rows `run` yields (the progress a job shows): one per module and batch."""
+    return sum(len(getattr(cfg, name)) for name in cfg.modules)

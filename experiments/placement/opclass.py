@@ -1,0 +1,73 @@
+"""Op-rate classes: which of torch's building blocks an aten op is, so that the rate the op_rates
+experiment measured for that block (experiments/op_rates.py) can be read for it (the op model,
+experiments/analysis/sweeps.py and prediction.py; docs/placement.md).
+
+A class is a key and the term its rate sets:
+- `compute` (FLOP/s against FLOPs per call): convolutions, `aten::convolution/<variant>`, the
+  variant conv1d, conv2d, conv3d or conv_transpose1d/2d/3d read off the input and weight shapes;
+  fused attention, `<op>/hd<head dim>` (a query of one token, a decode step, is no class: it
+  streams its cache and the memory term holds it);
+- `memory` (B/s against the op's working set, its tensors in and out): norms, softmax, GELU,
+  pooling and gathers (MEMORY_OPS), the key the op's name.
+Any other op has no class (None): the roofs and sweeps predict it.
+"""
+
+from __future__ import annotations
+
+import ast
+
+CONVOLUTION = "aten::convolution"
+ATTENTION_PREFIX = "aten::_scaled_dot_product_"
+MEMORY_OPS = frozenset({
+    "aten::native_batch_norm", "aten::_native_batch_norm_legit_no_training",
+    "aten::native_layer_norm", "aten::native_group_norm", "aten::_fused_rms_norm",
+    "aten::_softmax", "aten::gelu", "aten::max_pool2d_with_indices", "aten::avg_pool2d",
+    "aten::_embedding_bag", "aten::_embedding_bag_forward_only"})
+COMPUTE, MEMORY = "compute", "memory"
+
+
+def parse_shapes(shapes) -> list:
+    """Input shapes (a list, or its repr as torch.profiler and the counter write it) as a list
+    of lists; [] when unreadable."""
+    try:
+        out = ast.literal_eval(shapes) if isinstance(shapes, str) else shapes
+    except (ValueError, SyntaxError):
+        return []
+    return [list(s) for s in out] if isinstance(out, (list, tuple)) and all(
+        isinstance(s, (list, tuple)) for s in out) else []
+
+
+def conv_variant(shapes) -> str | None:
+    """conv1d/2d/3d, or conv_transpose1d/2d/3d, of an aten::convolution from [input, weight,
+    (bias)] shapes. A convolution's weight is [out, in / groups, ...], a transposed one's
+    [in, out / groups, ...], and a bias has the output's channels; where the shapes read both
+    ways (a transposed convolution without bias whose weight also fits a grouped one) it is the
+    plain convolution."""
+    s = parse_shapes(shapes)
+    if len(s) < 2 or len(s[0]) not in (3, 4, 5) or len(s[1]) != len(s[0]) or min(s[1]) < 1:
+        return None
+    x, w = s[0], s[1]
+    bias = s[2][0] if len(s) > 2 and len(s[2]) == 1 else None
+    plain = x[1] % w[1] == 0 and bias in (None, w[0])
+    transposed = w[0] == x[1] and (bias is None or bias % w[1] == 0)
+    kind = "conv_transpose" if transposed and not plain else "conv"
+    return f"{kind}{len(x) - 2}d" if plain or transposed else None
+
+
+def term_of(key: str) -> str:
+    """The term a class's rate sets: COMPUTE for convolutions and attention, else MEMORY."""
+    return COMPUTE if key.startswith((CONVOLUTION, ATTENTION_PREFIX)) else MEMORY
+
+
+def op_class(op: str, shapes) -> tuple[str, str] | None:
+    """(class key, term: COMPUTE or MEMORY) of an aten op with these input shapes; None when it
+    has no class."""
+    if op == CONVOLUTION:
+        variant = conv_variant(shapes)
+        return (f"{op}/{variant}", COMPUTE) if variant else None
+    if op.startswith(ATTENTION_PREFIX):
+        s = parse_shapes(shapes)
+        if len(s) < 3 or len(s[0]) != 4 or s[0][2] <= 1:
+            return None
+        return f"{op}/hd{s[0][3]}", COMPUTE
+    return (op, MEMORY) if op in MEMORY_OPS else None
