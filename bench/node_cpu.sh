@@ -16,9 +16,11 @@ set -euo pipefail
 OUT=${OUT:-/tmp/rooflab-node-cpu}
 RESULTS=$(mktemp -d)/results
 mkdir -p "$OUT"
-python3 bench/cpu_peers.py build "${PEERS:-.peers}" "$OUT/peers-build" > "$OUT/build.log" 2>&1
 uptime | tee "$OUT/load.txt"
-python3 bench/cpu_peers.py peers "$OUT/peers-build" "$OUT" 2>&1 | tail -2
+if [ "${RUN_PEERS:-1}" = 1 ]; then  # RUN_PEERS=0: the sweep alone (its time, its files)
+  python3 bench/cpu_peers.py build "${PEERS:-.peers}" "$OUT/peers-build" > "$OUT/build.log" 2>&1
+  python3 bench/cpu_peers.py peers "$OUT/peers-build" "$OUT" 2>&1 | tail -2
+else echo "peers skipped" > "$OUT/build.log"; fi
 if [ "${GAPS:-1}" = 1 ]; then
   python3 bench/cpu_gaps.py "$OUT" > "$OUT/gaps.log" 2>&1 || tail -5 "$OUT/gaps.log"
 else echo "gaps skipped" > "$OUT/gaps.log"; fi
@@ -31,6 +33,6 @@ python3 -m snakemake --cores all --config "devices=$DEVICES" 'published=[]' "hos
 echo "sweep of devices=$DEVICES (cold, report included): $(( $(date +%s) - t0 )) s" | tee "$OUT/times.txt"
 cp "$RESULTS/roofline/ceilings.parquet" "$RESULTS/claims.parquet" "$OUT/"
 cp "$RESULTS/measurements.parquet" "$OUT/"; cp "$RESULTS/report.html" "$OUT/" 2>/dev/null || touch "$OUT/report.html"
-python3 bench/cpu_peers.py table "$OUT" "$OUT/ceilings.parquet"
+[ -f "$OUT/peers.json" ] && python3 bench/cpu_peers.py table "$OUT" "$OUT/ceilings.parquet"
 # at most 8 files come back from a device call: the logs travel as one
 (cd "$OUT" && tar czf logs.tgz build.log load.txt gaps.log sweep.log report.html && rm build.log load.txt gaps.log sweep.log report.html)
