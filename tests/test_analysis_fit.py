@@ -164,3 +164,16 @@ def test_degenerate_ridge_and_knee_are_not_numbers():
     assert math.isnan(ridge.value) and "degenerate" in ridge.note
     _, knees = decode.predict(ds, table)
     assert knees.predicted.isna().all() and knees.predicted_note.str.contains("below batch 1").all()
+
+
+def test_a_lone_top_compute_point_does_not_set_the_roof_alone():
+    # the node's fp64 sweep: 581, 638, 839 (one fast sample run), 676 GFLOP/s past the ridge;
+    # a plateau of one point would make 839 the roof, with no interval
+    import pandas as pd
+    fmas = np.array([1, 2, 4, 8, 16, 128, 256, 512, 1024])
+    gflops = np.array([8.8, 17.5, 33.8, 72.6, 137.0, 581.0, 638.0, 839.0, 676.0])
+    rows = pd.DataFrame({"dtype": "float64", "variant": "numba", "intensity": fmas / 8,
+                         "flop_per_s": gflops * 1e9})
+    roof = next(c for c in roofline.fit_roof(rows) if c["ceiling"] == "vector_flops")
+    assert roof["value"] == pytest.approx((839.0 + 676.0) / 2 * 1e9)
+    assert roof["ci_low"] == pytest.approx(676e9) and roof["ci_high"] == pytest.approx(839e9)

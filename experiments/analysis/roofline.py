@@ -131,6 +131,8 @@ def fit_roof(rows: pd.DataFrame) -> list[dict]:
                 continue
             v = rate[side]
             top = top_plateau(v)
+            if top.sum() < MIN_POINTS:  # a lone top point: as likely noise as the roof, and
+                top = v >= np.sort(v)[-MIN_POINTS]  # no interval: the two highest points
             out.append(_row(name, float(np.median(v[top])), unit, method, int(side.sum()),
                             dtype, bootstrap_median(v[top]), points=g[side][top]))
     return out
