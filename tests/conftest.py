@@ -70,6 +70,31 @@ def _fewer_knee_resamples(request, monkeypatch):
         monkeypatch.setattr(knees, "N_BOOT", 50)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _knees_fitted_once():
+    """A measured knee is a pure function of its curve (batch sizes, times) and of knees.N_BOOT
+    and knees.SEED (its bootstrap's resamples and seed). The claims tests judge dozens of
+    fixtures that differ from one another outside the decode rows: each curve is fitted and
+    bootstrapped once per session, and read back as it was computed."""
+    import numpy as np
+
+    from experiments.analysis import knees, placements
+
+    fit, done = knees.measured_knee, {}
+
+    def measured_knee(b, t):
+        b, t = np.asarray(b, float), np.asarray(t, float)
+        key = (b.tobytes(), t.tobytes(), knees.N_BOOT, knees.SEED)
+        if key not in done:
+            done[key] = fit(b, t)
+        return done[key]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(knees, "measured_knee", measured_knee)
+        mp.setattr(placements, "measured_knee", measured_knee)
+        yield
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
     """A job runs in its own process: the runner's full collections (before its points, and
