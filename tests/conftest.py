@@ -99,7 +99,7 @@ def _knees_fitted_once():
 def pytest_runtest_call(item):
     """A job runs in its own process: the runner's full collections (before its points, and
     after each: experiments/core/runner.py) walk the job's heap. Here they would walk the whole
-    test session's (400k-650k objects: 0.3-0.6 s a collection, a quarter of the fast tests'
+    test session's (400k-650k objects: 0.3-0.6 s a collection, a third of the fast tests'
     time), so what exists when a test starts is frozen while it runs. The runner collects and
     freezes as it does in a job; its unfreeze, or this one, returns every object to the
     collector after the test."""
