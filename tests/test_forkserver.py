@@ -220,6 +220,7 @@ def _writer(env, tmp_path, mode):
     return client, out, pidfile
 
 
+@pytest.mark.system
 def test_a_jobs_file_is_in_place_only_once_it_ended_well(server, tmp_path):
     env, _ = server
     for mode, status in (("ok", 0), ("fail", 4)):
@@ -230,6 +231,7 @@ def test_a_jobs_file_is_in_place_only_once_it_ended_well(server, tmp_path):
     assert not list((tmp_path / "work").glob(".*.tmp"))  # the failed job's temp file is gone
 
 
+@pytest.mark.system
 def test_a_file_handed_over_by_a_job_whose_client_was_killed_is_never_accepted(server, tmp_path):
     env, proc = server
     client, out, pidfile = _writer(env, tmp_path, "hang")
@@ -259,6 +261,7 @@ def test_kill_9_on_the_server_ends_its_jobs_and_their_late_files(server, tmp_pat
     assert not out.exists() and not list(out.parent.glob(".*.tmp"))
 
 
+@pytest.mark.system
 def test_a_job_runs_the_code_on_disk_when_it_starts(tmp_path):
     """Code edited while a sweep runs (normal while developing an experiment): the next job
     forked by the server runs the edit, not what the server imported."""
@@ -284,6 +287,7 @@ def test_a_job_runs_the_code_on_disk_when_it_starts(tmp_path):
         proc.wait(timeout=10)
 
 
+@pytest.mark.system
 def test_ctrl_c_leaves_the_server_quiet_and_its_end_clean(tmp_path):
     """Ctrl-C reaches the whole process group: the server, busy importing, printed a 50-line
     KeyboardInterrupt traceback, and at its end 'Exception ignored in atexit callback'."""

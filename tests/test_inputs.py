@@ -93,6 +93,7 @@ def test_host_labels_say_what_is_allowed(label, ok):
         assert "letters, digits, '.', '_' and '-' only" in why
 
 
+@pytest.mark.system  # a `python -m experiments` process: torch and Hydra imported
 def test_a_bad_host_label_is_one_line_before_hydra(tmp_path):
     run = python(ROOT, "-m", "experiments", "experiment=timing", "device=cpu",
                  "host=<script>x", f"out={tmp_path}/x.parquet", timeout=180)

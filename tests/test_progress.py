@@ -10,7 +10,7 @@ import sys
 from conftest import MODULES, compose_job
 from experiments.core.runner import run_job
 
-SIZES = "experiment.sizes=[16384,65536]"  # bandwidth: 5 ops x 2 sizes = 10 points
+SWEEP = ["experiment.sizes=[16384,65536]", "experiment.ops=[copy,triad]"]  # 2 x 2 = 4 points
 
 
 class Terminal(io.StringIO):
@@ -20,7 +20,7 @@ class Terminal(io.StringIO):
 
 def _run(tmp_path, monkeypatch, stderr):
     monkeypatch.setattr(sys, "stderr", stderr)
-    job = compose_job(["experiment=bandwidth", "device=cpu", "dtype=float32", SIZES,
+    job = compose_job(["experiment=bandwidth", "device=cpu", "dtype=float32", *SWEEP,
                        "point_budget_s=0.02", f"out={tmp_path / 'bw.parquet'}"])
     run_job(job, MODULES["bandwidth"])
 
@@ -30,18 +30,18 @@ def test_start_line_names_the_job_its_points_and_says_the_time_is_an_estimate(
     with caplog.at_level(logging.INFO, logger="rooflab"):
         _run(tmp_path, monkeypatch, io.StringIO())
     first = caplog.messages[0]
-    assert first.startswith("bandwidth on cpu in float32: 10 points, at most about 1 s")
-    assert "an estimate: 10 points x point_budget_s 0.02 s" in first
+    assert first.startswith("bandwidth on cpu in float32: 4 points, at most about 1 s")
+    assert "an estimate: 4 points x point_budget_s 0.02 s" in first
 
 
 def test_bar_only_in_a_terminal(tmp_path, monkeypatch):
     piped = io.StringIO()  # Snakemake's jobs: stderr is a file, no bar
     _run(tmp_path, monkeypatch, piped)
-    assert "point/s" not in piped.getvalue() and "10/10" not in piped.getvalue()
+    assert "point/s" not in piped.getvalue() and "4/4" not in piped.getvalue()
 
     terminal = Terminal()
     _run(tmp_path, monkeypatch, terminal)
-    assert "bandwidth cpu float32" in terminal.getvalue() and "10/10" in terminal.getvalue()
+    assert "bandwidth cpu float32" in terminal.getvalue() and "4/4" in terminal.getvalue()
 
 
 def test_the_device_is_free_before_the_file_is_written(tmp_path, monkeypatch):

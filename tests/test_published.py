@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 REPORTS = sorted((ROOT / "results" / "published").glob("*/report.html"))
 
 
+@pytest.mark.system  # renders the whole report, with its 200-resample knee bootstraps: 5-7 s
 @pytest.mark.parametrize("report", REPORTS, ids=[p.parent.name for p in REPORTS])
 def test_the_committed_report_is_what_the_code_renders(report):
     committed = published.text(report.read_text(encoding="utf-8"))

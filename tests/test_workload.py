@@ -17,6 +17,7 @@ from experiments.core.config import ConfigError
 from experiments.sweep.checks import check_sweep, check_workloads
 from experiments.models import make_attention_decode, make_mlp
 
+from conftest import wait_for
 from workflow_copy import ROOT, copy_repo, snakemake
 
 B, D, H = 8, 16, 48
@@ -354,8 +355,7 @@ def test_lock_wait_names_the_holder(tmp_path, caplog):
     t = threading.Thread(target=lambda: got.append(device.acquire_first_free([path])))
     with caplog.at_level(logging.INFO, logger="experiments.core.device"):
         t.start()
-        import time
-        time.sleep(0.3)
+        assert wait_for(lambda: "waiting for the CPU" in caplog.text)  # it waits: let go
         held.release()
         t.join(5)
     got[0][1].release()
