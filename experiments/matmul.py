@@ -24,6 +24,7 @@ from omegaconf import MISSING
 from experiments.core.budget import SlowPointGuard, rotation_copies
 from experiments.core.config import ExperimentConfig, check_sizes
 from experiments.core.dtypes import itemsize, tf32_matmul, torch_dtype
+from experiments.core.cpus import HALF_ARITHMETIC, isa_flags
 from experiments.core.runner import Context, Unsupported, WrongResult
 
 NAME = "matmul"
@@ -97,6 +98,18 @@ def _kernel(ctx: Context, cfg: MatmulConfig):
     return lambda a, b, c: torch.mm(a, b, out=c)
 
 
+def cpu_supports(dtype: str, flags=None) -> None:
+    """Raise Unsupported, saying why, for a dtype the CPU has no arithmetic for: torch emulates
+    it, and an emulation's rate is no ceiling (float16 read 1-3 GFLOP/s on a 2-core EPYC VM)."""
+    if dtype == "tf32":
+        raise Unsupported("TF32 is a mode of NVIDIA tensor cores; a CPU has no TF32 matmul")
+    if dtype == "float8_e4m3":
+        raise Unsupported("no CPU has float8 matrix arithmetic: torch emulates float8 matmul")
+    if dtype == "float16" and not (HALF_ARITHMETIC & (isa_flags() if flags is None else flags)):
+        raise Unsupported("this CPU has no half-precision arithmetic (AVX512-FP16, AMX-FP16, ARM "
+                          "FP16): torch emulates float16 matmul")
+
+
 def error_parts(a, b, c, a_full, b_full) -> dict:
     """C = a @ b, with a, b the cast copies of a_full, b_full: its total error and the two parts
     (module docstring). fp8's a, b are e4m3: .double() upcasts them exactly."""
@@ -111,8 +124,8 @@ def error_parts(a, b, c, a_full, b_full) -> dict:
 
 
 def _measure(ctx: Context, cfg: MatmulConfig, n: int) -> dict:
-    if ctx.dtype == "tf32" and ctx.device.type != "cuda":
-        raise Unsupported("TF32 is a mode of NVIDIA tensor cores; a CPU has no TF32 matmul")
+    if ctx.device.type == "cpu":
+        cpu_supports(ctx.dtype)
     kernel = _kernel(ctx, cfg)
     set_bytes = 3 * n * n * itemsize(ctx.dtype)
     sets = rotation_copies(set_bytes, ctx.facts.llc_bytes, cfg.rotate_bytes_factor, at_most=16)

@@ -146,3 +146,17 @@ def read_topology(root: str | Path = SYSFS, allowed=None) -> Topology:
             nodes[int(node.name[4:])] = tuple(sorted(members))
     return Topology(cores=tuple(sorted(cores)), nodes=nodes or {0: tuple(sorted(allowed))},
                     caches=tuple(sorted(caches)))
+
+
+def isa_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> set[str]:
+    """The CPU's ISA flags as Linux lists them (x86 "flags", ARM "Features"); empty elsewhere."""
+    text = _read(Path(cpuinfo)) or ""
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            return set(value.split())
+    return set()
+
+
+# ISA flags of half-precision arithmetic: x86 AVX512-FP16 or AMX-FP16, ARM FP16 (fphp/asimdhp)
+HALF_ARITHMETIC = {"avx512_fp16", "amx_fp16", "fphp", "asimdhp"}
