@@ -1,7 +1,8 @@
 """A null test on the published H200 set: its times shuffled within each experiment and multiplied
 by log-uniform factors in [0.3, 3], rates recomputed, then roofline -> knees -> claims. The
 near-threshold timing claims must hold at most once per noisy dataset on average (functional
-claims, C4, C7 and C9, read no times and are exempt)."""
+claims read no times and are exempt: C4, C7, C9, and C1, which reads the kernel names the profiler
+saw each op launch)."""
 
 import math
 
@@ -13,7 +14,7 @@ from experiments.analysis import claims, datasheets, dataset, knees, roofline
 from experiments.steps.pipeline import DATASHEETS
 
 PUBLISHED = ROOT / "results" / "published" / "h200" / "measurements.parquet"
-TIMING = ["C1", "C5", "C6", "C10", "C12", "C13", "C14", "C16", "C17", "C19", "C20"]
+TIMING = ["C5", "C6", "C10", "C12", "C13", "C14", "C16", "C17", "C19", "C20"]
 DATASETS = 6
 
 
