@@ -130,9 +130,7 @@ def _variant(ctx: Context, size: int) -> tuple[str, dict]:
     variant = "llvmlite" if ctx.dtype == "float16" else "numba"
     lanes = {}
     try:
-        kernel = _cpu_kernel(ctx.dtype)
-        lanes = {"lanes": kernel.lanes(size) if kernel.__name__.endswith("cpu_fma")
-                 else kernel.lanes()}
+        lanes = {"lanes": _cpu_kernel(ctx.dtype).lanes(size)}
     except Unsupported:
         pass  # each point's row says why
     return variant, lanes | placement(team(ctx))

@@ -28,9 +28,9 @@ def native(features: str | None = None) -> bool:
     return "+avx512fp16" in flags or "+fullfp16" in flags
 
 
-def shape() -> tuple[int, int]:
+def shape(features: str | None = None) -> tuple[int, int]:
     """(halves per vector, accumulator vectors): half the registers hold accumulators."""
-    width, registers = vector_registers()
+    width, registers = vector_registers(features)
     return width // 2, registers // 2
 
 
@@ -131,8 +131,7 @@ def assembly(cpu: str, features: str) -> str:
     """The kernel's machine code for another CPU (what tests check; nothing runs)."""
     import llvmlite.binding as llvm
 
-    vw = 64 // 2 if "+avx512f" in features.split(",") else 32 // 2
-    module = llvm.parse_assembly(ir(vw, 16 if vw == 32 else 8))
+    module = llvm.parse_assembly(ir(*shape(features)))
     module.verify()
     return target_machine(cpu, features).emit_assembly(module)
 
@@ -157,10 +156,10 @@ def kernel(ty: str = "half"):
     return _KERNEL[ty][1], _KERNEL[ty][2]
 
 
-def lanes() -> int:
-    """float16 elements a thread steps together."""
-    width, nv = shape()
-    return width * nv
+def lanes(itemsize: int = 2) -> int:
+    """float16 elements a thread steps together (cpu_fma.lanes' signature: the same call)."""
+    halves, nv = shape()
+    return halves * nv * 2 // itemsize
 
 
 def fma_chain(cpus, x: np.ndarray, y: np.ndarray, fmas: int, a: float) -> None:

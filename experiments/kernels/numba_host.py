@@ -38,9 +38,7 @@ def use_widest_vectors() -> str:
 
 def vector_bits(features: str | None = None) -> int:
     """Width of the vectors LLVM will use for the kernels, from the features in use."""
-    from numba.core import config
-
-    flags = (features or config.CPU_FEATURES or target_features()).split(",")
+    flags = (features or target_features()).split(",")
     if "+avx512f" in flags and f"+{PREFER_256}" not in flags:
         return 512
     if "+avx" in flags:
@@ -48,10 +46,11 @@ def vector_bits(features: str | None = None) -> int:
     return 128
 
 
-def vector_registers() -> tuple[int, int]:
-    """(bytes per vector register, vector registers) that the kernels compile for."""
+def vector_registers(features: str | None = None) -> tuple[int, int]:
+    """(bytes per vector register, vector registers) that the kernels compile for (for
+    `features`, another target's; else this host's)."""
     import llvmlite.binding as llvm
 
-    features = target_features()
+    features = features or target_features()
     arm = llvm.get_process_triple().startswith(("aarch64", "arm64"))
     return vector_bits(features) // 8, 32 if "+avx512f" in features.split(",") or arm else 16

@@ -56,11 +56,16 @@ def make_batch_norm(batch, dtype, device, generator, **kwargs):
     return _made(nn.BatchNorm2d(k["c"]), k, device, generator, dtype, x)
 
 
-def make_layer_norm(batch, dtype, device, generator, **kwargs):
-    """nn.LayerNorm(d) on x [batch, seq, d]."""
+def _norm_over_d(norm, batch, dtype, device, generator, kwargs):
+    """norm(d) on x [batch, seq, d]: LayerNorm and RMSNorm take the same shapes."""
     k = _pick(device, kwargs, cpu={"d": 64, "seq": 16}, cuda={"d": 4096, "seq": 512})
     x = _randn((batch, k["seq"], k["d"]), dtype, device, generator)
-    return _made(nn.LayerNorm(k["d"]), k, device, generator, dtype, x)
+    return _made(norm(k["d"]), k, device, generator, dtype, x)
+
+
+def make_layer_norm(batch, dtype, device, generator, **kwargs):
+    """nn.LayerNorm(d) on x [batch, seq, d]."""
+    return _norm_over_d(nn.LayerNorm, batch, dtype, device, generator, kwargs)
 
 
 def make_group_norm(batch, dtype, device, generator, **kwargs):
@@ -73,9 +78,7 @@ def make_group_norm(batch, dtype, device, generator, **kwargs):
 
 def make_rms_norm(batch, dtype, device, generator, **kwargs):
     """nn.RMSNorm(d) on x [batch, seq, d]."""
-    k = _pick(device, kwargs, cpu={"d": 64, "seq": 16}, cuda={"d": 4096, "seq": 512})
-    x = _randn((batch, k["seq"], k["d"]), dtype, device, generator)
-    return _made(nn.RMSNorm(k["d"]), k, device, generator, dtype, x)
+    return _norm_over_d(nn.RMSNorm, batch, dtype, device, generator, kwargs)
 
 
 def make_embedding(batch, dtype, device, generator, **kwargs):
