@@ -6,6 +6,7 @@ import json
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import analysis_fixtures as fx
@@ -20,14 +21,29 @@ from experiments.analysis.claims import (ARTICLE, CLAIMS, FAILS, HOLDS, MEASURED
 SHEETS = datasheets.load(DATASHEETS)
 
 
-def verdicts(rows_by_experiment, dev=fx.GPU, sheets=SHEETS):
+def _fitted(rows_by_experiment, dev=fx.GPU):
     rows = [r for rows in rows_by_experiment.values() for r in rows]
     ds = dataset.from_rows(rows, {"f": fx.metadata(dev, "all") | {"source": "run"}})
     ceilings = roofline.fit(ds)
     _, knees = decode.predict(ds, ceilings)
+    return ds, ceilings, knees
+
+
+def verdicts(rows_by_experiment, dev=fx.GPU, sheets=SHEETS):
+    ds, ceilings, knees = _fitted(rows_by_experiment, dev)
     table = claims.evaluate(ds, ceilings, sheets, knees)
     assert not table.reason.str.contains(claims.ANALYSIS_ERROR).any(), table.reason
     return table
+
+
+def verdict(rows_by_experiment, cid: str, dev=fx.GPU, sheets=SHEETS):
+    """The measured verdict of one claim, judged as `evaluate` judges it (the other claims'
+    checks are not run: they read the same rows and would only cost time)."""
+    ds, ceilings, knees = _fitted(rows_by_experiment, dev)
+    (system,) = claims.systems(ds, ceilings, sheets, knees)
+    r = claims.judge(CLAIMS[cid], system)
+    assert claims.ANALYSIS_ERROR not in r["reason"], r["reason"]
+    return pd.Series(r)
 
 
 def measured(table):
@@ -212,7 +228,7 @@ def test_every_measured_claim_has_a_fixture_where_it_fails():
 def test_claim_fails_when_the_rows_contradict_it(cid):
     rows = fx.gpu_rows(seed=0)
     FAILING[cid](rows)
-    r = measured(verdicts(rows)).loc[cid]
+    r = verdict(rows, cid)
     assert r.verdict == FAILS, (r.verdict, r.reason, r.measurement)
 
 

@@ -11,7 +11,7 @@ import pytest
 import analysis_fixtures as fx
 from experiments.analysis import claims, dataset, knees, roofline
 from experiments.analysis.claims import CLAIMS, HOLDS
-from test_analysis_claims import FAILING, SHEETS, measured, verdicts
+from test_analysis_claims import FAILING, SHEETS, verdict
 
 LOW, HIGH = 0.3, 3.0  # the factors' range (log-uniform)
 
@@ -49,7 +49,7 @@ def noisy_failing(cid: str, noise: str, seed: int) -> dict:
 @pytest.mark.parametrize("cid", sorted(FAILING, key=lambda c: int(c[1:])))
 def test_noise_never_makes_a_failing_claim_hold(cid):
     noise = list(NOISE)[int(cid[1:]) % len(NOISE)]  # one kind each here; all kinds below
-    r = measured(verdicts(noisy_failing(cid, noise, seed=1))).loc[cid]
+    r = verdict(noisy_failing(cid, noise, seed=1), cid)
     assert r.verdict != HOLDS, (noise, r.measurement)
 
 
@@ -58,7 +58,7 @@ def test_noise_never_makes_a_failing_claim_hold(cid):
 @pytest.mark.parametrize("cid", sorted(FAILING, key=lambda c: int(c[1:])))
 def test_noise_never_makes_a_failing_claim_hold_over_seeds(cid, noise):
     for seed in (2, 3, 4):
-        r = measured(verdicts(noisy_failing(cid, noise, seed))).loc[cid]
+        r = verdict(noisy_failing(cid, noise, seed), cid)
         assert r.verdict != HOLDS, (seed, r.measurement)
 
 

@@ -46,7 +46,9 @@ def systems(ds: Dataset, ceilings: pd.DataFrame, sheets: list,
         k = knees[knees.system == row.system] if knees is not None and not knees.empty else \
             pd.DataFrame()
         out.append(System(row.system, row.device_kind, row.device_name or row.device,
-                          ds.rows[ds.rows.system == row.system], ceilings, ds.facts(row.system),
+                          ds.rows[ds.rows.system == row.system],
+                          ceilings[ceilings.system == row.system] if "system" in ceilings
+                          else ceilings, ds.facts(row.system),
                           datasheets.find(sheets, row.device_name), sheets, k))
     return out
 
@@ -81,8 +83,11 @@ def contended(rows: pd.DataFrame, threshold: float | None = None) -> pd.Series:
 
 def load_of(c, s: System) -> tuple[int, int]:
     """(contended, all) ok points of the experiments claim `c` reads, on system `s`."""
-    rows = ok(s.rows[s.rows.experiment.isin(c.experiments)])
-    return int(contended(rows).sum()), len(rows)
+    hit = n = 0
+    for e in c.experiments:
+        rows = ok(s.experiment_rows(e))
+        hit, n = hit + int(contended(rows).sum()), n + len(rows)
+    return hit, n
 
 
 def judge(c, s: System) -> dict:

@@ -165,9 +165,17 @@ class System:
     sheets: list = field(default_factory=list)
     knees: pd.DataFrame = field(default_factory=pd.DataFrame)
 
+    def __post_init__(self):
+        # every check filters by experiment, several times each: split the rows once
+        self._by_experiment = {e: g for e, g in self.rows.groupby("experiment", sort=False)}
+
+    def experiment_rows(self, name: str) -> pd.DataFrame:
+        """Every row (all statuses) of one experiment on this system."""
+        return self._by_experiment.get(name, self.rows.iloc[:0])
+
     def exp(self, name: str, op: str | None = None) -> pd.DataFrame:
         """ok rows of an experiment (and op); NotMeasurable says why there are none."""
-        rows = self.rows[self.rows.experiment == name]
+        rows = self.experiment_rows(name)
         if op is not None:
             rows = rows[rows.op.str.contains(op)]
         what = f"{name} rows" + (f" with op {op}" if op else "")
