@@ -315,3 +315,16 @@ def test_a_verdict_is_under_load_only_where_its_points_were():
     assert "under load: 4 of the" in c6.measurement
     for cid in ("C19", "C11", "C17", "C2"):
         assert not table.loc[cid].under_load and "under load" not in table.loc[cid].measurement
+
+
+def test_roofline_claim_reads_the_bandwidth_of_its_own_traffic():
+    """The FMA chain moves a copy's traffic (one read, one write). A triad 40 % faster sets the
+    DRAM ceiling (a CPU's write-allocate), but C12 judges the chain against copy and scale: it
+    still holds, and still fails when the chain's memory side runs above that roof."""
+    rows = fx.gpu_rows(seed=0)
+    for r in rows["bandwidth"]:
+        if r["op"] == "triad":
+            r["time_s"] /= 1.4
+    assert verdict(rows, "C12").verdict == HOLDS
+    _above_roof(rows)
+    assert verdict(rows, "C12").verdict == FAILS

@@ -177,3 +177,43 @@ def test_a_lone_top_compute_point_does_not_set_the_roof_alone():
     roof = next(c for c in roofline.fit_roof(rows) if c["ceiling"] == "vector_flops")
     assert roof["value"] == pytest.approx((839.0 + 676.0) / 2 * 1e9)
     assert roof["ci_low"] == pytest.approx(676e9) and roof["ci_high"] == pytest.approx(839e9)
+
+
+def _bandwidth(dev, op_factor: dict, seed=0):
+    rows = fx.bandwidth_rows(dev, np.random.default_rng(seed), ("float32",))
+    for r in rows:
+        r["time_s"] /= op_factor.get(r["op"], 1.0)  # this op moves factor x the bandwidth
+    return rows
+
+
+def test_dram_is_the_fastest_ops_plateau_and_a_slower_op_does_not_cut_it():
+    """A CPU's copy-like ops read each written line too (uncounted): DRAM is the op that moves
+    the most (triad here, 25 % above the rest), not their mix, and the slower ops' largest
+    working sets do not cut the triad's points as LLC shadow."""
+    dev = fx.CPU
+    ds, table = _fit({"bandwidth": _bandwidth(dev, {"triad": 1.25})}, dev)
+    dram = _ceiling(table, "dram_bw")
+    assert math.isclose(dram.value, 1.25 * dev["dram_bw"], rel_tol=0.05), dram.value
+    assert "of triad" in dram.method
+    # the reference a claim takes from some ops alone stays their pooled plateau
+    copy = ds.rows[ds.rows.op.isin(["copy", "scale"])]
+    pooled = roofline.dram_ceiling(copy, ds.facts(ds.rows.system.iloc[0]))
+    assert math.isclose(pooled["value"], dev["dram_bw"], rel_tol=0.05), pooled["value"]
+
+
+def _with_a_fast_minimum(rows, timer):
+    """Every sample but the best was slowed 30 % (other load): the median says 1.3x the time."""
+    for r in rows:
+        r["time_s_min"], r["time_s"], r["timer"] = r["time_s"], 1.3 * r["time_s"], timer
+    return rows
+
+
+def test_a_host_clocked_cpu_point_is_fitted_on_its_best_time_a_gpu_point_on_its_median():
+    cpu = _with_a_fast_minimum(fx.matmul_rows(fx.CPU, np.random.default_rng(0),
+                                              (256, 512, 1024, 2048, 3072)), "perf_counter")
+    _, table = _fit({"matmul": cpu}, fx.CPU)
+    _within(_ceiling(table, "matrix_flops", "float32"), fx.CPU["matrix"]["float32"])
+    gpu = _with_a_fast_minimum(fx.matmul_rows(fx.GPU, np.random.default_rng(0)), "cuda_event")
+    _, table = _fit({"matmul": gpu})
+    c = _ceiling(table, "matrix_flops", "float32")
+    assert math.isclose(c.value, fx.GPU["matrix"]["float32"] / 1.3, rel_tol=0.05), c.value

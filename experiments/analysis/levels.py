@@ -3,9 +3,14 @@ curve (the methods: analysis/roofline.py's docstring), and a GPU's L1 from the l
 
 CPU windows use the cache that the measuring threads hold together (device facts
 extra.cache_total_bytes: private L1/L2 add up over cores), where the facts have it.
-DRAM is the curve's asymptote: points of the DRAM window no faster than DRAM_CAP x the median of
-its largest working set's points. A working set a few times the LLC still reads partly from it
-(on a 2-core VM with a 32 MB L3, 200 MB read 50-53 GB/s, 0.5-0.8 GB 33-36, STREAM's triad 32-33).
+DRAM is the curve's asymptote: each op's points of the DRAM window no faster than DRAM_CAP x the
+median of its own largest working set's points; the ceiling is the plateau of the op that moves
+the most there (each op's top plateau, the highest median: STREAM's headline is its triad). On a
+CPU a written line is first read (write-allocate), traffic no op counts: copy, scale and x + 1
+write one line per line read, triad and add one per two, so their counted bandwidth sits below
+DRAM's.
+A working set a few times the LLC still reads partly from it (on a 2-core VM with a 32 MB L3,
+200 MB read 50-53 GB/s, 0.5-0.8 GB 33-36, STREAM's triad 32-33).
 Rows of a NUMA node alone (params scope "numa<N>", bandwidth experiment) give dram_bw_numa<N>.
 """
 
@@ -69,24 +74,41 @@ def below_shadow(ws: np.ndarray, bw: np.ndarray) -> np.ndarray:
     return bw <= DRAM_CAP * float(np.median(bw[largest]))
 
 
-def fit_bandwidth(rows: pd.DataFrame, facts: dict) -> list[dict]:
-    """The machine's levels, then DRAM per NUMA node where rows ran on one node alone."""
+def fit_bandwidth(rows: pd.DataFrame, facts: dict, pooled: bool = False) -> list[dict]:
+    """The machine's levels, then DRAM per NUMA node where rows ran on one node alone. `pooled`:
+    DRAM from all the ops' points together, not the fastest op's."""
     scopes = rows.params.map(scope) if "params" in rows else pd.Series("machine", rows.index)
-    out = fit_levels(rows[scopes == "machine"], facts)
+    out = fit_levels(rows[scopes == "machine"], facts, pooled)
     for name in sorted(set(scopes) - {"machine"}):
-        dram = next(c for c in fit_levels(rows[scopes == name], facts) if c["ceiling"] == "dram_bw")
+        dram = next(c for c in fit_levels(rows[scopes == name], facts, pooled)
+                    if c["ceiling"] == "dram_bw")
         out.append(dram | {"ceiling": f"dram_bw_{name}"})
     return out
 
 
-def fit_levels(rows: pd.DataFrame, facts: dict) -> list[dict]:
+def fastest_op(ops: np.ndarray, ws: np.ndarray, bw: np.ndarray) -> tuple[np.ndarray, str | None]:
+    """(mask of its points past the LLC's shadow, name) of the op whose top plateau there is
+    highest, of the ops with a plateau of MIN_POINTS; each op's shadow is judged on its own
+    largest working set (a copy's 30 GB/s would cut a triad's 40); (None, None) where no op has
+    such a plateau."""
+    best, mask, name = -math.inf, None, None
+    for op in np.unique(ops):
+        mine = ops == op
+        mine[mine] = below_shadow(ws[mine], bw[mine])
+        top = top_plateau(bw[mine])
+        if top.sum() >= MIN_POINTS and np.median(bw[mine][top]) > best:
+            best, mask, name = float(np.median(bw[mine][top])), mine, str(op)
+    return mask, name
+
+
+def fit_levels(rows: pd.DataFrame, facts: dict, pooled: bool = False) -> list[dict]:
     pts = rows[(rows.byte_per_s > 0) & (rows.working_set_bytes > 0)]
     if pts.empty:
         return [missing_row("dram_bw", "B/s", "no ok bandwidth rows")]
     ws, bw = pts.working_set_bytes.to_numpy(float), pts.byte_per_s.to_numpy(float)
     how = "cache sizes from device facts" if facts.get("cache_bytes") or facts.get(
         "llc_bytes") else "no cache sizes in metadata: DRAM = the top two octaves of size"
-    fitted = []
+    fitted, op = [], None
     for name, lo, hi, cap in cache_windows(facts, ws.max()):
         inside = (ws >= lo) & (ws <= hi) if lo > 0 else ws <= hi
         extra = {"ws_min": lo, "ws_max": hi, "capacity_bytes": cap}
@@ -94,9 +116,13 @@ def fit_levels(rows: pd.DataFrame, facts: dict) -> list[dict]:
             limit = f">= {lo:.3g} B" if math.isinf(hi) else f"in [{lo:.3g}, {hi:.3g}] B"
             fitted.append(missing_row(name, "B/s", f"no working set {limit}") | extra)
             continue
-        if name == "dram_bw":  # the asymptote, not the LLC's shadow
+        if name == "dram_bw":  # the asymptote, not the LLC's shadow; the fastest op's
             idx = np.flatnonzero(inside)
-            inside[idx[~below_shadow(ws[idx], bw[idx])]] = False
+            fastest, op = fastest_op(pts.op.to_numpy(str)[idx], ws[idx], bw[idx]) \
+                if not pooled and "op" in pts else (None, None)
+            if fastest is None:
+                fastest = below_shadow(ws[idx], bw[idx])
+            inside[idx[~fastest]] = False
         top = top_plateau(bw[inside])
         plateau, on = bw[inside][top], ws[inside][top]
         if np.unique(on).size < 2 and name != "dram_bw":
@@ -105,9 +131,10 @@ def fit_levels(rows: pd.DataFrame, facts: dict) -> list[dict]:
         if plateau.size < MIN_POINTS:
             fitted.append(missing_row(name, "B/s", "a single point on the plateau") | extra)
             continue
+        whose = f" of {op}" if op and name == "dram_bw" else ""
         # ws_min/ws_max: the sizes the plateau spans (inside the level's window)
         fitted.append(ceiling_row(name, float(np.median(plateau)), "B/s",
-                                  f"median of the top plateau ({how})", int(plateau.size),
+                                  f"median of the top plateau{whose} ({how})", int(plateau.size),
                                   ci=bootstrap_median(plateau), points=pts[inside][top],
                                   ws_min=float(on.min()), ws_max=float(on.max()),
                                   capacity_bytes=cap))

@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pandas as pd
 
-from experiments.analysis import datasheets
+from experiments.analysis import datasheets, roofline
 from experiments.analysis.dataset import Dataset, ok
 from experiments.analysis.health import host_clocked
 from experiments.core.config import job_default
@@ -46,7 +46,7 @@ def systems(ds: Dataset, ceilings: pd.DataFrame, sheets: list,
         k = knees[knees.system == row.system] if knees is not None and not knees.empty else \
             pd.DataFrame()
         out.append(System(row.system, row.device_kind, row.device_name or row.device,
-                          ds.rows[ds.rows.system == row.system],
+                          roofline.fit_view(ds.rows[ds.rows.system == row.system]),
                           ceilings[ceilings.system == row.system] if "system" in ceilings
                           else ceilings, ds.facts(row.system),
                           datasheets.find(sheets, row.device_name), sheets, k))
