@@ -217,3 +217,20 @@ def test_a_host_clocked_cpu_point_is_fitted_on_its_best_time_a_gpu_point_on_its_
     _, table = _fit({"matmul": gpu})
     c = _ceiling(table, "matrix_flops", "float32")
     assert math.isclose(c.value, fx.GPU["matrix"]["float32"] / 1.3, rel_tol=0.05), c.value
+
+
+def test_a_noisy_cpu_point_counts_at_its_best_time_a_contended_one_never():
+    """`noisy` is a wide spread around the median, which a best time does not read; `contended`
+    (other load seen during the point) drops it whatever its timer."""
+    rows = _with_a_fast_minimum(fx.matmul_rows(fx.CPU, np.random.default_rng(0),
+                                               (256, 512, 1024, 2048, 3072)), "perf_counter")
+    for r in rows:
+        r["noisy"] = r.get("n", 0) >= 2048
+    _, table = _fit({"matmul": rows}, fx.CPU)
+    c = _ceiling(table, "matrix_flops", "float32")
+    assert c.n_points >= 2 and not isinstance(c.note, str), (c.n_points, c.note)
+    for r in rows:
+        r["noisy"], r["contended"] = False, r.get("n", 0) >= 2048
+    _, table = _fit({"matmul": rows}, fx.CPU)
+    c = _ceiling(table, "matrix_flops", "float32")
+    assert math.isnan(c.value) and "contended" in c.note, (c.value, c.note)

@@ -65,6 +65,14 @@ def label(ceiling: str) -> str:
 HOST_CLOCK = "perf_counter"  # the timer of the CPU kernels' points (core/timer.py)
 
 
+def best_timed(rows: pd.DataFrame) -> pd.Series:
+    """Per row: a CPU point timed by the host's clock, with a best time (`fit_view`)."""
+    if "time_s_min" not in rows or rows.empty:
+        return pd.Series(False, index=rows.index)
+    return ((rows.device_kind == "cpu") & (rows.timer == HOST_CLOCK) & (rows.time_s_min > 0)
+            & (rows.time_s > 0)).fillna(False).astype(bool)
+
+
 def fit_view(rows: pd.DataFrame) -> pd.DataFrame:
     """The rows with the rates a ceiling is judged on. A CPU point timed by the host's clock
     counts at its best time: other processes, a neighbouring VM or the OS only ever add to such a
@@ -72,10 +80,7 @@ def fit_view(rows: pd.DataFrame) -> pd.DataFrame:
     minimum over runs). A GPU point keeps its median: its spread is the device's own (clocks
     moving under the power cap), which a ceiling must not hide. Claims on these ceilings read the
     same view (claims.systems), so a comparison never mixes the two."""
-    if "time_s_min" not in rows or rows.empty:
-        return rows
-    host = ((rows.device_kind == "cpu") & (rows.timer == HOST_CLOCK) & (rows.time_s_min > 0)
-            & (rows.time_s > 0)).fillna(False).astype(bool)
+    host = best_timed(rows)
     if not host.any():
         return rows
     faster = (rows.time_s / rows.time_s_min).where(host, 1.0).astype(float)
@@ -84,13 +89,17 @@ def fit_view(rows: pd.DataFrame) -> pd.DataFrame:
 
 def fit_rows(rows: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     """The rows a fit may use (ok and unflagged, in `fit_view`'s rates), and a note on what was
-    left out."""
+    left out. `noisy` (a wide spread around the median) does not drop a point fitted on its best
+    time; `contended` and `throttled` (load or clocks seen during the point) still do."""
     good = fit_view(ok(rows))
     bad = pd.Series(False, index=good.index)
+    best = best_timed(good)
     left = []
     for flag in FLAGS:
         if flag in good:
             hit = good[flag].fillna(False).astype(bool)
+            if flag == "noisy":  # a spread around the median; a best time does not read it
+                hit &= ~best
             if hit.any():
                 left.append(f"{int(hit.sum())} {flag}")
             bad |= hit
