@@ -78,3 +78,21 @@ def test_half_chain_is_zmm_half_fmas_on_sapphire_rapids():
     assert {op for op, _ in fmas} <= {"vfmadd213ph", "vfmadd231ph", "vfmadd132ph",
                                        "vfmadd213sh", "vfmadd231sh", "vfmadd132sh"}, fmas
     assert not re.search(r"\bcall", asm)  # no libcalls: native half arithmetic throughout
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "float16"])
+def test_filled_arrays_start_on_a_page_in_memory_numpy_allocated(dtype):
+    """The streams' arrays: page-aligned (no vector split over two cache lines), in numpy's
+    memory (which it advises the kernel to back with huge pages), filled with the team's values."""
+    import torch
+
+    from experiments.kernels import cpu_stream
+
+    dt = getattr(torch, dtype)
+    t = cpu_stream.filled([0], 3 * cpu_stream.FILL_CHUNK // 2 + 5, dt, seed=4)
+    assert t.dtype == dt and t.is_contiguous() and t.numel() == 3 * cpu_stream.FILL_CHUNK // 2 + 5
+    assert t.data_ptr() % cpu_stream.PAGE == 0
+    v = t.float()
+    assert bool(((v >= 0.5) & (v <= 1.5)).all()) and float(v.std()) > 0.2  # nonzero, varied
+    again = cpu_stream.filled([0], 1000, dt, seed=4)
+    assert torch.equal(again, t[:1000])  # the same seed, the same values
