@@ -49,6 +49,26 @@ def test_plan_counts_reaches_past_timer_overhead_within_budget():
     assert plan_counts(1e-9, 1e9, 1e-3, max_samples=50)[1] == 50
 
 
+def test_a_call_longer_than_the_budget_is_taken_min_samples_times():
+    """A CPU job's min_samples (config.yaml: 3) is what a long call gets; a GPU keeps job.yaml's 5.
+    Fewer than 2 is refused: one sample has no spread."""
+    import time as clock
+
+    def slow(i):
+        clock.sleep(0.02)
+
+    for n in (3, 5):
+        t = measure(slow, torch.device("cpu"), point_budget_s=0.001, min_samples=n, retries=0,
+                    cv_threshold=10.0)
+        assert t.stats["samples"] == n, (n, t.stats["samples"])
+    assert measure(slow, torch.device("cpu"), point_budget_s=0.001, retries=0,
+                   cv_threshold=10.0).stats["samples"] == 5  # job.yaml's default
+    from conftest import compose_job
+    assert compose_job(["experiment=timing", "device=cpu"]).min_samples == 5
+    with pytest.raises(Exception, match="min_samples=1 must be an integer >= 2"):
+        compose_job(["experiment=timing", "device=cpu", "min_samples=1"])
+
+
 class _RecordingCudaTimer(CudaTimer):
     """A CudaTimer that runs no CUDA: it records whether measure() asked it for a graph."""
 

@@ -105,6 +105,7 @@ class JobConfig:
     contention_threshold: float = MISSING
     precision: float = MISSING
     min_point_s: float = MISSING
+    min_samples: int = MISSING
     cpus: str = MISSING
 
     def __post_init__(self):
@@ -122,6 +123,9 @@ class JobConfig:
                               "half-width of a median's 95 % interval (0: use the whole budget)")
         if not (math.isfinite(self.min_point_s) and self.min_point_s >= 0):
             raise ConfigError(f"min_point_s={self.min_point_s} must be a finite number >= 0")
+        if not (isinstance(self.min_samples, int) and self.min_samples >= 2):
+            raise ConfigError(f"min_samples={self.min_samples} must be an integer >= 2: one "
+                              "sample has no spread")
         try:
             parse_cpus(self.cpus)
         except ValueError:

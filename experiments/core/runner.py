@@ -61,7 +61,7 @@ def is_unsupported(exc: BaseException) -> bool:
 
 # the job's measuring rules: a Context given none of them takes config/job.yaml's
 SETTINGS = ("point_budget_s", "cv_threshold", "retries", "use_graph", "seed",
-            "contention_threshold", "precision", "min_point_s")
+            "contention_threshold", "precision", "min_point_s", "min_samples")
 
 
 @dataclass
@@ -80,6 +80,7 @@ class Context:
     contention_threshold: float | None = None
     precision: float | None = None  # stop sampling a point once its median is known this well
     min_point_s: float | None = None  # ...but not before this long
+    min_samples: int | None = None  # samples a point takes however long its calls
     # every GPU the job holds: [device] for most; the whole pool for an experiment between GPUs
     devices: list = field(default_factory=list)
     generator: torch.Generator = field(init=False)

@@ -217,7 +217,7 @@ def sample(timer, fn, inner: int, samples: int, precision: float = 0.0,
 
 def measure(fn: Callable[[int], object], device: torch.device, point_budget_s: float, *,
             timer=None, use_graph: bool | None = None, cv_threshold: float | None = None,
-            retries: int | None = None, min_samples: int = 5, max_samples: int = 200,
+            retries: int | None = None, min_samples: int | None = None, max_samples: int = 200,
             contention_threshold: float | None = None, force_graph: bool = False,
             precision: float | None = None, min_point_s: float | None = None) -> Timing:
     """Time fn(i) (i picks a rotating buffer). Retries a noisy, contended (CPU: other processes
@@ -234,10 +234,10 @@ def measure(fn: Callable[[int], object], device: torch.device, point_budget_s: f
     job = job_defaults() | {k: v for k, v in dict(
         use_graph=use_graph, cv_threshold=cv_threshold, retries=retries,
         contention_threshold=contention_threshold, precision=precision,
-        min_point_s=min_point_s).items() if v is not None}
+        min_point_s=min_point_s, min_samples=min_samples).items() if v is not None}
     use_graph, cv_threshold, retries = job["use_graph"], job["cv_threshold"], job["retries"]
     contention_threshold = job["contention_threshold"]
-    precision, min_point_s = job["precision"], job["min_point_s"]
+    precision, min_point_s, min_samples = job["precision"], job["min_point_s"], job["min_samples"]
     timer = timer or make_timer(device, use_graph)
     per_call = estimate_call(fn, timer)
     if isinstance(timer, CudaTimer):
