@@ -347,6 +347,11 @@ def test_a_context_given_no_settings_measures_by_the_jobs_rules():
     job = job_defaults()
     assert {k: getattr(ctx, k) for k in SETTINGS} == {k: job[k] for k in SETTINGS}
     assert ctx.precision > 0 and ctx.min_point_s > 0  # not "the whole budget" as before
+    # and config.yaml's per-kind `job:` may set each of them: the schema lists every one
+    import yaml
+    from conftest import ROOT
+    schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
+    assert set(schema["definitions"]["job_settings"]["properties"]) == set(SETTINGS)
 
 
 def test_rotation_copies_span_the_llc_within_their_bounds():
