@@ -9,7 +9,8 @@
 # Builds the peers (gcc -O3 -march=native -fopenmp), runs them while nothing else runs, then
 # rooflab's CPU sweep (snakemake, report included), then prints the side-by-side table last.
 # Files under $OUT: peers.json, gaps.json (bench/cpu_gaps.py; GAPS=0 skips it), ceilings.parquet,
-# claims.parquet, measurements.parquet, cpu_peers.csv, times.txt, logs.tgz (build, load, gaps and sweep logs).
+# claims.parquet, measurements.parquet, cpu_peers.csv, times.txt, logs.tgz (build, load, gaps,
+# sweep and job logs).
 python3 -m pip install -q --no-index --find-links .whl snakemake hydra-core || exit 1
 python3 -c "import numba" || { echo "numba is missing: install it from .peers-whl first"; exit 1; }
 set -euo pipefail
@@ -35,4 +36,6 @@ cp "$RESULTS/roofline/ceilings.parquet" "$RESULTS/claims.parquet" "$OUT/"
 cp "$RESULTS/measurements.parquet" "$OUT/"; cp "$RESULTS/report.html" "$OUT/" 2>/dev/null || touch "$OUT/report.html"
 [ -f "$OUT/peers.json" ] && python3 bench/cpu_peers.py table "$OUT" "$OUT/ceilings.parquet"
 # at most 8 files come back from a device call: the logs travel as one
-(cd "$OUT" && tar czf logs.tgz build.log load.txt gaps.log sweep.log report.html && rm build.log load.txt gaps.log sweep.log report.html)
+cp -r "$RESULTS/logs" "$OUT/joblogs"  # each job's own log (its points' timings)
+(cd "$OUT" && tar czf logs.tgz build.log load.txt gaps.log sweep.log report.html joblogs &&
+  rm -r build.log load.txt gaps.log sweep.log report.html joblogs)
