@@ -69,6 +69,26 @@ def test_a_call_longer_than_the_budget_is_taken_min_samples_times():
         compose_job(["experiment=timing", "device=cpu", "min_samples=1"])
 
 
+def test_a_long_call_is_warmed_up_once_a_short_one_twice():
+    import time as clock
+
+    from experiments.core.timer import LONG_CALL_S, estimate_call
+
+    for sleep, calls in ((2 * LONG_CALL_S, 2), (0.0005, None)):
+        seen = []
+
+        def fn(i):
+            seen.append(i)
+            clock.sleep(sleep)
+
+        per_call = estimate_call(fn, CpuTimer())
+        assert per_call >= sleep
+        if calls is not None:
+            assert len(seen) == calls, seen  # one warm-up, one timed call
+        else:
+            assert seen[:3] == [0, 1, 0] and len(seen) >= 5  # two warm-ups, then >= 3 timed
+
+
 class _RecordingCudaTimer(CudaTimer):
     """A CudaTimer that runs no CUDA: it records whether measure() asked it for a graph."""
 

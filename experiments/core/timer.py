@@ -180,11 +180,18 @@ def make_timer(device: torch.device, use_graph: bool = True):
     return CudaTimer(device, use_graph) if device.type == "cuda" else CpuTimer()
 
 
+LONG_CALL_S = 0.1  # a warm-up call this long has paid its start-up costs: no second one
+
+
 def estimate_call(fn, timer, warmup: int = 2) -> float:
-    """Seconds for one call, after warm-up (first calls pay for allocation and kernel loading)."""
+    """Seconds for one call, after warm-up (first calls pay for allocation and kernel loading;
+    one warm-up call past LONG_CALL_S is enough: a GEMM at 12288 on a CPU runs 2 s a call)."""
     for i in range(warmup):
+        t0 = time.perf_counter()
         fn(i)
-    timer.sync()
+        timer.sync()
+        if time.perf_counter() - t0 > LONG_CALL_S:
+            break
     t0 = time.perf_counter()
     n = 0
     while True:  # at least 3 calls and 5 ms, so one slow call does not skew the plan; a call
