@@ -234,3 +234,31 @@ def test_a_noisy_cpu_point_counts_at_its_best_time_a_contended_one_never():
     _, table = _fit({"matmul": rows}, fx.CPU)
     c = _ceiling(table, "matrix_flops", "float32")
     assert math.isnan(c.value) and "contended" in c.note, (c.value, c.note)
+
+
+def test_a_published_sets_measured_knees_are_read_from_its_folder_not_bootstrapped(tmp_path):
+    """A run merges published sets: their decode knees come from the set's knees.parquet (which
+    the published folder re-renders to at every commit), keyed to the merged system's name; a
+    system of this run, or a set with no such file, is bootstrapped."""
+    rng = np.random.default_rng(0)
+    folder = tmp_path / "published" / "ref"
+    parts = fx.write_files(folder / "parts", {"decode": fx.decode_rows(fx.GPU, rng)}, fx.GPU)
+    dataset.collect(parts, out=folder / "measurements.parquet", log=lambda m: None)
+    own = dataset.load(folder / "measurements.parquet")
+    _, own_knees = decode.predict(own, roofline.fit(own))
+    marked = own_knees.assign(measured=own_knees.measured + 1000.0)  # none a bootstrap would give
+    marked.to_parquet(folder / "knees.parquet")
+    mine = fx.write_files(tmp_path / "run", {"decode": fx.decode_rows(fx.CPU | {"matrix": {
+        "bfloat16": 2e12, "float32": 1e12}}, rng)}, fx.CPU)
+    dataset.collect(mine, published=[folder / "measurements.parquet"],
+                    out=tmp_path / "merged.parquet", log=lambda m: None)
+    ds = dataset.load(tmp_path / "merged.parquet")
+    known = decode.reused(ds, "knees.parquet", ["dtype", "C"])
+    _, knees = decode.predict(ds, roofline.fit(ds), known)
+    published = knees[knees.system.str.endswith("[published:ref]")]
+    assert len(published) == len(own_knees) and len(known) == len(own_knees)
+    assert (published.measured.dropna() > 999).all() and published.measured.notna().any()
+    run = knees[~knees.system.str.contains("published")]
+    assert len(run) and not (run.measured.dropna() > 999).any()  # bootstrapped here
+    (folder / "knees.parquet").unlink()
+    assert decode.reused(ds, "knees.parquet", ["dtype", "C"]) == {}

@@ -187,7 +187,7 @@ def test_copy_matrix_and_figures_from_rows(tmp_path):
     assert m.gbps.tolist() == pytest.approx([380.0, 380.0])
     status = figures.draw_all(_inputs(rows), tmp_path)
     assert status["peer_copy"] is None and status["collectives"] is None, status
-    assert (tmp_path / "peer_copy.png").stat().st_size > 1000
+    assert (tmp_path / "peer_copy.svg").stat().st_size > 1000
 
 
 def test_figures_are_placeholders_without_ok_rows():

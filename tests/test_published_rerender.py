@@ -25,12 +25,26 @@ def test_the_published_set_rerenders_to_its_committed_verdicts_and_ceilings(tmp_
     copy = tmp_path / "h200"
     shutil.copytree(PUBLISHED, copy)
     c, k = copy / "ceilings.parquet", copy / "knees.parquet"
+    for derived in ("knees.parquet", "workload_knees.parquet"):  # computed again, never read
+        (copy / derived).unlink()
     data = published.merged(copy, tmp_path / "merged.parquet")  # its own files, as rebuilt
     _analysis("roofline", data, "--out", c, cwd=ROOT)
     _analysis("decode", data, "--ceilings", c, "--out", k, "--points", tmp_path / "m.parquet",
               cwd=ROOT)
     _analysis("claims", data, "--ceilings", c, "--knees", k, "--out", copy / "claims.parquet",
               cwd=ROOT)
+    _analysis("placements", data, "--ceilings", c, "--out", tmp_path / "placements.parquet",
+              "--workload-knees", copy / "workload_knees.parquet", cwd=ROOT)
+    # a run that merges this set reads its measured knees instead of bootstrapping them again
+    # (analysis/knees.py reused): they must be what a render at this commit gives
+    for name, key in (("knees.parquet", ["system", "dtype", "C"]),
+                      ("workload_knees.parquet", ["system", "workload", "dtype"])):
+        old, new = (pd.read_parquet(p / name).set_index(key).sort_index()
+                    for p in (PUBLISHED, copy))
+        assert list(old.index) == list(new.index), name
+        for col in ("measured", "measured_low", "measured_high"):
+            assert np.allclose(old[col], new[col], rtol=1e-9, equal_nan=True), (name, col)
+        assert (old.measured_note.fillna("") == new.measured_note.fillna("")).all(), name
     key = ["claim", "system", "kind"]
     old, new = (pd.read_parquet(p / "claims.parquet").set_index(key).sort_index()
                 for p in (PUBLISHED, copy))

@@ -29,7 +29,7 @@ def fit_ceilings(ds):
 def decode_knees(ds, ceilings):
     """(knees per decode curve, the prediction per decode row)."""
     from experiments.analysis import knees
-    per_row, table = knees.predict(ds, ceilings)
+    per_row, table = knees.predict(ds, ceilings, knees.reused(ds, "knees.parquet", ["dtype", "C"]))
     return table.reindex(columns=knees.KNEE_COLUMNS), per_row
 
 
@@ -56,8 +56,9 @@ def place_calls(ds, ceilings):
 def workload_knees(ds, ceilings):
     """results/workload_knees.parquet: per (system, workload, dtype) with >= 3 batch sizes, the
     measured batch knee (bootstrapped interval) and the predicted one."""
-    from experiments.analysis import placements
-    return placements.knees(ds, ceilings)
+    from experiments.analysis import knees, placements
+    return placements.knees(ds, ceilings, knees.reused(ds, "workload_knees.parquet",
+                                                       ["workload", "dtype"]))
 
 
 def on_datasheets(calls, sheets):

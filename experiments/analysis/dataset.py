@@ -209,6 +209,16 @@ class Dataset:
         return {}
 
 
+def published_folder(ds: "Dataset", source: str) -> Path | None:
+    """The folder of a published set's file (results/published/h200 for "published:h200" and
+    "published:h200/workloads"), where it exists; None for this run's rows."""
+    for key, meta in ds.files.items():
+        if source != RUN and meta.get("source") == source:
+            folder = Path(key.split("::")[0]).parent
+            return folder if folder.is_dir() else None
+    return None
+
+
 def add_labels(rows: pd.DataFrame) -> pd.DataFrame:
     """Add `system`: 'device name @ host', with the source for published sets."""
     rows = rows.copy()

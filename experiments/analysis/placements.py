@@ -257,8 +257,10 @@ def predicted_knee(b, flops, nbytes, B: float, P: float) -> tuple[float, str]:
     return float(knee), ""
 
 
-def knees(ds, ceilings: pd.DataFrame) -> pd.DataFrame:
-    """Per (system, workload, dtype) with >= 3 batch sizes: measured and predicted knees."""
+def knees(ds, ceilings: pd.DataFrame, known: dict | None = None) -> pd.DataFrame:
+    """Per (system, workload, dtype) with >= 3 batch sizes: measured and predicted knees.
+    `known`: measured knees already computed ({(system, workload, dtype): ...}, knees.reused)."""
+    known = known or {}
     out = []
     w = _rows(ds)
     roof_of = roofline_systems(w, ceilings)
@@ -268,7 +270,8 @@ def knees(ds, ceilings: pd.DataFrame) -> pd.DataFrame:
         b = g.batch.to_numpy(float)
         if np.unique(b).size < 3:
             continue
-        k, lo, hi, note = measured_knee(b, g.time_s.to_numpy(float))
+        k, lo, hi, note = known.get((system, name, dtype)) or measured_knee(
+            b, g.time_s.to_numpy(float))
         B = roofline.value(ceilings, roof, "dram_bw")
         P, _ = compute_for(ceilings, roof, dtype)
         if B and P:

@@ -6,7 +6,7 @@ the modules at experiments/' top."""
 from __future__ import annotations
 
 # name -> (report category, what it shows, experiments it draws from). Every name is produced as
-# results/figures/<name>.png and .svg; a figure whose experiments have no rows is a placeholder
+# results/figures/<name>.svg; a figure whose experiments have no rows is a placeholder
 # that says which experiment is missing, so the workflow's outputs never change.
 FIGURES = {
     "roofline": ("Roofline", "measured and datasheet rooflines with every experiment's points",

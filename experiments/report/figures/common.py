@@ -41,7 +41,7 @@ from matplotlib.ticker import (FixedLocator, Formatter, FuncFormatter, LogLocato
 from experiments.report.catalog import FIGURES  # noqa: E402
 from experiments.analysis.dataset import Dataset, ok  # noqa: E402
 
-DPI = 150  # the PNG (Snakemake's report); the HTML report inlines the SVG
+DPI = 150  # the figures are laid out at this resolution (they are written as SVG)
 MAX_COLUMNS = 2  # panels side by side: more would shrink the text below ~10 px at 800 px wide
 DTYPE_ORDER = ["float64", "float32", "tf32", "float16", "bfloat16", "float8_e4m3"]
 NOTE = 10  # points: annotations, the smallest text of a figure
@@ -374,12 +374,11 @@ def freeze_layout(fig):
 
 
 def save(fig, outdir: Path, name: str):
-    """<name>.svg (the HTML report inlines it; points named on hover) and <name>.png (Snakemake's
-    report), from one layout. Constrained layout keeps everything inside the figure, so no
-    bbox_inches="tight" (it would draw each file twice)."""
+    """<name>.svg: the HTML report inlines it (points named on hover), Snakemake's report shows
+    it. Constrained layout keeps everything inside the figure, so no bbox_inches="tight" (it would
+    draw the file twice)."""
     freeze_layout(fig)
     buf = io.StringIO()
     fig.savefig(buf, format="svg", metadata={"Date": None})
     (outdir / f"{name}.svg").write_text(_with_tooltips(buf.getvalue()), encoding="utf-8")
-    fig.savefig(outdir / f"{name}.png", dpi=DPI)
 
