@@ -321,3 +321,55 @@ def test_nothing_is_left_in_the_temp_dir(monkeypatch, tmp_path):
                          cwd=ROOT, env=os.environ | {"PYTHONPATH": str(ROOT)}, timeout=60)
     assert run.returncode == 1
     assert not list(tmp_path.glob("rooflab-forkserver-*"))
+
+
+STEPPER = """
+import os, time
+def steps():
+    while True:  # one timestamp a step, as long as the server takes steps
+        with open(os.environ["STEP_LOG"], "a") as f:
+            f.write(f"{time.time()}\\n")
+        time.sleep(0.01)
+        yield
+"""
+TIMED_JOB = """
+import sys, time
+t0 = time.time()
+time.sleep(1.0)
+open(sys.argv[-1], "w").write(f"{t0} {time.time()}")
+"""
+
+
+def test_nothing_is_loaded_beside_a_cpu_jobs_points(tmp_path):
+    """The server loads what later jobs need in steps between requests; beside a CPU job, whose
+    points another process's work would disturb (and have retried as contended), it takes none;
+    beside a GPU job it goes on."""
+    (tmp_path / "stepper.py").write_text(STEPPER)
+    (tmp_path / "job_module.py").write_text(TIMED_JOB)
+    (tmp_path / "client.py").write_text(CLIENT)
+    log = tmp_path / "steps.log"
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]),
+                        "STEP_LOG": str(log)}
+    path = str(tmp_path / "server.sock")
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; from experiments.sweep import "
+                             "forkserver; forkserver.serve(sys.argv[1], ('json',), "
+                             "('stepper:steps',))", path], stdout=subprocess.PIPE, text=True,
+                            env=env, cwd=tmp_path)
+    env |= {forkserver.ENV: f"{socket.gethostname()}:{path}"}
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        work = tmp_path / "work"
+        work.mkdir()
+        inside = {}
+        for device in ("cpu", "cuda:0"):
+            out = tmp_path / f"{device}.times"
+            client = run_client(env, work, f"device={device}", str(out))
+            client.communicate(timeout=60)
+            t0, t1 = map(float, out.read_text().split())
+            steps = [float(x) for x in log.read_text().split()]
+            # a step under way when the job arrived may end just after its start
+            inside[device] = sum(t0 + 0.1 < s < t1 for s in steps)
+        assert inside["cpu"] == 0 and inside["cuda:0"] > 10, inside
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

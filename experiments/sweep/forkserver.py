@@ -59,14 +59,15 @@ PRELOAD = (
     "experiments.core.device", "experiments.sweep.checks", EXPERIMENTS,
     "experiments.sweep.warm:compose_once", "experiments.sweep.warm:package_metadata",
     "pynvml",  # a GPU job's NVML (imported, not initialised)
+    # the numba kernels of a CPU job of bandwidth or intensity, compiled: nothing is loaded
+    # while a CPU job measures (below), and on a CPU-only machine every job is one
+    "numba", "experiments.sweep.warm:cpu_kernels",
 )
 PRELOAD_LATER = (
     # a workload job: the profiler, and what FlopCounterMode's first call imports (dynamo, sympy:
     # about 1 s here, several on an H200 host)
     "experiments.cli.place", "experiments.models", "torch.profiler", "sympy",
     "torch.fx.experimental.symbolic_shapes", "torch.distributed.fsdp", "torch._dynamo",
-    # the numba kernels of a CPU job of bandwidth or intensity, compiled
-    "numba", "experiments.sweep.warm:cpu_kernels",
     # the analysis steps
     "experiments.analysis.dataset", "scipy.optimize", "scipy.stats",
     "experiments.analysis.roofline", "experiments.analysis.claims",
@@ -185,6 +186,7 @@ def serve(path: str, modules=PRELOAD, later=PRELOAD_LATER) -> None:
     SIGTERM, ending the jobs still running."""
     parent = os.getppid()
     jobs: dict[int, tuple] = {}  # pid -> (client connection, pidfd)
+    cpu_jobs: set[int] = set()  # jobs measuring on the CPU: no loading beside them
 
     def end(*_):  # stop(): its jobs die with it (PR_SET_PDEATHSIG), its socket and folder go
         _remove(path)
@@ -204,16 +206,21 @@ def serve(path: str, modules=PRELOAD, later=PRELOAD_LATER) -> None:
     try:
         idle_since = time.monotonic()
         while os.getppid() == parent:
-            events = sel.select(timeout=0 if later is not None else 0.5)
+            # a step of loading beside a CPU job's points is other load on its cores: it would
+            # be measured as contention (and the point retried), so steps wait for its end
+            stepping = later is not None and not cpu_jobs & jobs.keys()
+            events = sel.select(timeout=0 if stepping else 0.5)
             if events or jobs:
                 idle_since = time.monotonic()
             elif time.monotonic() - idle_since > IDLE_EXIT_S:
                 break
-            if not events and later is not None and next(later, None) is None:
+            if not events and stepping and next(later, None) is None:
                 later = None  # idle: one step of loading what some jobs need, till all are in
             for key, _ in events:
                 if key.data is None:
-                    _accept(listener, sel, jobs)
+                    pid, argv = _accept(listener, sel, jobs)
+                    if "device=cpu" in argv:
+                        cpu_jobs.add(pid)
                     continue
                 kind, pid = key.data
                 if pid not in jobs:
@@ -224,6 +231,7 @@ def serve(path: str, modules=PRELOAD, later=PRELOAD_LATER) -> None:
                     code = os.waitstatus_to_exitcode(status)  # -N: killed by signal N
                     _reply(conn, {"status": 128 - code if code < 0 else code})  # as a shell says
                     _forget(sel, jobs, pid)
+                    cpu_jobs.discard(pid)
                 else:  # the client hung up before its job ended (killed): end the job too
                     sel.unregister(conn)
                     _kill(pid)
@@ -237,7 +245,8 @@ def serve(path: str, modules=PRELOAD, later=PRELOAD_LATER) -> None:
         gc.unfreeze()  # a normal exit frees what it froze (nanobind, Triton's, reports leaks)
 
 
-def _accept(listener, sel, jobs) -> None:
+def _accept(listener, sel, jobs) -> tuple[int | None, list]:
+    """Fork the job a client asks for: (its pid, its arguments); (None, []) for a bad request."""
     conn, _ = listener.accept()
     conn.settimeout(10)
     try:
@@ -250,7 +259,7 @@ def _accept(listener, sel, jobs) -> None:
         request = json.loads(data)
     except (OSError, ValueError):
         conn.close()
-        return
+        return None, []
     sys.stdout.flush()
     sys.stderr.flush()
     server = os.getpid()
@@ -273,6 +282,7 @@ def _accept(listener, sel, jobs) -> None:
     jobs[pid] = (conn, pidfd)
     sel.register(pidfd, selectors.EVENT_READ, ("exit", pid))
     sel.register(conn, selectors.EVENT_READ, ("client", pid))
+    return pid, list(request.get("argv") or [])
 
 
 def _forget(sel, jobs, pid: int) -> None:
