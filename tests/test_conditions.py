@@ -302,3 +302,34 @@ def test_power_from_a_stepping_counter_is_resolved_or_null_never_impossible(wind
 def test_a_reading_above_the_enforced_limit_is_null_with_the_reason():
     c = _stepping_window(np.random.default_rng(0), 900.0, 1.0)  # the counter says 900 W at 700
     assert c.mean_power_w() is None and conditions.ABOVE_LIMIT in c.energy_note
+
+
+@pytest.mark.parametrize("state, runs", [({"contended": False}, 1), ({"contended": True}, 2)])
+def test_a_noisy_cpu_point_is_retried_only_when_other_load_was_seen(monkeypatch, state, runs):
+    """A CPU point counts at its best time, which a wide spread does not move: noise alone earns
+    no second run there (it does on a GPU: the retry test above); other load still does."""
+    class Scripted:
+        def __init__(self, device):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def summary(self, time_s, threshold):
+            return dict.fromkeys(conditions.COLUMNS) | state
+
+    monkeypatch.setattr(timer, "Conditions", Scripted)
+    seen = []
+
+    class Noisy(timer.CpuTimer):
+        def run(self, fn, inner, samples):
+            seen.append(1)
+            return np.asarray([1.0, 1.0, 5.0, 1.0, 9.0], dtype=float)
+
+    ctx = Context(device=CPU, dtype="float32", facts=device_facts(CPU), precision=0.0,
+                  retries=1)
+    stats = ctx.time(lambda i: None, timer=Noisy())
+    assert len(seen) == runs and stats["noisy"] is True
