@@ -81,16 +81,17 @@ def test_half_chain_is_zmm_half_fmas_on_sapphire_rapids():
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "float16"])
-def test_filled_arrays_start_on_a_page_in_memory_numpy_allocated(dtype):
+def test_filled_arrays_start_on_a_page_in_memory_numpy_allocated(dtype, monkeypatch):
     """The streams' arrays: page-aligned (no vector split over two cache lines), in numpy's
     memory (which it advises the kernel to back with huge pages), filled with the team's values."""
     import torch
 
     from experiments.kernels import cpu_stream
 
+    monkeypatch.setattr(cpu_stream, "FILL_CHUNK", 4096)  # half dtypes: several chunks
     dt = getattr(torch, dtype)
-    t = cpu_stream.filled([0], 3 * cpu_stream.FILL_CHUNK // 2 + 5, dt, seed=4)
-    assert t.dtype == dt and t.is_contiguous() and t.numel() == 3 * cpu_stream.FILL_CHUNK // 2 + 5
+    t = cpu_stream.filled([0], 3 * 4096 // 2 + 5, dt, seed=4)
+    assert t.dtype == dt and t.is_contiguous() and t.numel() == 3 * 4096 // 2 + 5
     assert t.data_ptr() % cpu_stream.PAGE == 0
     v = t.float()
     assert bool(((v >= 0.5) & (v <= 1.5)).all()) and float(v.std()) > 0.2  # nonzero, varied

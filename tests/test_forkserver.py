@@ -340,6 +340,7 @@ open(sys.argv[-1], "w").write(f"{t0} {time.time()}")
 """
 
 
+@pytest.mark.system
 def test_nothing_is_loaded_beside_a_cpu_jobs_points(tmp_path):
     """The server loads what later jobs need in steps between requests; beside a CPU job, whose
     points another process's work would disturb (and have retried as contended), it takes none;

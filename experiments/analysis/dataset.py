@@ -160,13 +160,18 @@ class Dataset:
     files: dict  # path -> that file's metadata (with its "source")
     duplicates: list = field(default_factory=list)  # [{kept, dropped, rows}] collect dropped
     ignored: dict = field(default_factory=dict)  # {path: why} files collect left out
+    _systems: tuple = field(default=(None, None), repr=False, compare=False)  # (rows, table)
 
     def systems(self) -> pd.DataFrame:
-        """One row per (source, host, device) with its label, run first."""
-        cols = SYSTEM_KEY + ["device_kind", "device_name", "system"]
-        s = self.rows.drop_duplicates(SYSTEM_KEY)[cols].copy()
-        s["order"] = (s.source != RUN).astype(int)
-        return s.sort_values(["order", "system"]).drop(columns="order").reset_index(drop=True)
+        """One row per (source, host, device) with its label, run first (kept while `rows` is
+        the same frame: every fit and claim asks for it, a step hundreds of times)."""
+        if self._systems[0] is not self.rows:
+            cols = SYSTEM_KEY + ["device_kind", "device_name", "system"]
+            s = self.rows.drop_duplicates(SYSTEM_KEY)[cols].copy()
+            s["order"] = (s.source != RUN).astype(int)
+            self._systems = (self.rows, s.sort_values(["order", "system"]).drop(
+                columns="order").reset_index(drop=True))
+        return self._systems[1].copy()
 
     def file_metas(self, system: str) -> list[dict]:
         """Metadata of the files that hold `system`'s rows."""

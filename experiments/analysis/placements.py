@@ -260,8 +260,7 @@ def predicted_knee(b, flops, nbytes, B: float, P: float) -> tuple[float, str]:
 def knees(ds, ceilings: pd.DataFrame, known: dict | None = None) -> pd.DataFrame:
     """Per (system, workload, dtype) with >= 3 batch sizes: measured and predicted knees.
     `known`: measured knees already computed ({(system, workload, dtype): ...}, knees.reused)."""
-    known = known or {}
-    out = []
+    known, out = known or {}, []
     w = _rows(ds)
     roof_of = roofline_systems(w, ceilings)
     for (system, name, dtype), g in w.groupby(["system", "op", "dtype"], sort=True):

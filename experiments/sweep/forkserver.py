@@ -184,8 +184,7 @@ def preload(modules=PRELOAD) -> None:
 def serve(path: str, modules=PRELOAD, later=PRELOAD_LATER) -> None:
     """Listen on `path`; fork one child per request. Returns when the parent process exits or on
     SIGTERM, ending the jobs still running."""
-    parent = os.getppid()
-    jobs: dict[int, tuple] = {}  # pid -> (client connection, pidfd)
+    parent, jobs = os.getppid(), {}  # jobs: pid -> (client connection, pidfd)
     cpu_jobs: set[int] = set()  # jobs measuring on the CPU: no loading beside them
 
     def end(*_):  # stop(): its jobs die with it (PR_SET_PDEATHSIG), its socket and folder go
@@ -219,8 +218,7 @@ def serve(path: str, modules=PRELOAD, later=PRELOAD_LATER) -> None:
             for key, _ in events:
                 if key.data is None:
                     pid, argv = _accept(listener, sel, jobs)
-                    if "device=cpu" in argv:
-                        cpu_jobs.add(pid)
+                    cpu_jobs |= {pid} if "device=cpu" in argv else set()
                     continue
                 kind, pid = key.data
                 if pid not in jobs:
