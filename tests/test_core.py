@@ -50,8 +50,8 @@ def test_plan_counts_reaches_past_timer_overhead_within_budget():
 
 
 def test_a_call_longer_than_the_budget_is_taken_min_samples_times():
-    """A CPU job's min_samples (config.yaml: 3) is what a long call gets; a GPU keeps job.yaml's 5.
-    Fewer than 2 is refused: one sample has no spread."""
+    """min_samples is what a call longer than the point budget gets (job.yaml: 5). Fewer than 2
+    is refused: one sample has no spread."""
     import time as clock
 
     def slow(i):
