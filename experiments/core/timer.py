@@ -228,8 +228,8 @@ def measure(fn: Callable[[int], object], device: torch.device, point_budget_s: f
             contention_threshold: float | None = None, force_graph: bool = False,
             precision: float | None = None, min_point_s: float | None = None) -> Timing:
     """Time fn(i) (i picks a rotating buffer). Retries a noisy (GPU), contended (CPU: other
-    processes used more than `contention_threshold` of the machine) or throttled (GPU) point; returns
-    per-call times and the conditions they were taken under. A setting left None takes
+    processes used more than `contention_threshold` of the machine) or throttled (GPU) point;
+    returns per-call times and the conditions they were taken under. A setting left None takes
     config/job.yaml's value (precision 0 samples the whole budget).
 
     A point still noisy, contended or throttled after `retries` is returned all the same, with

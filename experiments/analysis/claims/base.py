@@ -167,7 +167,8 @@ class System:
 
     def __post_init__(self):
         # every check filters by experiment, several times each: split the rows once
-        self._by_experiment = {e: g for e, g in self.rows.groupby("experiment", sort=False)}
+        self._by_experiment = ({e: g for e, g in self.rows.groupby("experiment", sort=False)}
+                               if "experiment" in self.rows else {})
 
     def experiment_rows(self, name: str) -> pd.DataFrame:
         """Every row (all statuses) of one experiment on this system."""
