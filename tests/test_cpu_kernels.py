@@ -30,6 +30,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.system  # a fresh interpreter imports numba and compiles: 2 s
 @pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
                     reason="compiles for an x86 target")
 def test_fma_chain_is_zmm_register_fmas_on_sapphire_rapids():
