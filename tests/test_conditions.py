@@ -197,8 +197,9 @@ def test_no_nvml_at_all(monkeypatch):
 
 # -- the retry policy, on scripted conditions ---------------------------------------------------
 
-def test_a_contended_retry_is_never_kept_over_an_uncontended_run(monkeypatch):
-    script = iter([{"contended": False}, {"contended": True}])
+def _scripted_conditions(monkeypatch, states):
+    """The timer's Conditions, replaced: the k-th timed run is summarised as states[k]."""
+    script = iter(states)
 
     class Scripted:
         def __init__(self, device):
@@ -214,6 +215,10 @@ def test_a_contended_retry_is_never_kept_over_an_uncontended_run(monkeypatch):
             return dict.fromkeys(conditions.COLUMNS) | next(script)
 
     monkeypatch.setattr(timer, "Conditions", Scripted)
+
+
+def test_a_contended_retry_is_never_kept_over_an_uncontended_run(monkeypatch):
+    _scripted_conditions(monkeypatch, [{"contended": False}, {"contended": True}])
 
     class Batches(PhasedTimer):
         def run(self, fn, inner, samples):
@@ -308,20 +313,7 @@ def test_a_reading_above_the_enforced_limit_is_null_with_the_reason():
 def test_a_noisy_cpu_point_is_retried_only_when_other_load_was_seen(monkeypatch, state, runs):
     """A CPU point counts at its best time, which a wide spread does not move: noise alone earns
     no second run there (it does on a GPU: the retry test above); other load still does."""
-    class Scripted:
-        def __init__(self, device):
-            pass
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-        def summary(self, time_s, threshold):
-            return dict.fromkeys(conditions.COLUMNS) | state
-
-    monkeypatch.setattr(timer, "Conditions", Scripted)
+    _scripted_conditions(monkeypatch, [state, state])
     seen = []
 
     class Noisy(timer.CpuTimer):
