@@ -6,8 +6,9 @@
 # must be importable: where the image lacks it, a first call carrying .peers-whl (numba and
 # llvmlite cp312 wheels: 61 MB, too much to travel beside .whl) installs it:
 #   python3 -m pip install -q --no-index --find-links .peers-whl numba
-# Builds the peers (gcc -O3 -march=native -fopenmp), runs them while nothing else runs, then
-# rooflab's CPU sweep (snakemake, report included), then prints the side-by-side table last.
+# Runs rooflab's sweep first (snakemake, report included: cold, as from a fresh clone, so its time
+# is the user's), then builds the peers (gcc -O3 -march=native -fopenmp) and runs them while
+# nothing else runs (load before and after in peers.json), then prints the side-by-side table.
 # Files under $OUT: peers.json, gaps.json (bench/cpu_gaps.py; GAPS=0 skips it), ceilings.parquet,
 # claims.parquet, measurements.parquet, cpu_peers.csv, times.txt, logs.tgz (build, load, gaps,
 # sweep and job logs).
@@ -18,6 +19,13 @@ OUT=${OUT:-/tmp/rooflab-node-cpu}
 RESULTS=$(mktemp -d)/results
 mkdir -p "$OUT"
 uptime | tee "$OUT/load.txt"
+t0=$(date +%s)
+# DEVICES=auto: the default sweep (the CPU and every GPU), as `snakemake --cores all` runs it
+DEVICES=${DEVICES:-'["cpu"]'}
+python3 -m snakemake --cores all --config "devices=$DEVICES" 'published=[]' "host=${HOST:-h200}" \
+  "results=$RESULTS" > "$OUT/sweep.log" 2>&1 || { tail -30 "$OUT/sweep.log"; exit 1; }
+echo "sweep of devices=$DEVICES (cold, report included): $(( $(date +%s) - t0 )) s" | tee "$OUT/times.txt"
+uptime | tee -a "$OUT/load.txt"
 if [ "${RUN_PEERS:-1}" = 1 ]; then  # RUN_PEERS=0: the sweep alone (its time, its files)
   python3 bench/cpu_peers.py build "${PEERS:-.peers}" "$OUT/peers-build" > "$OUT/build.log" 2>&1
   python3 bench/cpu_peers.py peers "$OUT/peers-build" "$OUT" 2>&1 | tail -2
@@ -26,12 +34,6 @@ if [ "${GAPS:-1}" = 1 ]; then
   python3 bench/cpu_gaps.py "$OUT" > "$OUT/gaps.log" 2>&1 || tail -5 "$OUT/gaps.log"
 else echo "gaps skipped" > "$OUT/gaps.log"; fi
 rm -rf "$OUT/peers-build"
-t0=$(date +%s)
-# DEVICES=auto: the default sweep (the CPU and every GPU), as `snakemake --cores all` runs it
-DEVICES=${DEVICES:-'["cpu"]'}
-python3 -m snakemake --cores all --config "devices=$DEVICES" 'published=[]' "host=${HOST:-h200}" \
-  "results=$RESULTS" > "$OUT/sweep.log" 2>&1 || { tail -30 "$OUT/sweep.log"; exit 1; }
-echo "sweep of devices=$DEVICES (cold, report included): $(( $(date +%s) - t0 )) s" | tee "$OUT/times.txt"
 cp "$RESULTS/roofline/ceilings.parquet" "$RESULTS/claims.parquet" "$OUT/"
 cp "$RESULTS/measurements.parquet" "$OUT/"; cp "$RESULTS/report.html" "$OUT/" 2>/dev/null || touch "$OUT/report.html"
 [ -f "$OUT/peers.json" ] && python3 bench/cpu_peers.py table "$OUT" "$OUT/ceilings.parquet"

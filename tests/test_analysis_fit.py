@@ -219,6 +219,32 @@ def test_a_host_clocked_cpu_point_is_fitted_on_its_best_time_a_gpu_point_on_its_
     assert math.isclose(c.value, fx.GPU["matrix"]["float32"] / 1.3, rel_tol=0.05), c.value
 
 
+def test_a_cpu_gemm_ceiling_is_its_plateaus_best_point_a_gpus_its_median():
+    """A CPU library's GEMM sizes step with its blocking (the node's bfloat16: 3.67-4.05 TFLOP/s
+    over its plateau): a host-clocked plateau's ceiling is its best point, its interval the
+    plateau's range; a GPU plateau keeps its median."""
+    def stepped(dev, timer):
+        rows = fx.matmul_rows(dev, np.random.default_rng(0), (256, 512, 2048, 3072, 4096, 6144))
+        slower = {2048: 1.02, 3072: 1.08, 4096: 1.0, 6144: 1.05}  # 4096 is the library's best
+        for r in rows:
+            r["time_s"] *= slower.get(r.get("n"), 1.0)
+            r["time_s_min"], r["timer"] = r["time_s"], timer
+        rates = {r["n"]: r["flops"] / r["time_s"] for r in rows
+                 if r.get("n") in slower and r["dtype"] == "float32"}
+        return rows, rates
+
+    cpu, rates = stepped(fx.CPU, "perf_counter")
+    _, table = _fit({"matmul": cpu}, fx.CPU)
+    c = _ceiling(table, "matrix_flops", "float32")
+    assert c.n_points == 4 and math.isclose(c.value, rates[4096], rel_tol=1e-9), (c.value, rates)
+    assert (c.ci_low, c.ci_high) == pytest.approx((min(rates.values()), rates[4096]), rel=1e-9)
+    assert c.value > np.median(list(rates.values())) * 1.02
+    gpu, rates = stepped(fx.GPU, "cuda_event")
+    _, table = _fit({"matmul": gpu})
+    c = _ceiling(table, "matrix_flops", "float32")
+    assert math.isclose(c.value, np.median(list(rates.values())), rel_tol=1e-9), (c.value, rates)
+
+
 def test_a_noisy_cpu_point_counts_at_its_best_time_a_contended_one_never():
     """`noisy` is a wide spread around the median, which a best time does not read; `contended`
     (other load seen during the point) drops it whatever its timer."""

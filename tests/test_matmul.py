@@ -128,3 +128,23 @@ def test_sizes_stop_once_the_plateau_shows(rates, measured):
     rows = list(matmul.run(cfg, ctx))
     assert [r["status"] for r in rows] == ["ok"] * measured + ["skipped"] * (5 - measured)
     assert all("plateau showed" in r["message"] for r in rows[measured:])
+
+
+def test_a_large_cpu_draw_is_drawn_by_threads_the_same_values_whatever_their_count(monkeypatch):
+    """A CPU GEMM's operands (2 n^2 floats: 2 s at n = 12288 on one thread) come from
+    Context.randn's thread pool; the values follow the seed alone."""
+    from experiments.core import runner
+
+    def drawn(cpus, shape=(3, runner.DRAW_CHUNK + 7)):
+        monkeypatch.setattr(runner, "own_cpus", lambda: set(range(cpus)))
+        return runner.parallel_randn(shape, torch.float32, torch.Generator().manual_seed(4))
+
+    one, four = drawn(1), drawn(4)
+    assert torch.equal(one, four)
+    assert abs(float(one.mean())) < 0.01 and abs(float(one.std()) - 1) < 0.01
+    assert not torch.equal(one.view(-1)[:runner.DRAW_CHUNK],  # chunks differ: no repeats
+                           one.view(-1)[runner.DRAW_CHUNK:2 * runner.DRAW_CHUNK])
+    other = runner.parallel_randn(one.shape, torch.float32, torch.Generator().manual_seed(5))
+    assert not torch.equal(one, other)  # the values follow the seed
+    ctx = runner.Context(torch.device("cpu"), "float32", facts=None)
+    assert ctx.randn(2048, 2048).shape == (2048, 2048)  # past PARALLEL_DRAW: the pool's path

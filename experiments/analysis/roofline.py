@@ -12,7 +12,8 @@ Per system (source, host, device):
   copy-like ops also read every line they write, traffic no op counts).
   A cache level is kept only if its plateau stands 15 % above the next level's: otherwise the
   curve shows no step there. Rows of one NUMA node's cores alone give dram_bw_numa<N>.
-* matrix_flops per dtype: the same top-plateau median over the matmul experiment's FLOP/s.
+* matrix_flops per dtype: the same top-plateau median over the matmul experiment's FLOP/s; on
+  host-clocked CPU points the plateau's best point (`fit_top` says why).
 * vector_flops per dtype: a robust (soft-L1) least-squares fit of log min(P, B * I) to the
   intensity experiment's points; P is identified only if >= 2 points lie on each roof.
 * l1_bw (GPUs): the top plateau of the l1 experiment (blocks rereading resident tiles), kept if it
@@ -108,7 +109,11 @@ def fit_rows(rows: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
 
 
 def fit_top(rows: pd.DataFrame, ceiling: str, what: str) -> list[dict]:
-    """Per dtype, the median of the top plateau of FLOP/s (GEMM: the large sizes)."""
+    """Per dtype, the median of the top plateau of FLOP/s (GEMM: the large sizes); on host-clocked
+    CPU points its best point (the plateau's range as its interval). Load only ever slows such a
+    point, and a CPU GEMM library's sizes differ by their blocking, not by noise around one rate:
+    the best size is what the library reaches, as torch.mm's peers report it (the best over
+    sizes and calls). A GPU's plateau keeps its median: its points move with the clock."""
     out = []
     for dtype, g in rows[rows.flop_per_s > 0].groupby("dtype"):
         v = g.flop_per_s.to_numpy(float)
@@ -117,6 +122,12 @@ def fit_top(rows: pd.DataFrame, ceiling: str, what: str) -> list[dict]:
         if plateau.size < MIN_POINTS:
             out.append(_missing(ceiling, "FLOP/s", f"a single point on the top plateau of {what}"
                                 " (a ceiling needs at least two)", dtype))
+            continue
+        if best_timed(g).all():
+            out.append(_row(ceiling, float(plateau.max()), "FLOP/s",
+                            f"best point of the top plateau of {what} (host-clocked); interval: "
+                            "the plateau's range", int(plateau.size), dtype,
+                            (float(plateau.min()), float(plateau.max())), points=g[top]))
             continue
         out.append(_row(ceiling, float(np.median(plateau)), "FLOP/s",
                         f"median of the top plateau of {what}", int(plateau.size), dtype,

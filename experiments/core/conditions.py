@@ -57,6 +57,7 @@ COLUMNS = GPU_COLUMNS + CPU_COLUMNS + FLAGS
 # -- NVML -------------------------------------------------------------------------------------
 
 _HANDLES: dict[int, tuple] = {}
+_LIMITS: dict[int, tuple] = {}  # id(handle) -> (handle, max SM MHz, power limit W): Conditions._limits
 
 
 def nvml_handle(index: int):
@@ -212,9 +213,7 @@ class Conditions:
         self.poll_s = poll_s or (GPU_POLL_S if self.gpu else CPU_POLL_S)
         self.clock = clock
         self.nvml = _Nvml(*nvml_handle(self.device.index or 0)) if self.gpu else _Nvml(None, None)
-        self.max_sm_mhz = self.nvml.call("nvmlDeviceGetMaxClockInfo",
-                                         self.nvml.const("NVML_CLOCK_SM", 1)) if self.gpu else None
-        self.power_limit_w = self.nvml.power_limit_w() if self.gpu else None
+        self.max_sm_mhz, self.power_limit_w = self._limits() if self.gpu else (None, None)
         if self.power_limit_w:
             POWER_LIMITS_W[self.device.index or 0] = self.power_limit_w
         self.energy_note = ""  # why power and energy are null, when they are
@@ -222,6 +221,18 @@ class Conditions:
         self.freqs: list[float] = []
         self._stop = threading.Event()
         self._thread = None
+
+    def _limits(self) -> tuple:
+        """(max SM clock, enforced power limit) of this GPU, read once per handle: each NVML read
+        costs a few ms on an H200 (2.5 ms for the max clock), paid by every window otherwise."""
+        handle = self.nvml.handle
+        kept = _LIMITS.get(id(handle))
+        if kept is None or kept[0] is not handle:
+            kept = (handle, self.nvml.call("nvmlDeviceGetMaxClockInfo",
+                                           self.nvml.const("NVML_CLOCK_SM", 1)),
+                    self.nvml.power_limit_w())
+            _LIMITS[id(handle)] = kept
+        return kept[1], kept[2]
 
     # sampling
     def _sample(self, with_freq: bool):

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import gc
 import logging
+import math
 import socket
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, is_dataclass
 from datetime import datetime, timezone
@@ -18,7 +20,7 @@ from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from experiments.core.cpus import parse_cpus, pin_process
-from experiments.core.conditions import job_conditions, loadavg
+from experiments.core.conditions import job_conditions, loadavg, own_cpus
 from experiments.core.config import job_defaults
 from experiments.core.device import DeviceFacts, claim_device, device_facts, device_state
 from experiments.core.devicenames import gpu_indices
@@ -59,6 +61,30 @@ def is_unsupported(exc: BaseException) -> bool:
     )
 
 
+PARALLEL_DRAW = 1 << 22  # elements: a CPU draw at least this large is drawn by a thread pool
+DRAW_CHUNK = 1 << 20  # elements one thread draws from one generator
+
+
+def parallel_randn(shape, dtype, generator: torch.Generator) -> torch.Tensor:
+    """torch.randn on the CPU, drawn by a pool of this process's CPUs: torch's CPU randn runs on
+    one thread (2 s for a 12288^2 float32 GEMM's A and B, while the other cores wait). Chunk k of
+    DRAW_CHUNK elements comes from its own generator seeded from `generator`'s next draw plus k,
+    so the values depend on the seed alone, never on the thread count (torch releases the GIL in
+    randn, so the threads run at once)."""
+    out = torch.empty(shape, dtype=dtype)
+    flat = out.view(-1)
+    base = int(torch.randint(0, 1 << 62, (1,), generator=generator))
+
+    def draw(k: int):
+        part = flat[k * DRAW_CHUNK:(k + 1) * DRAW_CHUNK]
+        torch.randn(part.shape, dtype=dtype, out=part,
+                    generator=torch.Generator().manual_seed(base + k))
+
+    with ThreadPoolExecutor(len(own_cpus() or [0])) as pool:
+        list(pool.map(draw, range(math.ceil(flat.numel() / DRAW_CHUNK))))
+    return out
+
+
 # the job's measuring rules: a Context given none of them takes config/job.yaml's
 SETTINGS = ("point_budget_s", "cv_threshold", "retries", "use_graph", "seed",
             "contention_threshold", "precision", "min_point_s", "min_samples")
@@ -95,6 +121,8 @@ class Context:
 
     def randn(self, *shape, dtype=torch.float32) -> torch.Tensor:
         """Random data on the device (never zeros: they hide bugs and can run faster)."""
+        if self.device.type == "cpu" and math.prod(shape) >= PARALLEL_DRAW:
+            return parallel_randn(shape, dtype, self.generator)
         return torch.randn(*shape, device=self.device, dtype=dtype, generator=self.generator)
 
     def time(self, fn: Callable[[int], object], **overrides) -> dict:

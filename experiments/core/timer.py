@@ -184,14 +184,16 @@ LONG_CALL_S = 0.1  # a warm-up call this long has paid its start-up costs: no se
 
 
 def estimate_call(fn, timer, warmup: int = 2) -> float:
-    """Seconds for one call, after warm-up (first calls pay for allocation and kernel loading;
-    one warm-up call past LONG_CALL_S is enough: a GEMM at 12288 on a CPU runs 2 s a call)."""
+    """Seconds for one call, after warm-up (first calls pay for allocation and kernel loading).
+    A warm-up call past LONG_CALL_S is the only one, and its time the estimate: such a call is
+    planned as one call a sample and min_samples samples whatever its exact time (plan_counts),
+    so timing a second one buys nothing (a GEMM at 12288 on a CPU runs 2 s a call)."""
     for i in range(warmup):
         t0 = time.perf_counter()
         fn(i)
         timer.sync()
-        if time.perf_counter() - t0 > LONG_CALL_S:
-            break
+        if (took := time.perf_counter() - t0) > LONG_CALL_S:
+            return took
     t0 = time.perf_counter()
     n = 0
     while True:  # at least 3 calls and 5 ms, so one slow call does not skew the plan; a call

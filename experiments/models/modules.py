@@ -11,13 +11,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from experiments.models import _init, _pick, _randn
+from experiments.models import _init, _pick, _randn, on_device
 
 
 def _made(module, kwargs, device, generator, dtype, *inputs):
     return _init(module.to(device), generator).to(dtype), inputs
 
 
+@on_device
 def make_linear(batch, dtype, device, generator, **kwargs):
     """nn.Linear(d_in, d_out) on x [batch, d_in]."""
     k = _pick(device, kwargs, cpu={"d_in": 64, "d_out": 64}, cuda={"d_in": 4096, "d_out": 4096})
@@ -25,6 +26,7 @@ def make_linear(batch, dtype, device, generator, **kwargs):
     return _made(nn.Linear(k["d_in"], k["d_out"]), k, device, generator, dtype, x)
 
 
+@on_device
 def make_conv1d(batch, dtype, device, generator, **kwargs):
     """nn.Conv1d(c, c, 3, padding 1) on x [batch, c, length]."""
     k = _pick(device, kwargs, cpu={"c": 16, "length": 64}, cuda={"c": 512, "length": 4096})
@@ -32,6 +34,7 @@ def make_conv1d(batch, dtype, device, generator, **kwargs):
     return _made(nn.Conv1d(k["c"], k["c"], 3, padding=1), k, device, generator, dtype, x)
 
 
+@on_device
 def make_conv3d(batch, dtype, device, generator, **kwargs):
     """nn.Conv3d(c, c, 3, padding 1) on x [batch, c, depth, size, size]."""
     k = _pick(device, kwargs, cpu={"c": 4, "depth": 4, "size": 8},
@@ -40,6 +43,7 @@ def make_conv3d(batch, dtype, device, generator, **kwargs):
     return _made(nn.Conv3d(k["c"], k["c"], 3, padding=1), k, device, generator, dtype, x)
 
 
+@on_device
 def make_conv_transpose2d(batch, dtype, device, generator, **kwargs):
     """nn.ConvTranspose2d(c_in, c_out, 4, stride 2, padding 1): size -> 2 size."""
     k = _pick(device, kwargs, cpu={"c_in": 8, "c_out": 4, "size": 8},
@@ -49,6 +53,7 @@ def make_conv_transpose2d(batch, dtype, device, generator, **kwargs):
     return _made(conv, k, device, generator, dtype, x)
 
 
+@on_device
 def make_batch_norm(batch, dtype, device, generator, **kwargs):
     """nn.BatchNorm2d(c) in inference (running statistics) on x [batch, c, size, size]."""
     k = _pick(device, kwargs, cpu={"c": 16, "size": 8}, cuda={"c": 256, "size": 56})
@@ -63,11 +68,13 @@ def _norm_over_d(norm, batch, dtype, device, generator, kwargs):
     return _made(norm(k["d"]), k, device, generator, dtype, x)
 
 
+@on_device
 def make_layer_norm(batch, dtype, device, generator, **kwargs):
     """nn.LayerNorm(d) on x [batch, seq, d]."""
     return _norm_over_d(nn.LayerNorm, batch, dtype, device, generator, kwargs)
 
 
+@on_device
 def make_group_norm(batch, dtype, device, generator, **kwargs):
     """nn.GroupNorm(groups, c) on x [batch, c, size, size]."""
     k = _pick(device, kwargs, cpu={"groups": 4, "c": 16, "size": 8},
@@ -76,11 +83,13 @@ def make_group_norm(batch, dtype, device, generator, **kwargs):
     return _made(nn.GroupNorm(k["groups"], k["c"]), k, device, generator, dtype, x)
 
 
+@on_device
 def make_rms_norm(batch, dtype, device, generator, **kwargs):
     """nn.RMSNorm(d) on x [batch, seq, d]."""
     return _norm_over_d(nn.RMSNorm, batch, dtype, device, generator, kwargs)
 
 
+@on_device
 def make_embedding(batch, dtype, device, generator, **kwargs):
     """nn.Embedding(vocab, d) looking up token ids [batch, seq]: a gather, 0 FLOPs."""
     k = _pick(device, kwargs, cpu={"vocab": 512, "d": 32, "seq": 16},
@@ -89,6 +98,7 @@ def make_embedding(batch, dtype, device, generator, **kwargs):
     return _made(nn.Embedding(k["vocab"], k["d"]), k, device, generator, dtype, ids)
 
 
+@on_device
 def make_embedding_bag(batch, dtype, device, generator, **kwargs):
     """nn.EmbeddingBag(rows, d, mode sum) over `batch` bags of `bag` ids each."""
     k = _pick(device, kwargs, cpu={"rows": 1024, "d": 16, "bag": 8},
@@ -97,6 +107,7 @@ def make_embedding_bag(batch, dtype, device, generator, **kwargs):
     return _made(nn.EmbeddingBag(k["rows"], k["d"], mode="sum"), k, device, generator, dtype, ids)
 
 
+@on_device
 def make_mha(batch, dtype, device, generator, **kwargs):
     """nn.MultiheadAttention(d, heads, batch_first) self-attention on x [batch, seq, d] (no
     weights returned: the fused fast path aten::_native_multi_head_attention)."""
@@ -112,6 +123,7 @@ def _self_attention(mha, x):
     return mha(x, x, x, need_weights=False)[0]
 
 
+@on_device
 def make_sdpa(batch, dtype, device, generator, **kwargs):
     """F.scaled_dot_product_attention on q, k, v [batch, heads, seq, head_dim]; causal by
     default (counted as causal: the pairs the mask keeps)."""
@@ -122,6 +134,7 @@ def make_sdpa(batch, dtype, device, generator, **kwargs):
     return functools.partial(F.scaled_dot_product_attention, is_causal=k["causal"]), (q, kk, v)
 
 
+@on_device
 def make_encoder_layer(batch, dtype, device, generator, **kwargs):
     """nn.TransformerEncoderLayer(d, heads, ff, batch_first) in inference: torch's fused fast path
     aten::_transformer_encoder_layer_fwd (counted by formula)."""
@@ -132,6 +145,7 @@ def make_encoder_layer(batch, dtype, device, generator, **kwargs):
     return _made(layer, k, device, generator, dtype, x)
 
 
+@on_device
 def make_decoder_layer(batch, dtype, device, generator, **kwargs):
     """nn.TransformerDecoderLayer(d, heads, ff, batch_first) on (tgt, memory) [batch, seq, d]."""
     k = _pick(device, kwargs, cpu={"d": 64, "heads": 4, "ff": 128, "seq": 16},
@@ -154,16 +168,19 @@ def _rnn_output(rnn, x):
     return rnn(x)[0]
 
 
+@on_device
 def make_lstm(batch, dtype, device, generator, **kwargs):
     """nn.LSTM(d, hidden, layers, batch_first) on x [batch, seq, d] (cuDNN on a GPU)."""
     return _rnn(nn.LSTM, batch, dtype, device, generator, kwargs)
 
 
+@on_device
 def make_gru(batch, dtype, device, generator, **kwargs):
     """nn.GRU(d, hidden, layers, batch_first) on x [batch, seq, d]."""
     return _rnn(nn.GRU, batch, dtype, device, generator, kwargs)
 
 
+@on_device
 def make_softmax(batch, dtype, device, generator, **kwargs):
     """softmax over the last dimension of attention-like scores [batch, heads, seq, seq]."""
     k = _pick(device, kwargs, cpu={"heads": 2, "seq": 32}, cuda={"heads": 16, "seq": 1024})
@@ -171,12 +188,14 @@ def make_softmax(batch, dtype, device, generator, **kwargs):
     return nn.Softmax(dim=-1), (x,)
 
 
+@on_device
 def make_gelu(batch, dtype, device, generator, **kwargs):
     """GELU on x [batch, seq, hidden] (an MLP's activation)."""
     k = _pick(device, kwargs, cpu={"seq": 16, "hidden": 256}, cuda={"seq": 512, "hidden": 16384})
     return nn.GELU(), (_randn((batch, k["seq"], k["hidden"]), dtype, device, generator),)
 
 
+@on_device
 def make_max_pool2d(batch, dtype, device, generator, **kwargs):
     """nn.MaxPool2d(2) on x [batch, c, size, size]."""
     k = _pick(device, kwargs, cpu={"c": 8, "size": 16}, cuda={"c": 256, "size": 112})
@@ -184,6 +203,7 @@ def make_max_pool2d(batch, dtype, device, generator, **kwargs):
     return nn.MaxPool2d(2), (x,)
 
 
+@on_device
 def make_avg_pool2d(batch, dtype, device, generator, **kwargs):
     """nn.AvgPool2d(3, stride 1, padding 1) on x [batch, c, size, size]."""
     k = _pick(device, kwargs, cpu={"c": 8, "size": 16}, cuda={"c": 256, "size": 56})
