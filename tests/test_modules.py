@@ -115,3 +115,23 @@ def test_causal_attention_counts_the_kept_pairs_only():
     assert full["flops"] == 4 * 128 * 128 * 16
     assert causal["flops"] == 4 * (128 * 129 / 2) * 16  # the diagonal is computed too
     assert math.isclose(causal["flops"] / full["flops"], 129 / 256)
+
+
+def test_every_shipped_factory_builds_its_modules_on_its_device():
+    """Each factory runs with its device as torch's default (models.on_device), so a GPU's
+    modules are never initialised on the CPU first (0.8 s a build for the MLP)."""
+    import experiments.models as models
+
+    factories = {name: f for mod in (models, modules) for name, f in vars(mod).items()
+                 if name.startswith("make_") and callable(f)}
+    assert len(factories) >= 20
+    unwrapped = [name for name, f in factories.items()
+                 if getattr(f, "__wrapped__", None) is None]
+    assert not unwrapped, unwrapped
+
+    @models.on_device
+    def make_probe(batch, dtype, device, generator):
+        return torch.nn.Linear(2, 2).weight.device, torch.empty(1).device
+
+    assert make_probe(1, torch.float32, "meta", None) == (torch.device("meta"),) * 2
+    assert make_probe(1, torch.float32, "cpu", None) == (torch.device("cpu"),) * 2
