@@ -103,6 +103,17 @@ class PhasedTimer:
 
 # -- GPU, through a fake NVML -------------------------------------------------------------------
 
+def test_a_gpus_max_clock_is_read_once_per_nvml_and_handle(fake_nvml):
+    """Every window needs the max SM clock and the power limit (2.5 ms a read on an H200): read
+    once per (NVML, handle); another NVML with an equal handle reads its own."""
+    first = fake_nvml(max_sm=1980)
+    counted = []
+    first.nvmlDeviceGetMaxClockInfo = lambda handle, kind: counted.append(1) or 1980
+    assert [Conditions(GPU).max_sm_mhz for _ in range(3)] == [1980] * 3 and counted == [1]
+    fake_nvml(max_sm=1410)  # another NVML, the same handle ("handle")
+    assert Conditions(GPU).max_sm_mhz == 1410
+
+
 def test_thermal_slowdown_is_measured_again_then_flagged(fake_nvml):
     fake = fake_nvml()
     hot = {"sm": 900, "reasons": HW_THERMAL, "temp": 91}

@@ -57,7 +57,9 @@ COLUMNS = GPU_COLUMNS + CPU_COLUMNS + FLAGS
 # -- NVML -------------------------------------------------------------------------------------
 
 _HANDLES: dict[int, tuple] = {}
-_LIMITS: dict[int, tuple] = {}  # id(handle) -> (handle, max SM MHz, power limit W): Conditions._limits
+# (id(nvml), id(handle)) -> (nvml, handle, max SM MHz, power W), Conditions._limits: by id, as
+# ctypes handles do not hash; the entry holds both, so neither id is reused while it stands
+_LIMITS: dict[tuple, tuple] = {}
 
 
 def nvml_handle(index: int):
@@ -225,14 +227,11 @@ class Conditions:
     def _limits(self) -> tuple:
         """(max SM clock, enforced power limit) of this GPU, read once per handle: each NVML read
         costs a few ms on an H200 (2.5 ms for the max clock), paid by every window otherwise."""
-        handle = self.nvml.handle
-        kept = _LIMITS.get(id(handle))
-        if kept is None or kept[0] is not handle:
-            kept = (handle, self.nvml.call("nvmlDeviceGetMaxClockInfo",
-                                           self.nvml.const("NVML_CLOCK_SM", 1)),
-                    self.nvml.power_limit_w())
-            _LIMITS[id(handle)] = kept
-        return kept[1], kept[2]
+        n = self.nvml
+        if (key := (id(n.nvml), id(n.handle))) not in _LIMITS:
+            _LIMITS[key] = (n.nvml, n.handle, n.call("nvmlDeviceGetMaxClockInfo",
+                                                     n.const("NVML_CLOCK_SM", 1)), n.power_limit_w())
+        return _LIMITS[key][2:]
 
     # sampling
     def _sample(self, with_freq: bool):

@@ -41,7 +41,9 @@ def on_device(factory):
     """Run a factory with `device` as torch's default device: its modules are built there, so
     torch's default initialisation (which _init draws over) runs on the device, not on one CPU
     thread and then copied (0.8 s for the GPU MLP's 134 M weights, paid by every build of every
-    point). The tensors it draws name their device already."""
+    point). The tensors it draws name their device already. Only the shipped factories run so
+    (placement/target.build does not impose it): a user's factory may draw its own CPU tensors,
+    which a default device would move. A user's factory may take it too: @on_device."""
     @functools.wraps(factory)
     def built_there(batch, dtype, device, generator, **kwargs):
         with torch.device(device):
