@@ -245,6 +245,25 @@ def test_a_cpu_gemm_ceiling_is_its_plateaus_best_point_a_gpus_its_median():
     assert math.isclose(c.value, np.median(list(rates.values())), rel_tol=1e-9), (c.value, rates)
 
 
+def test_load_never_raises_a_cpu_gemm_ceiling():
+    """Other load only slows a host-clocked point: slowing any of its points by up to 3x (any
+    seed) never lifts the best-point ceiling above the quiet one's, and the plateau's top point
+    slowed lowers it."""
+    def ceiling(slow):
+        rows = fx.matmul_rows(fx.CPU, np.random.default_rng(0), (256, 512, 2048, 3072, 4096))
+        for r, f in zip(rows, slow):
+            r["time_s"] *= f
+            r["time_s_min"], r["timer"] = r["time_s"], "perf_counter"
+        return _ceiling(_fit({"matmul": rows}, fx.CPU)[1], "matrix_flops", "float32").value
+
+    quiet = ceiling([1.0] * 6)
+    for seed in range(20):
+        slow = np.exp(np.random.default_rng(seed).uniform(0, math.log(3), 6))
+        got = ceiling(slow)
+        assert math.isnan(got) or got <= quiet * (1 + 1e-9), (seed, got, quiet)
+    assert ceiling([1.0, 1.0, 1.0, 1.0, 1.5, 1.0]) < quiet  # 4096, the fastest, slowed
+
+
 def test_a_noisy_cpu_point_counts_at_its_best_time_a_contended_one_never():
     """`noisy` is a wide spread around the median, which a best time does not read; `contended`
     (other load seen during the point) drops it whatever its timer."""
