@@ -22,7 +22,7 @@ uptime | tee "$OUT/load.txt"
 t0=$(date +%s)
 # DEVICES=auto: the default sweep (the CPU and every GPU), as `snakemake --cores all` runs it
 DEVICES=${DEVICES:-'["cpu"]'}
-python3 -m snakemake --cores all --config "devices=$DEVICES" 'published=[]' "host=${HOST:-h200}" \
+python3 -m snakemake --cores all --config "devices=$DEVICES" "host=${HOST:-h200}" \
   "results=$RESULTS" > "$OUT/sweep.log" 2>&1 || { tail -30 "$OUT/sweep.log"; exit 1; }
 echo "sweep of devices=$DEVICES (cold, report included): $(( $(date +%s) - t0 )) s" | tee "$OUT/times.txt"
 uptime | tee -a "$OUT/load.txt"

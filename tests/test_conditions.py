@@ -3,6 +3,7 @@ retry policy, and a job's summary of them. The CPU's side: test_conditions_cpu.p
 analysis makes of them: test_health.py."""
 
 import math
+import threading
 import time
 
 import numpy as np
@@ -112,6 +113,21 @@ def test_a_gpus_max_clock_is_read_once_per_nvml_and_handle(fake_nvml):
     assert [Conditions(GPU).max_sm_mhz for _ in range(3)] == [1980] * 3 and counted == [1]
     fake_nvml(max_sm=1410)  # another NVML, the same handle ("handle")
     assert Conditions(GPU).max_sm_mhz == 1410
+
+
+def test_a_gpu_windows_ends_read_only_the_energy_counter(fake_nvml):
+    """A full NVML reading (six calls) takes ~15 ms on an H200: the timed thread takes none at
+    the window's ends and does not wait for the poller, whose readings describe the window."""
+    fake = fake_nvml(energy_mj=lambda: 1_000.0)
+    on_caller, clock = [], fake.nvmlDeviceGetClockInfo
+    fake.nvmlDeviceGetClockInfo = lambda handle, kind: (
+        on_caller.append(kind) if threading.current_thread() is threading.main_thread()
+        else None) or clock(handle, kind)
+    with Conditions(GPU) as c:
+        t0 = time.perf_counter()
+        while fake.reads < 4 and time.perf_counter() - t0 < 2:  # two of the poller's readings
+            time.sleep(0.002)
+    assert on_caller == [] and c.summary(1e-3)["sm_clock_mhz"] == 1980
 
 
 def test_thermal_slowdown_is_measured_again_then_flagged(fake_nvml):

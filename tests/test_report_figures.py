@@ -1,6 +1,7 @@
 """The report's figures and interactive roofline as a reader sees them: text size, hover names,
 CJK, each workload's colour."""
 
+import os
 import re
 
 import numpy as np
@@ -60,6 +61,24 @@ def test_with_a_cjk_font_figures_keep_the_chinese(tmp_path):
         pytest.skip("no CJK font on this machine")
     _draw_with_chinese(tmp_path)
     assert any("拷贝" in t for t in _svg_texts((tmp_path / "bandwidth.svg").read_text()))
+
+
+def _pid(_):
+    return os.getpid()
+
+
+def test_figures_drawn_on_forked_workers_match_those_drawn_in_one_process(tmp_path, monkeypatch):
+    """draw_all spreads the figures over forked workers (experiments/core/parallel.py): the
+    files do not depend on how many CPUs drew them."""
+    from experiments.core import parallel
+    monkeypatch.setattr(parallel, "cpus", lambda: 4)
+    assert os.getpid() not in parallel.fork_map(_pid, range(4))  # each drawn in a worker
+    _draw_with_chinese(tmp_path / "forked")
+    monkeypatch.setattr(parallel, "cpus", lambda: 1)
+    _draw_with_chinese(tmp_path / "one")
+    for name in FIGURES:
+        one = (tmp_path / "one" / f"{name}.svg").read_bytes()
+        assert (tmp_path / "forked" / f"{name}.svg").read_bytes() == one, name
 
 
 def _draw_with_chinese(outdir):

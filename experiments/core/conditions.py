@@ -16,7 +16,9 @@ a measurement must not fail for want of its conditions.
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 import os
 import statistics
 import threading
@@ -245,18 +247,19 @@ class Conditions:
     def _poll(self):
         every = max(1, round(CPU_POLL_S / self.poll_s))  # the CPU frequency at most every 0.1 s
         i = 0
+        if self.gpu:  # at once; a GPU window's ends read only energy: a reading at each end
+            self._sample(with_freq=True)  # and the wait for the poller cost a point ~40 ms
         while not self._stop.wait(self.poll_s):
             i += 1
             self._sample(with_freq=i % every == 0)
 
     def __enter__(self):
-        self._sample(with_freq=True)
+        if not self.gpu:
+            self._sample(with_freq=True)
         self._thread = threading.Thread(target=self._poll, name="rooflab-conditions", daemon=True)
         self._thread.start()
-        # the counters last, so the window is as close to the timed run as can be, and the
-        # energy counter next to the clock that divides it
-        # other processes on this process's own CPUs: a job pinned beside GPU jobs is not
-        # disturbed by them on theirs
+        # the counters last: the window as close to the timed run as can be, energy next to the
+        # clock; other processes counted on this process's own CPUs (GPU jobs pinned beside it)
         self.cpus = own_cpus()
         self.stat0, self.self0 = proc_stat(cpus=self.cpus), self_ticks()
         self.energy0 = self.nvml.energy_mj()
@@ -268,9 +271,12 @@ class Conditions:
         self.energy1 = self.nvml.energy_mj()
         self.self1, self.stat1 = self_ticks(), proc_stat(cpus=self.cpus)
         self._stop.set()
-        self._thread.join()
-        self._sample(with_freq=True)
-        return False
+        if not self.gpu:
+            self._thread.join()
+            self._sample(with_freq=True)
+        elif not self.samples:  # over before the poller's first reading
+            self._sample(with_freq=True)
+        return False  # a GPU's poller ends after its reading (~15 ms on an H200), unwaited
 
     # what it saw
     @property
@@ -278,7 +284,7 @@ class Conditions:
         return self.t1 - self.t0
 
     def window_samples(self) -> list[dict]:
-        """The GPU polls inside the window; a run shorter than one poll has only the two ends."""
+        """The GPU polls inside the window; a run shorter than one poll, the ones around it."""
         return [s for s in self.samples if self.t0 <= s["t"] <= self.t1] or self.samples
 
     def cpu_shares(self) -> tuple[float | None, float | None, float | None]:
@@ -329,8 +335,8 @@ class Conditions:
                 "steal_share": steal}
         if self.gpu:
             samples = self.window_samples()
-            masks = [s["reasons"] for s in samples if s["reasons"] is not None]
-            seen = reason_names(_or(masks)) if masks else None
+            masks = [int(s["reasons"]) for s in samples if s["reasons"] is not None]
+            seen = reason_names(functools.reduce(operator.or_, masks)) if masks else None
             temps = [s["temp"] for s in samples if s["temp"] is not None]
             out |= {
                 "sm_clock_mhz": _median(s["sm"] for s in samples),
@@ -347,13 +353,6 @@ class Conditions:
             out["contended"] = None if share is None else bool(
                 share - error > contention_threshold)
         return out
-
-
-def _or(masks):
-    acc = 0
-    for m in masks:
-        acc |= int(m)
-    return acc
 
 
 def throttled(sm_mhz, max_sm_mhz, reasons: list[str] | None) -> bool | None:

@@ -228,7 +228,8 @@ def measure(fn: Callable[[int], object], device: torch.device, point_budget_s: f
             timer=None, use_graph: bool | None = None, cv_threshold: float | None = None,
             retries: int | None = None, min_samples: int | None = None, max_samples: int = 200,
             contention_threshold: float | None = None, force_graph: bool = False,
-            precision: float | None = None, min_point_s: float | None = None) -> Timing:
+            precision: float | None = None, min_point_s: float | None = None,
+            warm_call_s: float | None = None) -> Timing:
     """Time fn(i) (i picks a rotating buffer). Retries a noisy (GPU), contended (CPU: other
     processes used more than `contention_threshold` of the machine) or throttled (GPU) point;
     returns per-call times and the conditions they were taken under. A setting left None takes
@@ -239,6 +240,9 @@ def measure(fn: Callable[[int], object], device: torch.device, point_budget_s: f
     `precision` > 0 it stops once the median is known that well (see sample()). `force_graph`
     replays calls longer than GRAPH_BELOW_S from a graph too, for ops that production runs as graph replays (a decode step);
     `use_graph=False` still wins, and a CPU has no graphs, so there it does nothing.
+    `warm_call_s`: what the point's first call just took (its result check); on a CPU, past
+    LONG_CALL_S it is the estimate, as estimate_call's own first call would be (a CPU GEMM at
+    12288: 2 s saved). A GPU's first calls pay for libraries' set-up: a GPU estimates afresh.
     """
     job = job_defaults() | {k: v for k, v in dict(
         use_graph=use_graph, cv_threshold=cv_threshold, retries=retries,
@@ -248,7 +252,8 @@ def measure(fn: Callable[[int], object], device: torch.device, point_budget_s: f
     contention_threshold = job["contention_threshold"]
     precision, min_point_s, min_samples = job["precision"], job["min_point_s"], job["min_samples"]
     timer = timer or make_timer(device, use_graph)
-    per_call = estimate_call(fn, timer)
+    long_warm = device.type == "cpu" and warm_call_s is not None and warm_call_s > LONG_CALL_S
+    per_call = warm_call_s if long_warm else estimate_call(fn, timer)
     if isinstance(timer, CudaTimer):
         timer.use_graph = use_graph and (force_graph or per_call < GRAPH_BELOW_S)
     inner, samples = plan_counts(per_call, point_budget_s, SAMPLE_TARGET_S[device.type],

@@ -7,7 +7,7 @@
     placements  dataset, ceilings, datasheets -> placements.parquet (every workload call and op,
               predicted), workload_knees.parquet (each workload's batch knee, measured and
               predicted), datasheet_predictions.parquet (each call on the datasheet devices)
-    figures   dataset, ceilings, knees, decode model, datasheets -> figures/ (PNG, SVG, index.json)
+    figures   dataset, ceilings, knees, decode model, datasheets -> figures/ (SVG, index.json)
     report    dataset, ceilings, knees, claims, placements, workload knees, datasheet predictions,
               datasheets, figures -> report.html (it renders: it computes nothing a step before
               it writes)
@@ -210,7 +210,7 @@ STEPS: dict[str, Step] = {s.name: s for s in (
          _DATA | {"ceilings": "--ceilings", "datasheets": "--datasheets"},
          {"placements": "--out", "workload_knees": "--workload-knees",
           "datasheet_predictions": "--datasheet-predictions"}, _placements),
-    Step("figures", "draw every figure (PNG and SVG)",
+    Step("figures", "draw every figure (SVG)",
          _DATA | {"ceilings": "--ceilings", "knees": "--knees", "decode_model": "--decode-model",
                   "datasheets": "--datasheets"}, {"figures": "--outdir"}, _figures),
     Step("report", "render the self-contained HTML report",

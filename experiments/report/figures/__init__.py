@@ -1,7 +1,7 @@
 """The report's figures: one module per figure, each registered by @figure (common.py).
 
-Every figure in catalog.FIGURES is always written, as SVG (inlined by the HTML report) and PNG
-(Snakemake's report): when its experiments have no rows the file is a small placeholder that says
+Every figure in catalog.FIGURES is always written, as SVG (inlined by the HTML report, shown by
+Snakemake's report): when its experiments have no rows the file is a small placeholder that says
 which experiment is missing, so the workflow's outputs stay fixed. Several systems (host/device)
 are stacked, one row of panels each.
 """
@@ -13,6 +13,7 @@ import pkgutil
 import traceback
 from pathlib import Path
 
+from experiments.core.parallel import fork_map
 from experiments.report.catalog import FIGURES
 from experiments.report.figures.common import DRAW, Inputs, Missing, placeholder, plt, save, style
 
@@ -25,22 +26,34 @@ from experiments.report.figures.peer_copy import copy_matrix  # noqa: E402
 __all__ = ["DRAW", "Inputs", "Missing", "copy_matrix", "draw_all"]
 
 
+_JOB: tuple = ()  # (inputs, folder) of draw_all's figures: forked workers inherit it
+
+
 def draw_all(inp: Inputs, outdir) -> dict[str, str | None]:
-    """Write every figure as SVG and PNG; returns name -> reason it is a placeholder (or None)."""
+    """Write every figure as SVG, each on its own CPU (0.3-1 s of matplotlib each); returns name
+    -> reason it is a placeholder (or None)."""
+    global _JOB
     style()
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
-    status = {}
-    for name in FIGURES:
-        try:
-            fig, status[name] = DRAW[name](inp), None
-        except Missing as exc:
-            fig, status[name] = placeholder(name, str(exc)), str(exc)
-        except Exception as exc:  # rows in a shape this figure does not know: say so, go on
-            traceback.print_exc()
-            plt.close("all")
-            why = f"could not draw these rows ({type(exc).__name__}: {exc})"
-            fig, status[name] = placeholder(name, why), why
-        save(fig, outdir, name)
-        plt.close(fig)
+    _JOB = (inp, outdir)
+    try:
+        return dict(zip(FIGURES, fork_map(_draw, FIGURES)))
+    finally:
+        _JOB = ()
+
+
+def _draw(name: str) -> str | None:
+    inp, outdir = _JOB
+    try:
+        fig, status = DRAW[name](inp), None
+    except Missing as exc:
+        fig, status = placeholder(name, str(exc)), str(exc)
+    except Exception as exc:  # rows in a shape this figure does not know: say so, go on
+        traceback.print_exc()
+        plt.close("all")
+        status = f"could not draw these rows ({type(exc).__name__}: {exc})"
+        fig = placeholder(name, status)
+    save(fig, outdir, name)
+    plt.close(fig)
     return status
