@@ -35,6 +35,7 @@ DESCRIPTION = "host<->device copies by size, pageable/pinned, blocking or not, v
 
 DIRECTIONS = ("h2d", "d2h")
 MEMORIES = ("pageable", "pinned")
+PAGEABLE_BUDGET_S = 0.15  # the most a pageable copy's point samples (~100 samples at 1 MiB)
 MODES = ("blocking", "nonblocking")
 VARIANTS = tuple(f"{d}_{m}_{b}" for d in DIRECTIONS for m in MEMORIES for b in MODES)
 NO_DEVICE = "a CPU job has no separate device memory: nothing crosses PCIe"
@@ -194,7 +195,11 @@ def _transfer(ctx: Context, variant: str, n: int) -> dict:
     ctx.sync()  # a non_blocking copy's result is defined only after a synchronize
     if not _same(dst, ref):
         raise WrongResult(f"{variant}: copied data differ from the source")
-    stats = ctx.time(lambda i: dst.copy_(src, non_blocking=non_blocking), use_graph=False)
+    # a pageable copy stages through a driver buffer: its times scatter (CV 4-25 % on an H200)
+    # and its median never reaches the 1 % precision, so it spent the whole budget (~7 s a sweep)
+    budget = ctx.point_budget_s if pinned else min(ctx.point_budget_s, PAGEABLE_BUDGET_S)
+    stats = ctx.time(lambda i: dst.copy_(src, non_blocking=non_blocking), use_graph=False,
+                     point_budget_s=budget)
     return stats | {"rel_error": 0.0, "check_passed": True}
 
 

@@ -115,15 +115,17 @@ def test_a_gpus_max_clock_is_read_once_per_nvml_and_handle(fake_nvml):
     assert Conditions(GPU).max_sm_mhz == 1410
 
 
-def test_a_gpu_windows_ends_read_only_the_energy_counter(fake_nvml):
-    """A full NVML reading (six calls) takes ~15 ms on an H200: the timed thread takes none at
-    the window's ends and does not wait for the poller, whose readings describe the window."""
+def test_a_gpu_windows_ends_read_nothing_from_nvml(fake_nvml):
+    """NVML calls take ms each on an H200 (six for a reading, ~15 ms; 4.5 ms for the energy
+    counter): the timed thread makes none at the window's ends nor waits for the poller, whose
+    readings describe the window."""
     fake = fake_nvml(energy_mj=lambda: 1_000.0)
-    on_caller, clock = [], fake.nvmlDeviceGetClockInfo
-    fake.nvmlDeviceGetClockInfo = lambda handle, kind: (
-        on_caller.append(kind) if threading.current_thread() is threading.main_thread()
-        else None) or clock(handle, kind)
-    with Conditions(GPU) as c:
+    on_caller, ask = [], fake._ask
+    fake._ask = lambda name: (on_caller.append(name) if threading.current_thread() is
+                              threading.main_thread() else None) or ask(name)
+    c = Conditions(GPU)
+    on_caller.clear()  # the limits (max clock, power limit) are read once per GPU, not here
+    with c:
         t0 = time.perf_counter()
         while fake.reads < 4 and time.perf_counter() - t0 < 2:  # two of the poller's readings
             time.sleep(0.002)
@@ -196,12 +198,13 @@ def test_power_between_the_counter_steps(fake_nvml):
 def test_energy_apportions_the_window_to_one_call(fake_nvml):
     fake_nvml(energy_mj=lambda: 0.0)
     c = Conditions(GPU)
-    c.t0, c.t1, c.energy0, c.energy1, c.samples = 10.0, 12.0, 5_000.0, 9_000.0, []
-    # 4 J over a 2 s window, a call of 1 ms: 2 W x 1 ms
+    # the first and last polls 2 s apart read 4 J (too few steps between for counter_power_w)
+    c.t0, c.t1 = 10.0, 12.5
+    c.samples = [{"t": 10.1, "energy": 5_000.0}, {"t": 12.1, "energy": 9_000.0}]
+    # 4 J over 2 s, a call of 1 ms: 2 W x 1 ms
     assert c.energy_j(1e-3) == pytest.approx(2e-3)
     # a counter that did not advance: the median sampled power (W) x time_s
-    c.energy1 = c.energy0
-    c.samples = [{"t": 11.0, "power": p} for p in (300.0, 310.0, 900.0)]
+    c.samples = [{"t": 11.0, "power": p, "energy": 5_000.0} for p in (300.0, 310.0, 900.0)]
     assert c.energy_j(1e-3) == pytest.approx(0.31)
 
 
@@ -305,7 +308,6 @@ def _stepping_window(rng, power_w, window_s, poll_s=0.005):
 
     polls = np.arange(c.t0, c.t1 + 1e-12, poll_s)
     c.samples = [{"t": float(p), "energy": counter(p), "power": 230.0} for p in polls]
-    c.energy0, c.energy1 = counter(c.t0), counter(c.t1)
     return c
 
 

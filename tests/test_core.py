@@ -72,7 +72,7 @@ def test_a_call_longer_than_the_budget_is_taken_min_samples_times():
 def test_a_long_call_is_warmed_up_once_and_not_timed_again_a_short_one_twice():
     import time as clock
 
-    from experiments.core.timer import LONG_CALL_S, estimate_call
+    from experiments.core.timer import LONG_CALL_S, WARM_ESTIMATE_S, estimate_call
 
     for sleep, calls in ((2 * LONG_CALL_S, 1), (0.0005, None)):
         seen = []
@@ -87,10 +87,10 @@ def test_a_long_call_is_warmed_up_once_and_not_timed_again_a_short_one_twice():
             assert len(seen) == calls, seen  # one warm-up, its time the estimate
         else:
             assert seen[:3] == [0, 1, 0] and len(seen) >= 5  # two warm-ups, then >= 3 timed
-    for warm, calls in ((2 * LONG_CALL_S, 5), (LONG_CALL_S / 2, 10)):  # a check's call: the
-        seen = []  # estimate when long (5 samples only), else warm-ups and estimate as ever
+    for warm, calls in ((2 * WARM_ESTIMATE_S, 5), (WARM_ESTIMATE_S / 2, 10)):  # a check's call:
+        seen = []  # the estimate when long (5 samples only), else warm-ups and estimate as ever
         measure(lambda i: seen.append(i), torch.device("cpu"), 0.001, retries=0, warm_call_s=warm)
-        assert len(seen) == calls if warm > LONG_CALL_S else len(seen) >= calls, (warm, seen)
+        assert len(seen) == calls if warm > WARM_ESTIMATE_S else len(seen) >= calls, (warm, seen)
 
 
 class _RecordingCudaTimer(CudaTimer):

@@ -247,8 +247,8 @@ class Conditions:
     def _poll(self):
         every = max(1, round(CPU_POLL_S / self.poll_s))  # the CPU frequency at most every 0.1 s
         i = 0
-        if self.gpu:  # at once; a GPU window's ends read only energy: a reading at each end
-            self._sample(with_freq=True)  # and the wait for the poller cost a point ~40 ms
+        if self.gpu:  # at once; a GPU window's ends read nothing (a reading at each end, the
+            self._sample(with_freq=True)  # energy counter's, the wait for the poller: ~50 ms)
         while not self._stop.wait(self.poll_s):
             i += 1
             self._sample(with_freq=i % every == 0)
@@ -258,17 +258,15 @@ class Conditions:
             self._sample(with_freq=True)
         self._thread = threading.Thread(target=self._poll, name="rooflab-conditions", daemon=True)
         self._thread.start()
-        # the counters last: the window as close to the timed run as can be, energy next to the
-        # clock; other processes counted on this process's own CPUs (GPU jobs pinned beside it)
+        # the counters last: the window as close to the timed run as can be; other processes
+        # counted on this process's own CPUs (GPU jobs pinned beside it)
         self.cpus = own_cpus()
         self.stat0, self.self0 = proc_stat(cpus=self.cpus), self_ticks()
-        self.energy0 = self.nvml.energy_mj()
         self.t0 = self.clock()
         return self
 
     def __exit__(self, *exc):
         self.t1 = self.clock()
-        self.energy1 = self.nvml.energy_mj()
         self.self1, self.stat1 = self_ticks(), proc_stat(cpus=self.cpus)
         self._stop.set()
         if not self.gpu:
@@ -306,9 +304,8 @@ class Conditions:
     def mean_power_w(self) -> float | None:
         """The window's mean power, where the counter or the readings resolve it (power.py), else
         None with the reason in `energy_note`."""
-        power, self.energy_note = window_power(
-            self.window_samples(), self.window_s, self.poll_s, self.energy0, self.energy1,
-            self.power_limit_w)
+        power, self.energy_note = window_power(self.window_samples(), self.window_s, self.poll_s,
+                                               self.power_limit_w)
         return power
 
     def energy_j(self, time_s: float | None) -> float | None:

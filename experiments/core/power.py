@@ -3,8 +3,8 @@ nothing (with the reason), never a number the enforced power limit forbids.
 
 NVML's energy counter moves in steps tens of ms apart (20-100 ms on an H200), and a step's time is
 known only to a poll. Power from it is trusted only where that error is within POWER_TOLERANCE:
-between steps (at least COUNTER_MIN_STEPS) spanning poll / tolerance, or from the window's two
-ends when the window is MAX_STEP_S / tolerance long. NVML's power reading is an average over
+between steps (at least COUNTER_MIN_STEPS) spanning poll / tolerance, or from the first and last
+polls' readings when they lie MAX_STEP_S / tolerance apart. NVML's power reading is an average over
 POWER_AVERAGE_S: it speaks for windows that long. Anything else is null (ENERGY_UNRESOLVED), and
 so is a reading above the enforced limit by more than POWER_TOLERANCE: the device cannot draw it,
 so the estimate is wrong (on an H200 the counter's ends gave up to 2,953 W at a 700 W cap).
@@ -37,14 +37,16 @@ def counter_power_w(samples: list[dict], poll_s: float) -> float | None:
     return (steps[-1][1] - steps[0][1]) / 1000 / (steps[-1][0] - steps[0][0])
 
 
-def window_power(samples: list[dict], window_s: float, poll_s: float, energy0, energy1,
+def window_power(samples: list[dict], window_s: float, poll_s: float,
                  limit_w: float | None) -> tuple[float | None, str]:
-    """(mean power in W, '') where the counter's steps, its ends or the 1 s readings resolve the
-    window; (None, why) otherwise, and where it exceeds `limit_w` by more than the tolerance."""
+    """(mean power in W, '') where the counter's steps, the first and last polls' counter
+    readings or the 1 s readings resolve the window; (None, why) otherwise, and where it
+    exceeds `limit_w` by more than the tolerance."""
     power = counter_power_w(samples, poll_s)
-    if power is None and energy0 is not None and energy1 is not None and energy1 > energy0 \
-            and window_s >= MAX_STEP_S / POWER_TOLERANCE:
-        power = (energy1 - energy0) / 1000 / window_s
+    ends = [(x["t"], x["energy"]) for x in samples if x.get("energy") is not None]
+    if power is None and len(ends) > 1 and ends[-1][1] > ends[0][1] \
+            and ends[-1][0] - ends[0][0] >= MAX_STEP_S / POWER_TOLERANCE:
+        power = (ends[-1][1] - ends[0][1]) / 1000 / (ends[-1][0] - ends[0][0])
     if power is None and window_s >= POWER_AVERAGE_S:
         readings = [x["power"] for x in samples if x.get("power") is not None]
         power = float(statistics.median(readings)) if readings else None

@@ -181,13 +181,16 @@ def make_timer(device: torch.device, use_graph: bool = True):
 
 
 LONG_CALL_S = 0.1  # a warm-up call this long has paid its start-up costs: no second one
+# A CPU call this long (ten sample targets) plans one call a sample from one timing, unless its
+# steady time were 10x shorter: a result check's call is then the point's estimate (measure)
+WARM_ESTIMATE_S = 10 * SAMPLE_TARGET_S["cpu"]
 
 
 def estimate_call(fn, timer, warmup: int = 2) -> float:
     """Seconds for one call, after warm-up (first calls pay for allocation and kernel loading).
     A warm-up call past LONG_CALL_S is the only one, and its time the estimate: such a call is
     planned as one call a sample and min_samples samples whatever its exact time (plan_counts),
-    so timing a second one buys nothing (a GEMM at 12288 on a CPU runs 2 s a call)."""
+    so timing a second one buys nothing (a GEMM at 10240 on a CPU runs 1.2 s a call)."""
     for i in range(warmup):
         t0 = time.perf_counter()
         fn(i)
@@ -240,9 +243,9 @@ def measure(fn: Callable[[int], object], device: torch.device, point_budget_s: f
     `precision` > 0 it stops once the median is known that well (see sample()). `force_graph`
     replays calls longer than GRAPH_BELOW_S from a graph too, for ops that production runs as graph replays (a decode step);
     `use_graph=False` still wins, and a CPU has no graphs, so there it does nothing.
-    `warm_call_s`: what the point's first call just took (its result check); on a CPU, past
-    LONG_CALL_S it is the estimate, as estimate_call's own first call would be (a CPU GEMM at
-    12288: 2 s saved). A GPU's first calls pay for libraries' set-up: a GPU estimates afresh.
+    `warm_call_s`: what the point's first call just took (its result check, after its operands
+    were written); on a CPU, past WARM_ESTIMATE_S it is the estimate: no warm-up calls (a GEMM at
+    10240: 1.2 s saved). A GPU's first calls pay for libraries' set-up: it estimates afresh.
     """
     job = job_defaults() | {k: v for k, v in dict(
         use_graph=use_graph, cv_threshold=cv_threshold, retries=retries,
@@ -252,8 +255,8 @@ def measure(fn: Callable[[int], object], device: torch.device, point_budget_s: f
     contention_threshold = job["contention_threshold"]
     precision, min_point_s, min_samples = job["precision"], job["min_point_s"], job["min_samples"]
     timer = timer or make_timer(device, use_graph)
-    long_warm = device.type == "cpu" and warm_call_s is not None and warm_call_s > LONG_CALL_S
-    per_call = warm_call_s if long_warm else estimate_call(fn, timer)
+    warm = device.type == "cpu" and warm_call_s is not None and warm_call_s > WARM_ESTIMATE_S
+    per_call = warm_call_s if warm else estimate_call(fn, timer)
     if isinstance(timer, CudaTimer):
         timer.use_graph = use_graph and (force_graph or per_call < GRAPH_BELOW_S)
     inner, samples = plan_counts(per_call, point_budget_s, SAMPLE_TARGET_S[device.type],
