@@ -161,7 +161,8 @@ def _arrays(ctx: Context, n: int, cache: dict, cpus=None):
         team = cpus or _fill_team(ctx)
         if team:
             from experiments.kernels import cpu_stream
-            a, b, out = (cpu_stream.filled(team, n, dt, seed) for seed in (1, 2, 3))
+            a, b, out = (cpu_stream.filled(team, n, dt, seed, index=seed - 1)
+                         for seed in (1, 2, 3))
         else:
             a, b = ctx.randn(n, dtype=dt), ctx.randn(n, dtype=dt)
             out = torch.empty(n, device=ctx.device, dtype=dt)

@@ -80,7 +80,7 @@ def _arrays(ctx: Context, n: int, cache: dict):
         if ctx.device.type == "cpu":
             from experiments.kernels import cpu_stream
             cache["x"] = cpu_stream.filled(team(ctx), n, dt, ctx.seed + 1)
-            cache["y"] = cpu_stream.filled(team(ctx), n, dt, ctx.seed + 2)
+            cache["y"] = cpu_stream.filled(team(ctx), n, dt, ctx.seed + 2, index=1)
         else:
             cache["x"] = ctx.randn(n, dtype=dt)
             cache["y"] = torch.empty_like(cache["x"])

@@ -82,9 +82,11 @@ def test_half_chain_is_zmm_half_fmas_on_sapphire_rapids():
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "float16"])
-def test_filled_arrays_start_on_a_page_in_memory_numpy_allocated(dtype, monkeypatch):
-    """The streams' arrays: page-aligned (no vector split over two cache lines), in numpy's
-    memory (which it advises the kernel to back with huge pages), filled with the team's values."""
+def test_filled_arrays_start_staggered_in_memory_numpy_allocated(dtype, monkeypatch):
+    """The streams' arrays: in numpy's memory (which it advises the kernel to back with huge
+    pages), filled with the team's values, each at its own offset within a 2 MiB page (the k-th
+    array streamed together k x STAGGER past its boundary: element i of each in another DRAM
+    bank), on a cache line (no vector split over two)."""
     import torch
 
     from experiments.kernels import cpu_stream
@@ -93,7 +95,11 @@ def test_filled_arrays_start_on_a_page_in_memory_numpy_allocated(dtype, monkeypa
     dt = getattr(torch, dtype)
     t = cpu_stream.filled([0], 3 * 4096 // 2 + 5, dt, seed=4)
     assert t.dtype == dt and t.is_contiguous() and t.numel() == 3 * 4096 // 2 + 5
-    assert t.data_ptr() % cpu_stream.PAGE == 0
+    assert t.data_ptr() % cpu_stream.HUGE_PAGE == 0
+    offsets = [cpu_stream.filled([0], 4096, dt, seed=k, index=k).data_ptr() % cpu_stream.HUGE_PAGE
+               for k in range(3)]
+    assert offsets == [0, cpu_stream.STAGGER, 2 * cpu_stream.STAGGER]
+    assert cpu_stream.STAGGER % 64 == 0 and len({o % 4096 for o in offsets}) == 3
     v = t.float()
     assert bool(((v >= 0.5) & (v <= 1.5)).all()) and float(v.std()) > 0.2  # nonzero, varied
     again = cpu_stream.filled([0], 1000, dt, seed=4)

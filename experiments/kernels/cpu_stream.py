@@ -90,31 +90,40 @@ def fill(cpus, x, seed: int = 0) -> None:
 FILL_CHUNK = 1 << 24  # half dtypes: elements drawn in float32 at a time, then converted
 
 
-PAGE = 4096
+PAGE, HUGE_PAGE = 4096, 2 << 20
+# Arrays streamed together start this far apart within a 2 MiB page (a third of it, in whole
+# cache lines), as STREAM's arrays lie in its static memory: at one offset, element i of each
+# array falls in the same DRAM bank. On the 2-core VM the triad over three 256 MiB arrays read
+# 31-35 GB/s at one offset and 39-41 staggered; STREAM's own binary read 25-28 GB/s with arrays
+# of 2^25 and 2^27 doubles (spaced by whole 2 MiB pages) and 34-41 with 10^8 (0.94 MiB apart).
+STAGGER = HUGE_PAGE // 3 // 64 * 64
 
 
-def host_empty(n: int, dtype):
-    """An uninitialised 1-D CPU tensor of n elements, page-aligned, in memory numpy allocates.
-    numpy asks the kernel to back large arrays with huge pages (madvise MADV_HUGEPAGE: the
-    default of transparent huge pages is 'madvise'); torch's allocator does not, and a stream
-    over 4 KiB pages pays a TLB miss per page. On the 2-core VM numba's add read 26-29 GB/s on
-    torch's memory and 33 on numpy's; torch's own add 32.5 and 34. numpy's 16-byte offset from
-    the page would split every 64-byte vector over two cache lines: the tensor starts on a page."""
+def host_empty(n: int, dtype, index: int = 0):
+    """An uninitialised 1-D CPU tensor of n elements, in memory numpy allocates, starting
+    `index` x STAGGER bytes past a 2 MiB boundary (index: the array's place among those streamed
+    together). numpy asks the kernel to back large arrays with huge pages (madvise
+    MADV_HUGEPAGE: the default of transparent huge pages is 'madvise'); torch's allocator does
+    not, and a stream over 4 KiB pages pays a TLB miss per page. On the 2-core VM numba's add
+    read 26-29 GB/s on torch's memory and 33 on numpy's; torch's own add 32.5 and 34. numpy's
+    16-byte offset from the page would split every 64-byte vector over two cache lines: the
+    tensor starts on a cache line."""
     import torch
 
     size = torch.empty(0, dtype=dtype).element_size()
-    raw = np.empty(n * size + PAGE, np.uint8)
-    skip = -raw.ctypes.data % PAGE
+    offset = index % 3 * STAGGER
+    raw = np.empty(n * size + HUGE_PAGE + offset, np.uint8)
+    skip = -raw.ctypes.data % HUGE_PAGE + offset
     return torch.from_numpy(raw[skip:skip + n * size]).view(dtype)
 
 
-def filled(cpus, n: int, dtype, seed: int):
+def filled(cpus, n: int, dtype, seed: int, index: int = 0):
     """A torch CPU tensor of n `fill` values in dtype, drawn by the team (half dtypes in float32
     chunks, converted: numba has no half type). torch.randn with a generator draws on one thread:
     50 s of a node's two half-dtype bandwidth jobs."""
     import torch
 
-    t = host_empty(n, dtype)
+    t = host_empty(n, dtype, index)
     if dtype in (torch.float32, torch.float64):
         fill(cpus, t.numpy(), seed=seed)
         return t
