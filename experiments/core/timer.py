@@ -181,8 +181,8 @@ def make_timer(device: torch.device, use_graph: bool = True):
 
 
 LONG_CALL_S = 0.1  # a warm-up call this long has paid its start-up costs: no second one
-# A CPU call this long (ten sample targets) plans one call a sample from one timing, unless its
-# steady time were 10x shorter: a result check's call is then the point's estimate (measure)
+# A CPU call this long (ten sample targets) is planned as one call a sample even if its steady
+# time is 10x shorter: a result check's call this long is then the point's estimate (measure)
 WARM_ESTIMATE_S = 10 * SAMPLE_TARGET_S["cpu"]
 
 

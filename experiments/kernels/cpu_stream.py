@@ -90,7 +90,7 @@ def fill(cpus, x, seed: int = 0) -> None:
 FILL_CHUNK = 1 << 24  # half dtypes: elements drawn in float32 at a time, then converted
 
 
-PAGE, HUGE_PAGE = 4096, 2 << 20
+HUGE_PAGE = 2 << 20
 # Arrays streamed together start this far apart within a 2 MiB page (a third of it, in whole
 # cache lines), as STREAM's arrays lie in its static memory: at one offset, element i of each
 # array falls in the same DRAM bank. On the 2-core VM the triad over three 256 MiB arrays read
