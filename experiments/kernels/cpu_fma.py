@@ -10,7 +10,8 @@ pace (and compiling a 1024-step chain takes minutes on a small CPU).
 Latency is hidden as on a GPU (mixbench-style): a thread takes LANES consecutive elements at a
 time and steps all of their chains together. LANES fills half the vector registers (16 of 32 on
 AVX-512/NEON, 8 of 16 on AVX2) with accumulators, twice the FMA latency x pipes of current cores
-(4 x 2 = 8 vectors); their x operands take the other half. The accumulators live in a stack
+(4 x 2 = 8 vectors); their x operands take the other half. It is at least MIN_LANES: fewer, and
+LLVM leaves the step scalar (float64 on AVX2 or NEON). The accumulators live in a stack
 array (`_stack`: an alloca, which LLVM knows nothing else points to), so LLVM keeps them in
 registers across the chain; a heap array would be loaded and stored around every FMA.
 fastmath={'contract'} lets LLVM fuse y*a + x into one FMA (numba's default keeps them apart);
@@ -34,10 +35,18 @@ use_widest_vectors()  # before the first compile
 DTYPES = {"float32": np.float32, "float64": np.float64}
 
 
+# LLVM unrolls a step's loop over fewer lanes than this whole and leaves it scalar: on AVX2
+# (16 ymm registers) float64's half-the-registers 32 lanes compiled to scalar FMAs from memory,
+# 15 GFLOP/s on two Zen 4 cores, where 48 lanes (12 registers) ran 108 (40 stayed scalar)
+MIN_LANES = 48
+
+
 def lanes(itemsize: int) -> int:
-    """Elements whose chains one thread steps together: accumulators in half the registers."""
+    """Elements whose chains one thread steps together: accumulators in half the registers, and
+    at least MIN_LANES (in whole vectors)."""
     width, registers = vector_registers()
-    return registers // 2 * width // itemsize
+    per_vector = width // itemsize
+    return max(registers // 2 * per_vector, -(-MIN_LANES // per_vector) * per_vector)
 
 
 _KERNELS: dict[int, object] = {}
