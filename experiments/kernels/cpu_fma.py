@@ -11,7 +11,7 @@ Latency is hidden as on a GPU (mixbench-style): a thread takes LANES consecutive
 time and steps all of their chains together. LANES fills half the vector registers (16 of 32 on
 AVX-512/NEON, 8 of 16 on AVX2) with accumulators, twice the FMA latency x pipes of current cores
 (4 x 2 = 8 vectors); their x operands take the other half. It is at least MIN_LANES: fewer, and
-LLVM leaves the step scalar (float64 on AVX2 or NEON). The accumulators live in a stack
+LLVM leaves the step scalar (float64 on AVX2; NEON counts 32 too). The accumulators live in a stack
 array (`_stack`: an alloca, which LLVM knows nothing else points to), so LLVM keeps them in
 registers across the chain; a heap array would be loaded and stored around every FMA.
 fastmath={'contract'} lets LLVM fuse y*a + x into one FMA (numba's default keeps them apart);
