@@ -17,7 +17,6 @@ n = 0 (a CPU): x and y together 4x its LLC, so fmas = 0 streams from DRAM.
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass
 
 import torch
@@ -118,10 +117,7 @@ def _measure(ctx: Context, cfg: IntensityConfig, fmas: int, cache: dict, use_tri
         cpus, xn, yn = team(ctx), x.numpy(), y.numpy()
         call = lambda i: cpu_kernel.fma_chain(cpus, xn, yn, fmas, A)
     y.fill_(float("nan"))
-    t0 = time.perf_counter()
-    call(0)
-    ctx.sync()
-    first_s = time.perf_counter() - t0
+    first_s = ctx.first_call(lambda: call(0))
     err = check(ctx.dtype, x, y, fmas)
     return ctx.time(call, warm_call_s=first_s) | {"rel_error": err, "check_passed": True}
 

@@ -34,17 +34,22 @@ print(json.dumps(out))
 """
 
 
+def _compiled_for(cpu_name: str, features: str) -> dict:
+    """COMPILE's counts, from a fresh interpreter whose numba targets that CPU."""
+    env = os.environ | {"NUMBA_CPU_NAME": cpu_name, "NUMBA_CPU_FEATURES": features}
+    done = subprocess.run([sys.executable, "-c", COMPILE], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
 @pytest.mark.system  # a fresh interpreter imports numba and compiles: 2 s
 @pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
                     reason="compiles for an x86 target")
 def test_fma_chain_is_zmm_register_fmas_on_sapphire_rapids():
     # LLVM's tuning for Intel's AVX-512 servers prefers 256-bit vectors: without numba_host's
     # override the chain compiled to ymm FMAs taking x from memory (0.54x mixbench-cpu on the node)
-    env = os.environ | {"NUMBA_CPU_NAME": "sapphirerapids", "NUMBA_CPU_FEATURES": SPR}
-    done = subprocess.run([sys.executable, "-c", COMPILE], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    for dtype, found in json.loads(done.stdout.splitlines()[-1]).items():
+    for dtype, found in _compiled_for("sapphirerapids", SPR).items():
         # 16 accumulator registers of 512 bits; each chain step is one FMA per register
         assert found["lanes"] * {"float32": 4, "float64": 8}[dtype] == 16 * 64, (dtype, found)
         assert found["ymm"] == 0 and found["zmm"] >= 16, (dtype, found)
@@ -61,11 +66,7 @@ AVX2 = "+64bit,+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+popcnt,+sse4.2"
 def test_fma_chain_is_vector_fmas_on_avx2():
     # half of AVX2's registers hold 32 float64 lanes: LLVM unrolled that step whole and left it
     # scalar (vfmadd213sd from memory, 15 GFLOP/s on two Zen 4 cores against 108 at 48 lanes)
-    env = os.environ | {"NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": AVX2}
-    done = subprocess.run([sys.executable, "-c", COMPILE], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    for dtype, found in json.loads(done.stdout.splitlines()[-1]).items():
+    for dtype, found in _compiled_for("haswell", AVX2).items():
         assert found["step_scalar"] == 0 and found["ymm"] >= 8 and found["zmm"] == 0, (dtype, found)
 
 

@@ -10,12 +10,11 @@ from __future__ import annotations
 import multiprocessing
 import os
 
+from experiments.core.conditions import own_cpus
+
 
 def cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+    return len(own_cpus() or ()) or os.cpu_count() or 1
 
 
 def fork_map(fn, items) -> list:

@@ -139,6 +139,14 @@ class Context:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
+    def first_call(self, fn: Callable[[], object]) -> float:
+        """Seconds fn() took, synchronized: a point's first call (its result check), which
+        time(..., warm_call_s=) may take as the point's estimate."""
+        t0 = time.perf_counter()
+        fn()
+        self.sync()
+        return time.perf_counter() - t0
+
     def free_memory(self) -> int:
         """Bytes free for new tensors on the device."""
         if self.device.type == "cuda":
