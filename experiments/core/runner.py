@@ -22,7 +22,8 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 from experiments.core.cpus import parse_cpus, pin_process
 from experiments.core.conditions import job_conditions, loadavg, own_cpus
 from experiments.core.config import job_defaults
-from experiments.core.device import DeviceFacts, claim_device, device_facts, device_state
+from experiments.core.device import (DeviceFacts, claim_device, context_ahead, device_facts,
+                                     device_state)
 from experiments.core.devicenames import gpu_indices
 from experiments.core.provenance import config_hash, git_state, package_versions
 from experiments.core.schema import past_int64, to_table, too_large
@@ -233,6 +234,16 @@ def _duration(seconds: float) -> str:
     return f"{max(seconds, 1):.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
+def held_line(device: str, start: dict) -> str:
+    """The log line of a job that holds its device: how long it waited, and its CUDA context."""
+    line = f"{device} held after {start['device_wait_s']:.2f} s waiting for it"
+    if start.get("context_ahead_s") is not None:
+        line += f"; its CUDA context made before, in {start['context_ahead_s']:.2f} s"
+    elif start.get("context_s") is not None:
+        line += f"; its CUDA context made in {start['context_s']:.2f} s"
+    return line
+
+
 def run_job(job, module) -> Path:
     """Measure every point of `module` for the job, then write the file atomically.
 
@@ -243,21 +254,26 @@ def run_job(job, module) -> Path:
     all_gpus = bool(getattr(module, "ALL_GPUS", False))
     pin(getattr(job, "cpus", ""), job.device)
     provenance = {"git": git_state(), "packages": package_versions()}
+    start = {"context_ahead_s": context_ahead(job.device, all_gpus)}
+    t0 = time.perf_counter()
     with claim_device(job.device, all_gpus=all_gpus) as held:
+        start["device_wait_s"] = time.perf_counter() - t0
         devs = list(held) if all_gpus else [held]
         dev = devs[0]
         # the sweep's device: the pool the job took a free GPU from, else the device itself
         device = job.device if len(gpu_indices(job.device)) > 1 else str(dev)
         if dev.type == "cuda":
             # events, graphs and Triton launch on the current device: make it the one measured
-            torch.cuda.set_device(dev)
+            t0 = time.perf_counter()
+            torch.cuda.set_device(dev)  # its context, unless context_ahead made it
+            start["context_s"] = time.perf_counter() - t0
         measured_on = device if all_gpus and len(devs) > 1 else str(dev)
-        rows, metadata = _measure(job, module, device, dev, devs, measured_on, provenance)
+        rows, metadata = _measure(job, module, device, dev, devs, measured_on, provenance, start)
     return write_atomic(to_table(rows, metadata), job.out)
 
 
 def _measure(job, module, device: str, dev: torch.device, devs, measured_on,
-             provenance: dict) -> tuple[list[dict], dict]:
+             provenance: dict, start: dict) -> tuple[list[dict], dict]:
     """The job's rows and its file's metadata."""
     facts = device_facts(dev)
     host = job.host or socket.gethostname()
@@ -276,6 +292,7 @@ def _measure(job, module, device: str, dev: torch.device, devs, measured_on,
     state_start, load_start = device_state(dev), loadavg()
     total = planned_points(module, job.experiment, ctx)
     log.info("%s", start_line(module.NAME, measured_on, ctx.dtype, total, ctx.point_budget_s))
+    log.info("%s", held_line(measured_on, start))
     t0 = time.perf_counter()
     rows = []
     # A bar only in a terminal (tqdm: disable=None is off when stderr is not a TTY); the row
@@ -294,7 +311,7 @@ def _measure(job, module, device: str, dev: torch.device, devs, measured_on,
         "run_id": run_id, "host": host, "experiment": module.NAME, "device": device,
         "measured_on": measured_on, "dtype": ctx.dtype, "device_facts": facts.to_dict(), "git": git,
         "packages": provenance["packages"], "config": config, "config_hash": config_hash(config),
-        "started": started.isoformat(), "wall_s": time.perf_counter() - t0,
+        "started": started.isoformat(), "wall_s": time.perf_counter() - t0, "start": start,
         "device_state_start": state_start, "device_state_end": device_state(dev),
         "conditions": job_conditions(rows, ctx.contention_threshold, load_start, loadavg()),
     }
