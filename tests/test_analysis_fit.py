@@ -3,6 +3,7 @@
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import analysis_fixtures as fx
@@ -245,6 +246,26 @@ def test_a_cpu_gemm_ceiling_is_its_plateaus_best_point_a_gpus_its_median():
     assert math.isclose(c.value, np.median(list(rates.values())), rel_tol=1e-9), (c.value, rates)
 
 
+def test_a_cpu_gemm_peaking_below_its_largest_size_is_fitted_a_rising_one_is_not():
+    """A host-clocked GEMM whose lone top point is a middle size (the node's float16: 1.34
+    TFLOP/s at 1024, 1.00-1.08 from 2048 to 8192) came down after it: that point is the ceiling,
+    the next best its interval's low end. One whose lone top is its largest size still rises."""
+    def ceiling(slower):
+        rows = fx.matmul_rows(fx.CPU, np.random.default_rng(0), (256, 512, 1024, 2048, 4096))
+        for r in rows:
+            r["time_s"] *= slower.get(r.get("n"), 1.0)
+            r["time_s_min"], r["timer"] = r["time_s"], "perf_counter"
+        rates = {r["n"]: r["flops"] / r["time_s"] for r in rows if r["dtype"] == "float32"}
+        return _ceiling(_fit({"matmul": rows}, fx.CPU)[1], "matrix_flops", "float32"), rates
+
+    c, rates = ceiling({1024: 0.4})  # 1024 alone on top (its blocking), larger sizes lower
+    assert math.isclose(c.value, rates[1024], rel_tol=1e-9), (c.value, rates)
+    assert (c.ci_low, c.ci_high) == pytest.approx((max(rates[2048], rates[4096]), rates[1024]),
+                                                  rel=1e-9)
+    c, rates = ceiling({2048: 1.5})  # 4096 alone on top: still rising
+    assert math.isnan(c.value) and "single point" in c.note, (c.note, rates)
+
+
 def test_load_never_raises_a_cpu_gemm_ceiling():
     """Other load only slows a host-clocked point: slowing any of its points by up to 3x (any
     seed) never lifts the best-point ceiling above the quiet one's, and the plateau's top point
@@ -307,3 +328,20 @@ def test_a_published_sets_measured_knees_are_read_from_its_folder_not_bootstrapp
     assert len(run) and not (run.measured.dropna() > 999).any()  # bootstrapped here
     (folder / "knees.parquet").unlink()
     assert decode.reused(ds, "knees.parquet", ["dtype", "C"]) == {}
+
+
+def test_lookup_takes_the_first_fitted_row_and_sees_a_new_table():
+    """lookup's index (built once per table) answers as a mask over the table would: a
+    not-fitted row is skipped, dtype None takes any dtype, and another table gets its own."""
+    table = pd.DataFrame({
+        "system": ["a", "a", "a", "b"], "ceiling": ["matrix_flops"] * 3 + ["dram_bw"],
+        "dtype": ["float32", "float32", "bfloat16", None], "value": [math.nan, 2.0, 3.0, 5.0]})
+    assert roofline.value(table, "a", "matrix_flops", "float32") == 2.0  # the NaN row skipped
+    assert roofline.value(table, "a", "matrix_flops") == 2.0  # any dtype: the first fitted
+    assert roofline.value(table, "a", "matrix_flops", "bfloat16") == 3.0
+    assert roofline.value(table, "b", "dram_bw") == 5.0
+    assert roofline.lookup(table, "b", "dram_bw", "float32") is None
+    assert roofline.lookup(table, "c", "dram_bw") is None
+    other = table.assign(value=[1.0, 2.0, 3.0, 7.0])
+    assert roofline.value(other, "a", "matrix_flops", "float32") == 1.0
+    assert roofline.value(other, "b", "dram_bw") == 7.0

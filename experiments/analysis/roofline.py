@@ -13,7 +13,8 @@ Per system (source, host, device):
   A cache level is kept only if its plateau stands 15 % above the next level's: otherwise the
   curve shows no step there. Rows of one NUMA node's cores alone give dram_bw_numa<N>.
 * matrix_flops per dtype: the same top-plateau median over the matmul experiment's FLOP/s; on
-  host-clocked CPU points the plateau's best point (`fit_top` says why).
+  host-clocked CPU points the plateau's best point, or a lone best size the curve came down
+  from (`fit_top` says why).
 * vector_flops per dtype: a robust (soft-L1) least-squares fit of log min(P, B * I) to the
   intensity experiment's points; P is identified only if >= 2 points lie on each roof.
 * l1_bw (GPUs): the top plateau of the l1 experiment (blocks rereading resident tiles), kept if it
@@ -29,6 +30,7 @@ time's (`fit_view`).
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
 import pandas as pd
@@ -108,22 +110,37 @@ def fit_rows(rows: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     return good[~bad], note
 
 
+def past_its_peak(g: pd.DataFrame, top: np.ndarray) -> bool:
+    """A lone top point that is not the sweep's largest size: the curve came down after it (a
+    CPU GEMM library's cache-sized blocking: float16 on the H200 node's Xeon read 1.34 TFLOP/s
+    at n = 1024, 1.00-1.08 from 2048 to 8192). One at the largest size is a curve still rising,
+    not a ceiling."""
+    if "n" not in g or g.n.isna().any():
+        return False
+    return float(g.n.to_numpy(float)[top].max()) < float(g.n.max())
+
+
 def fit_top(rows: pd.DataFrame, ceiling: str, what: str) -> list[dict]:
     """Per dtype, the median of the top plateau of FLOP/s (GEMM: the large sizes); on host-clocked
     CPU points its best point (the plateau's range as its interval). Load only ever slows such a
     point, and a CPU GEMM library's sizes differ by their blocking, not by noise around one rate:
     the best size is what the library reaches, as torch.mm's peers report it (the best over
-    sizes and calls). A GPU's plateau keeps its median: its points move with the clock."""
+    sizes and calls); a lone best point past which the curve came down (`past_its_peak`) is
+    that too, the next best its interval's low end. A GPU's plateau keeps its median: its
+    points move with the clock."""
     out = []
     for dtype, g in rows[rows.flop_per_s > 0].groupby("dtype"):
         v = g.flop_per_s.to_numpy(float)
         top = top_plateau(v)
+        host = bool(best_timed(g).all())
+        if host and top.sum() == 1 and past_its_peak(g, top):
+            top = v >= np.sort(v)[-MIN_POINTS]  # the peak and the next best: its interval
         plateau = v[top]
         if plateau.size < MIN_POINTS:
             out.append(_missing(ceiling, "FLOP/s", f"a single point on the top plateau of {what}"
                                 " (a ceiling needs at least two)", dtype))
             continue
-        if best_timed(g).all():
+        if host:
             out.append(_row(ceiling, float(plateau.max()), "FLOP/s",
                             f"best point of the top plateau of {what} (host-clocked); interval: "
                             "the plateau's range", int(plateau.size), dtype,
@@ -306,12 +323,32 @@ def fit(ds: Dataset) -> pd.DataFrame:
 
 
 def lookup(ceilings: pd.DataFrame, system: str, ceiling: str, dtype=None) -> pd.Series | None:
-    """The fitted row of one ceiling (None when absent or not fitted)."""
-    c = ceilings[(ceilings.system == system) & (ceilings.ceiling == ceiling)
-                 & ceilings.value.notna()]
-    if dtype is not None:
-        c = c[c.dtype == dtype]
-    return None if c.empty else c.iloc[0]
+    """The fitted row of one ceiling (None when absent or not fitted); with dtype None, the
+    first fitted row of any dtype."""
+    return _fitted_index(ceilings).get((system, ceiling, dtype))
+
+
+# id(table) -> (weak reference, row count, index): the placements step looks up thousands of
+# ceilings in one table, and a boolean mask per lookup took 2.7 s of a 2-core VM's 3.4 (9 s of
+# the H200 node's aggregate steps, on their critical path). Tables are never edited in place.
+_INDEXES: dict[int, tuple] = {}
+
+
+def _fitted_index(ceilings: pd.DataFrame) -> dict:
+    """(system, ceiling, dtype or None for any) -> the first fitted row, built once per table."""
+    key = id(ceilings)
+    hit = _INDEXES.get(key)
+    if hit is not None and hit[0]() is ceilings and hit[1] == len(ceilings):
+        return hit[2]
+    index: dict = {}
+    for _, row in ceilings[ceilings.value.notna()].iterrows():
+        dtype = row.get("dtype")
+        if isinstance(dtype, str):
+            index.setdefault((row.system, row.ceiling, dtype), row)
+        index.setdefault((row.system, row.ceiling, None), row)
+    _INDEXES[key] = (weakref.ref(ceilings, lambda _, key=key: _INDEXES.pop(key, None)),
+                     len(ceilings), index)
+    return index
 
 
 def value(ceilings, system, ceiling, dtype=None) -> float | None:
