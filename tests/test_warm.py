@@ -10,7 +10,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.types import RunMode
 
 from conftest import CONFIG_DIR
-from experiments.sweep import forkserver, warm
+from experiments.sweep import warm
 
 # a job's command line as the workflow writes it (workflow/rules/common.smk job_args)
 JOB = ["experiment=timing", "device=cpu", "dtype=float32", "host='vm'",
@@ -45,8 +45,8 @@ def test_preloading_goes_one_step_at_a_time_and_skips_what_fails(tmp_path, monke
     (tmp_path / "warm_probe.py").write_text(
         "DONE = []\n\ndef work():\n    for i in range(2):\n        DONE.append(i)\n        yield\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    steps = forkserver.steps(["json", "no_such_module_here", "warm_probe:work",
-                              "warm_probe:no_such_function", forkserver.EXPERIMENTS])
+    steps = warm.steps(["json", "no_such_module_here", "warm_probe:work",
+                              "warm_probe:no_such_function", warm.EXPERIMENTS])
     assert next(steps) == "json"
     assert next(steps) == "warm_probe:work"  # the import; its work not begun
     import warm_probe
@@ -64,7 +64,7 @@ def test_the_kernels_compiled_ahead_are_the_ones_the_jobs_call(run_experiment):
     """A job that called a kernel with other argument types than warm.signatures says would
     compile it again (seconds of every CPU job of bandwidth and intensity)."""
     pytest.importorskip("numba")
-    for _ in warm.cpu_kernels():
+    for _ in [*warm.cpu_kernels(), *warm.cpu_stream_float64()]:
         pass
     from experiments.kernels import cpu_fma, cpu_stream
 
@@ -81,3 +81,25 @@ def test_the_kernels_compiled_ahead_are_the_ones_the_jobs_call(run_experiment):
         assert set(rows.variant) == {"numba"}, rows.variant
     run_experiment("bandwidth", "bfloat16", ["experiment.sizes=[4096]"])  # filled in float32
     assert compiled() == ahead
+
+
+def test_numba_kernels_compile_before_ready_only_without_gpus(tmp_path, monkeypatch):
+    """On a CPU-only machine the first jobs are CPU jobs: the kernels compile before the server
+    says ready. With GPUs (whose jobs run first) they are the first thing loaded after it."""
+    before, after = warm.plan(gpus=False)
+    assert before[-len(warm.NUMBA):] == warm.NUMBA
+    assert not set(warm.NUMBA) & set(after)
+    before, after = warm.plan(gpus=True)
+    assert not set(warm.NUMBA) & set(before)
+    assert after[:len(warm.NUMBA)] == warm.NUMBA
+    gpus = tmp_path / "gpus"
+    gpus.mkdir()
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert not warm.nvidia_gpus(str(gpus))  # the driver lists none
+    assert not warm.nvidia_gpus(str(tmp_path / "no-driver"))
+    (gpus / "0000:19:00.0").mkdir()
+    assert warm.nvidia_gpus(str(gpus))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert not warm.nvidia_gpus(str(gpus))  # all hidden
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert warm.nvidia_gpus(str(gpus))

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import atexit
 import gc
-import importlib
 import json
 import os
 import select
@@ -40,40 +39,9 @@ import time
 from pathlib import Path
 
 from experiments.sweep import child
+from experiments.sweep.warm import NUMBA, PRELOAD, PRELOAD_LATER, plan, preload, steps
 
 ENV = "ROOFLAB_FORKSERVER"  # "hostname:socket path" of this run's server
-# What the jobs import, loaded once in the server. Nothing here may start a thread or touch a GPU
-# at import (a fork keeps only the forking thread; CUDA cannot be used after a fork).
-# First what every job needs (the server says "ready" after these), then, between requests,
-# what only some need: a job forked before those are in does it itself. Each name is a module,
-# EXPERIMENTS (every experiment module) or "module:function", a generator of work done ahead
-# (sweep/warm.py), one step at a time. A later step holds up a job asking meanwhile: big
-# packages come in parts (sympy, then dynamo).
-EXPERIMENTS = "experiments.*"
-PRELOAD = (
-    "torch", "numpy", "pandas", "pyarrow", "pyarrow.parquet", "tqdm", "omegaconf", "hydra",
-    "hydra.main", "hydra._internal.utils", "hydra._internal.hydra",
-    "hydra._internal.config_loader_impl", "experiments.core.config",
-    "experiments.core.runner", "experiments.core.store",
-    # the rest of what `python -m experiments` imports (a job imported them itself: 0.2 s)
-    "experiments.core.device", "experiments.sweep.checks", EXPERIMENTS,
-    "experiments.sweep.warm:compose_once", "experiments.sweep.warm:package_metadata",
-    "pynvml",  # a GPU job's NVML (imported, not initialised)
-    # the numba kernels of a CPU job of bandwidth or intensity, compiled: nothing is loaded
-    # while a CPU job measures (below), and on a CPU-only machine every job is one
-    "numba", "experiments.sweep.warm:cpu_kernels",
-)
-PRELOAD_LATER = (
-    # a workload job: the profiler, and what FlopCounterMode's first call imports (dynamo, sympy:
-    # about 1 s here, several on an H200 host)
-    "experiments.cli.place", "experiments.models", "torch.profiler", "sympy",
-    "torch.fx.experimental.symbolic_shapes", "torch.distributed.fsdp", "torch._dynamo",
-    # the analysis steps
-    "experiments.analysis.dataset", "scipy.optimize", "scipy.stats",
-    "experiments.analysis.roofline", "experiments.analysis.claims",
-    "experiments.analysis.placements", "matplotlib", "matplotlib.pyplot",
-    "experiments.report.figures", "experiments.report.render", "seaborn",
-)
 MAX_MESSAGE = 1 << 20
 IDLE_EXIT_S = 600.0  # no job running nor asked for this long: nobody will (a dry run's server)
 START_TIMEOUT_S = 60.0
@@ -155,33 +123,7 @@ def _commit(pending: int, ok: bool) -> int:
 
 # -- server -------------------------------------------------------------------------------------
 
-def steps(names):
-    """Preloading `names` (PRELOAD's kinds of name), one step per next(); a name that fails (an
-    optional package missing) is skipped: its jobs do what they need themselves."""
-    for name in names:
-        if name == EXPERIMENTS:
-            from experiments import experiment_names
-
-            yield from steps([f"experiments.{exp}" for exp in experiment_names()])
-            continue
-        module, _, function = name.partition(":")
-        try:
-            loaded = importlib.import_module(module)
-            work = getattr(loaded, function)() if function else ()
-            child.stamp_loaded()
-            yield name
-            for _ in work:
-                yield name
-        except Exception:
-            child.stamp_loaded()
-
-
-def preload(modules=PRELOAD) -> None:
-    for _ in steps(modules):
-        pass
-
-
-def serve(path: str, modules=PRELOAD, later=PRELOAD_LATER) -> None:
+def serve(path: str, modules=PRELOAD + NUMBA, later=PRELOAD_LATER) -> None:
     """Listen on `path`; fork one child per request. Returns when the parent process exits or on
     SIGTERM, ending the jobs still running."""
     parent, jobs = os.getppid(), {}  # jobs: pid -> (client connection, pidfd)
@@ -311,6 +253,7 @@ def _kill(pid: int) -> None:
 # -- the workflow's side ------------------------------------------------------------------------
 
 _SERVER: tuple | None = None  # (process, socket path) of the server launch() began
+_LAUNCHED: list[float] = []  # when launch() began it (time.monotonic())
 
 # Snakemake options under which it runs no job: no server for them. Short ones (-n, -l, -S, -D,
 # -t) count inside a group such as -np too.
@@ -344,6 +287,7 @@ def launch(python: str = sys.executable, modules: tuple = ()) -> None:
     proc = subprocess.Popen([python, "-m", "experiments.sweep.forkserver", path, *modules],
                             stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, bufsize=0)
     _SERVER = (proc, path)
+    _LAUNCHED.append(time.monotonic())
 
 
 def start(python: str = sys.executable, modules: tuple = ()) -> subprocess.Popen | None:
@@ -358,7 +302,8 @@ def start(python: str = sys.executable, modules: tuple = ()) -> subprocess.Popen
         return proc  # ready already
     # "ready" once its first imports are done (after whatever they print); a server that fails
     # or hangs leaves the jobs to run as plain processes
-    deadline = time.monotonic() + START_TIMEOUT_S
+    deadline = waited = time.monotonic()
+    deadline += START_TIMEOUT_S
     line = b"-"
     while line and line.strip() != b"ready":
         ready, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
@@ -367,6 +312,9 @@ def start(python: str = sys.executable, modules: tuple = ()) -> subprocess.Popen
         stop()
         return None
     os.environ[ENV] = f"{socket.gethostname()}:{path}"
+    # the sweep's log says what its start-up waited for: the server's imports, or Snakemake's DAG
+    print(f"rooflab: fork server ready {time.monotonic() - _LAUNCHED[-1]:.1f} s after its launch, "
+          f"{time.monotonic() - waited:.1f} s of them waited for here", file=sys.stderr)
     return proc
 
 
@@ -397,4 +345,4 @@ def _remove(path: str) -> None:
 
 
 if __name__ == "__main__":  # python -m experiments.sweep.forkserver SOCKET [MODULE ...]
-    serve(sys.argv[1], *((sys.argv[2:], ()) if sys.argv[2:] else (PRELOAD, PRELOAD_LATER)))
+    serve(sys.argv[1], *((sys.argv[2:], ()) if sys.argv[2:] else plan()))

@@ -1,13 +1,104 @@
-"""What the fork server does ahead for its jobs, beyond importing their modules (forkserver.py
-PRELOAD names these as "experiments.sweep.warm:<function>"). Each function is a generator, one
-step of work per next(): the server interleaves the steps with the jobs it forks, so a job asking
-meanwhile waits for one step at most.
+"""What the fork server (forkserver.py) loads and does ahead for its jobs: the modules they import
+(PRELOAD, NUMBA, PRELOAD_LATER: plan() orders them for this machine) and work named as
+"experiments.sweep.warm:<function>". Each function is a generator, one step of work per next():
+the server interleaves the steps with the jobs it forks, so a job asking meanwhile waits for one
+step at most.
 
 Nothing here changes what a job measures or records: a job finds done what it would otherwise
 do itself, the same way. Nothing here touches a GPU or starts a thread (the jobs are forked).
 """
 
 from __future__ import annotations
+
+import importlib
+import os
+from pathlib import Path
+
+from experiments.sweep import child
+
+# What the jobs import, loaded once in the server. Nothing here may start a thread or touch a GPU
+# at import (a fork keeps only the forking thread; CUDA cannot be used after a fork).
+# First what every job needs (the server says "ready" after these), then, between requests,
+# what only some need: a job forked before those are in does it itself. Each name is a module,
+# EXPERIMENTS (every experiment module) or "module:function", a generator of work done ahead
+# (below), one step at a time. A later step holds up a job asking meanwhile: big
+# packages come in parts (sympy, then dynamo).
+EXPERIMENTS = "experiments.*"
+PRELOAD = (
+    "torch", "numpy", "pandas", "pyarrow", "pyarrow.parquet", "tqdm", "omegaconf", "hydra",
+    "hydra.main", "hydra._internal.utils", "hydra._internal.hydra",
+    "hydra._internal.config_loader_impl", "experiments.core.config",
+    "experiments.core.runner", "experiments.core.store",
+    # the rest of what `python -m experiments` imports (a job imported them itself: 0.2 s)
+    "experiments.core.device", "experiments.sweep.checks", EXPERIMENTS,
+    "experiments.sweep.warm:compose_once", "experiments.sweep.warm:package_metadata",
+    "pynvml",  # a GPU job's NVML (imported, not initialised)
+)
+# The numba kernels of a CPU job of bandwidth or intensity, compiled (2.4 s of a 2-core VM):
+# before "ready" on a CPU-only machine, where every job is a CPU job and nothing is loaded while
+# one measures (forkserver.py); after it where there are GPUs, whose jobs the sweep runs first
+# (the measure rule's priority), so the kernels compile beside them, off the start-up (plan()).
+NUMBA = ("numba", "experiments.sweep.warm:cpu_kernels")
+PRELOAD_LATER = (
+    # a bandwidth job in float64 (not in the default sweep)
+    "experiments.sweep.warm:cpu_stream_float64",
+    # a workload job: the profiler, and what FlopCounterMode's first call imports (dynamo, sympy:
+    # about 1 s here, several on an H200 host)
+    "experiments.cli.place", "experiments.models", "torch.profiler", "sympy",
+    "torch.fx.experimental.symbolic_shapes", "torch.distributed.fsdp", "torch._dynamo",
+    # the analysis steps
+    "experiments.analysis.dataset", "scipy.optimize", "scipy.stats",
+    "experiments.analysis.roofline", "experiments.analysis.claims",
+    "experiments.analysis.placements", "matplotlib", "matplotlib.pyplot",
+    "experiments.report.figures", "experiments.report.render", "seaborn",
+    "experiments.report.interactive",  # bokeh: ~1 s of the report step
+)
+
+
+def steps(names):
+    """Preloading `names` (PRELOAD's kinds of name), one step per next(); a name that fails (an
+    optional package missing) is skipped: its jobs do what they need themselves."""
+    for name in names:
+        if name == EXPERIMENTS:
+            from experiments import experiment_names
+
+            yield from steps([f"experiments.{exp}" for exp in experiment_names()])
+            continue
+        module, _, function = name.partition(":")
+        try:
+            loaded = importlib.import_module(module)
+            work = getattr(loaded, function)() if function else ()
+            child.stamp_loaded()
+            yield name
+            for _ in work:
+                yield name
+        except Exception:
+            child.stamp_loaded()
+
+
+def preload(modules=PRELOAD) -> None:
+    for _ in steps(modules):
+        pass
+
+
+def nvidia_gpus(proc: str = "/proc/driver/nvidia/gpus") -> bool:
+    """Whether CUDA may see an NVIDIA GPU here, read without initialising anything (the server
+    must not touch CUDA): the driver lists one, and CUDA_VISIBLE_DEVICES does not hide them all."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return False
+    try:
+        return any(Path(proc).iterdir())
+    except OSError:
+        return False
+
+
+def plan(gpus: bool | None = None) -> tuple[tuple, tuple]:
+    """(what the server loads before "ready", what it loads after): NUMBA's kernels before on a
+    CPU-only machine, first after where GPU jobs run first."""
+    gpus = nvidia_gpus() if gpus is None else gpus
+    return (PRELOAD, NUMBA + PRELOAD_LATER) if gpus else (PRELOAD + NUMBA, PRELOAD_LATER)
+
 
 JOB_DTYPES = ("float32", "float64")  # the CPU kernels' dtypes (numba has no half arithmetic)
 
@@ -52,10 +143,12 @@ def signatures(dtype: str) -> dict:
 
 
 def cpu_kernels():
-    """Compile the numba CPU kernels (bandwidth's and intensity's) for float32 and float64, one
-    kernel a step. A job compiled each at its first call (importing numba 0.5 s, each kernel
-    0.2-0.9 s, in every CPU job of bandwidth and intensity); one forked after finds them compiled:
-    the same code, for the same signatures and CPU features (set when the modules load)."""
+    """Compile the numba CPU kernels of the default sweep's CPU jobs, one kernel a step:
+    intensity's in float32 and float64, bandwidth's in float32 (its other default dtype,
+    bfloat16, streams with torch). A job compiled each at its first call (importing numba 0.5 s,
+    each kernel 0.1-0.4 s, in every CPU job of bandwidth and intensity); one forked after finds
+    them compiled: the same code, for the same signatures and CPU features (set when the
+    modules load)."""
     import numpy as np
 
     from experiments.kernels import cpu_fma, cpu_stream
@@ -65,5 +158,16 @@ def cpu_kernels():
         yield cpu_stream._fill.compile(sig["fill"])  # every CPU job of bandwidth and intensity
         chain = cpu_fma.chain_kernel(cpu_fma.lanes(np.dtype(dtype).itemsize))
         yield chain.compile(sig["chain"])
-        for kernel in cpu_stream.KERNELS.values():
-            yield kernel.compile(sig["stream"])
+    yield from _stream_kernels("float32")
+
+
+def cpu_stream_float64():
+    """bandwidth's float64 kernels (a sweep that asks for float64 bandwidth), one a step."""
+    yield from _stream_kernels("float64")
+
+
+def _stream_kernels(dtype: str):
+    from experiments.kernels import cpu_stream
+
+    for kernel in cpu_stream.KERNELS.values():
+        yield kernel.compile(signatures(dtype)["stream"])

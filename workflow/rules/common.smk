@@ -144,6 +144,14 @@ def job_threads(wildcards):
     return all_cores() - len(parse_cpus(pins[1])) if pins else all_cores()
 
 
+def measure_priority(wildcards):
+    """GPU jobs first, then the CPU's (which take every core, so the two phases never overlap
+    unless cpu_gpu_overlap). The GPU jobs need no numba kernels: the fork server compiles them
+    beside those jobs instead of before the first (sweep/forkserver.py plan()), and loads what
+    the CPU's workload jobs import (dynamo: 3.6 s of the first one on the H200 node, CPU first)."""
+    return 0 if wildcards.device == "cpu" else 1
+
+
 def pin_cpus(wildcards):
     """The job's CPUs: its side of overlap_cpus(), else all. A resource, not a param: the
     machine's core count is not a sweep value, and a change of it reruns nothing."""

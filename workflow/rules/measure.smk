@@ -24,6 +24,7 @@ rule measure:
     # (of its pool: the job locks whichever is free), and a job between GPUs (peer_copy,
     # collectives) all of them (it locks every one).
     threads: job_threads
+    priority: measure_priority
     resources:
         pin_cpus=pin_cpus,
         **{devicenames.resource(slug): (lambda wildcards, s=slug: device_units(wildcards, s))
