@@ -44,6 +44,13 @@ def build(src: Path, out: Path) -> None:
     flags = ["-O3", "-march=native", "-fopenmp"]
     subprocess.run(["gcc", *flags, "-mcmodel=medium", f"-DSTREAM_ARRAY_SIZE={n}", "-DNTIMES=20",
                     str(src / "STREAM" / "stream.c"), "-o", str(out / "stream")], check=True)
+    if "avx512f" in Path("/proc/cpuinfo").read_text():
+        # a diagnostic beside it: STREAM at rooflab's vector width (gcc tunes -march=native on
+        # Intel's AVX-512 servers and Zen 4 to 256-bit vectors; rooflab's kernels store whole
+        # 64-byte lines with 512-bit ones, kernels/numba_host.py)
+        subprocess.run(["gcc", *flags, "-mprefer-vector-width=512", "-mcmodel=medium",
+                        f"-DSTREAM_ARRAY_SIZE={n}", "-DNTIMES=20", str(src / "STREAM" / "stream.c"),
+                        "-o", str(out / "stream512")], check=True)
     mix = src / "mixbench" / "mixbench-cpu"
     (out / "version_info.h").write_text('#define VERSION_INFO "rooflab-peers"\n')
     subprocess.run(["g++", "-std=c++17", *flags, "-funroll-loops",
@@ -52,12 +59,13 @@ def build(src: Path, out: Path) -> None:
     print(f"built STREAM ({n} doubles per array) and mixbench-cpu in {out}")
 
 
-def _stream(build_dir: Path, threads: int) -> dict:
-    text = subprocess.run([str(build_dir / "stream")], env=_omp_env(threads), check=True,
+def _stream(build_dir: Path, threads: int, binary: str = "stream", suffix: str = "") -> dict:
+    text = subprocess.run([str(build_dir / binary)], env=_omp_env(threads), check=True,
                           capture_output=True, text=True).stdout
     rates = {m[1].lower(): float(m[2]) * 1e6 for m in
              re.finditer(r"^(Copy|Scale|Add|Triad):\s+([\d.]+)", text, re.M)}
-    return {"stream_" + k: v for k, v in rates.items()} | {"stream_log": text[-1500:]}
+    return {f"stream_{k}{suffix}": v for k, v in rates.items()} | {
+        f"stream{suffix}_log": text[-1500:]}
 
 
 THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
@@ -131,6 +139,8 @@ def peers(build_dir: Path, out: Path) -> None:
     res = {"threads": threads, "load_before": os.getloadavg()[0]}
     res |= _stream(build_dir, threads)
     res |= _stream_huge(build_dir, threads)
+    if (build_dir / "stream512").exists():  # the diagnostic build (build())
+        res |= _stream(build_dir, threads, "stream512", "_512")
     res |= _mixbench(build_dir, threads)
     res |= _torch_mm()
     res["load_after"] = os.getloadavg()[0]
@@ -154,9 +164,9 @@ def table(out: Path, ceilings: Path) -> None:
     c = pd.read_parquet(ceilings)
     c = c[(c.device_kind == "cpu") & (c.source == "run")]
     rows = []
-    # the huge-page STREAM (a diagnostic: _stream_huge) is shown where it ran
-    extra = [("dram_bw", None, "stream_triad_huge", 0.95, 1.05)] if "stream_triad_huge" in res \
-        else []
+    # the diagnostic STREAMs (huge pages: _stream_huge; 512-bit vectors: build()) where they ran
+    extra = [("dram_bw", None, key, 0.95, 1.05) for key in ("stream_triad_huge", "stream_triad_512")
+             if key in res]
     for ceiling, dtype, key, lo, hi in PAIRS + extra:
         if key not in res:  # not run here (torch.mm float16 where the CPU has no half arithmetic)
             continue

@@ -39,5 +39,6 @@ cp "$RESULTS/measurements.parquet" "$OUT/"; cp "$RESULTS/report.html" "$OUT/" 2>
 [ -f "$OUT/peers.json" ] && python3 bench/cpu_peers.py table "$OUT" "$OUT/ceilings.parquet"
 # at most 8 files come back from a device call: the logs travel as one
 cp -r "$RESULTS/logs" "$OUT/joblogs"  # each job's own log (its points' timings)
-(cd "$OUT" && tar czf logs.tgz build.log load.txt gaps.log sweep.log report.html joblogs &&
-  rm -r build.log load.txt gaps.log sweep.log report.html joblogs)
+cp -r "$RESULTS/measurements" "$OUT/jobfiles"  # per-job files: their metadata says each start
+(cd "$OUT" && tar czf logs.tgz build.log load.txt gaps.log sweep.log report.html joblogs jobfiles &&
+  rm -r build.log load.txt gaps.log sweep.log report.html joblogs jobfiles)
