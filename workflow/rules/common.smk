@@ -147,9 +147,12 @@ def job_threads(wildcards):
 def measure_priority(wildcards):
     """GPU jobs first, then the CPU's (which take every core, so the two phases never overlap
     unless cpu_gpu_overlap). The GPU jobs need no numba kernels: the fork server compiles them
-    beside those jobs instead of before the first (sweep/forkserver.py plan()), and loads what
-    the CPU's workload jobs import (dynamo: 3.6 s of the first one on the H200 node, CPU first)."""
-    return 0 if wildcards.device == "cpu" else 1
+    beside those jobs instead of before the first (sweep/warm.py plan()), and meanwhile loads
+    what workload jobs import (dynamo, sympy): those come last of a GPU's jobs (on the H200 node
+    the first ones, started before it was in, took 4.5-6.4 s to their first row)."""
+    if wildcards.device == "cpu":
+        return 0
+    return 1 if wildcards.experiment == "workload" else 2
 
 
 def pin_cpus(wildcards):
