@@ -123,8 +123,11 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    # a zombie is dead: the server reaps it
-    return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] != "Z"
+    # a zombie is dead: the server reaps it (and may, between the two reads)
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 @pytest.mark.system

@@ -129,9 +129,9 @@ def _holder(path: Path) -> str:
 def context_ahead(name: str, all_gpus: bool = False) -> float | None:
     """Make the CUDA context of a job's one GPU before it waits for that GPU's lock, and return
     the seconds that took (None where the GPU is not known before the lock: the CPU, a pool).
-    Making a context launches nothing on the GPU; it is ~0.x s of driver work that the GPU's
-    previous job would otherwise wait through, in each of a sweep's ~30 GPU jobs. The measuring
-    job beside it was seen undisturbed (docs/benchmarks.md)."""
+    Making a context launches nothing on the GPU: 0.11-0.35 s of driver work on the H200 node
+    that the GPU's previous job would otherwise wait through, in each of a sweep's ~30 GPU jobs.
+    A job measuring beside it kept its medians (docs/benchmarks.md)."""
     devs = resolve_pool(name)
     if all_gpus or len(devs) != 1 or devs[0].type != "cuda":
         return None

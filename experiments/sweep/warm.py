@@ -40,8 +40,6 @@ PRELOAD = (
 # (the measure rule's priority), so the kernels compile beside them, off the start-up (plan()).
 NUMBA = ("numba", "experiments.sweep.warm:cpu_kernels")
 PRELOAD_LATER = (
-    # a bandwidth job in float64 (not in the default sweep)
-    "experiments.sweep.warm:cpu_stream_float64",
     # a workload job: the profiler, and what FlopCounterMode's first call imports (dynamo, sympy:
     # about 1 s here, several on an H200 host)
     "experiments.cli.place", "experiments.models", "torch.profiler", "sympy",
@@ -145,10 +143,10 @@ def signatures(dtype: str) -> dict:
 def cpu_kernels():
     """Compile the numba CPU kernels of the default sweep's CPU jobs, one kernel a step:
     intensity's in float32 and float64, bandwidth's in float32 (its other default dtype,
-    bfloat16, streams with torch). A job compiled each at its first call (importing numba 0.5 s,
-    each kernel 0.1-0.4 s, in every CPU job of bandwidth and intensity); one forked after finds
-    them compiled: the same code, for the same signatures and CPU features (set when the
-    modules load)."""
+    bfloat16, streams with torch; a float64 bandwidth job, not in it, compiles its own). A job
+    compiled each at its first call (importing numba 0.5 s, each kernel 0.1-0.4 s, in every CPU
+    job of bandwidth and intensity); one forked after finds them compiled: the same code, for
+    the same signatures and CPU features (set when the modules load)."""
     import numpy as np
 
     from experiments.kernels import cpu_fma, cpu_stream
@@ -158,16 +156,5 @@ def cpu_kernels():
         yield cpu_stream._fill.compile(sig["fill"])  # every CPU job of bandwidth and intensity
         chain = cpu_fma.chain_kernel(cpu_fma.lanes(np.dtype(dtype).itemsize))
         yield chain.compile(sig["chain"])
-    yield from _stream_kernels("float32")
-
-
-def cpu_stream_float64():
-    """bandwidth's float64 kernels (a sweep that asks for float64 bandwidth), one a step."""
-    yield from _stream_kernels("float64")
-
-
-def _stream_kernels(dtype: str):
-    from experiments.kernels import cpu_stream
-
     for kernel in cpu_stream.KERNELS.values():
-        yield kernel.compile(signatures(dtype)["stream"])
+        yield kernel.compile(signatures("float32")["stream"])
