@@ -42,15 +42,16 @@ def build(src: Path, out: Path) -> None:
     _, llc = _machine()
     n = max(100_000_000, 8 * llc // 8)  # doubles per array
     flags = ["-O3", "-march=native", "-fopenmp"]
-    subprocess.run(["gcc", *flags, "-mcmodel=medium", f"-DSTREAM_ARRAY_SIZE={n}", "-DNTIMES=20",
-                    str(src / "STREAM" / "stream.c"), "-o", str(out / "stream")], check=True)
+    streams = {"stream": []}
     if "avx512f" in Path("/proc/cpuinfo").read_text():
         # a diagnostic beside it: STREAM at rooflab's vector width (gcc tunes -march=native on
-        # Intel's AVX-512 servers and Zen 4 to 256-bit vectors; rooflab's kernels store whole
-        # 64-byte lines with 512-bit ones, kernels/numba_host.py)
-        subprocess.run(["gcc", *flags, "-mprefer-vector-width=512", "-mcmodel=medium",
-                        f"-DSTREAM_ARRAY_SIZE={n}", "-DNTIMES=20", str(src / "STREAM" / "stream.c"),
-                        "-o", str(out / "stream512")], check=True)
+        # Intel's AVX-512 servers to 256-bit vectors; rooflab's kernels store whole 64-byte
+        # lines with 512-bit ones, kernels/numba_host.py)
+        streams["stream512"] = ["-mprefer-vector-width=512"]
+    for name, extra in streams.items():
+        subprocess.run(["gcc", *flags, *extra, "-mcmodel=medium", f"-DSTREAM_ARRAY_SIZE={n}",
+                        "-DNTIMES=20", str(src / "STREAM" / "stream.c"), "-o", str(out / name)],
+                       check=True)
     mix = src / "mixbench" / "mixbench-cpu"
     (out / "version_info.h").write_text('#define VERSION_INFO "rooflab-peers"\n')
     subprocess.run(["g++", "-std=c++17", *flags, "-funroll-loops",

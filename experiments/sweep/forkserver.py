@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 from experiments.sweep import child
-from experiments.sweep.warm import NUMBA, PRELOAD, PRELOAD_LATER, plan, preload, steps
+from experiments.sweep.warm import plan, preload, steps
 
 ENV = "ROOFLAB_FORKSERVER"  # "hostname:socket path" of this run's server
 MAX_MESSAGE = 1 << 20
@@ -123,9 +123,13 @@ def _commit(pending: int, ok: bool) -> int:
 
 # -- server -------------------------------------------------------------------------------------
 
-def serve(path: str, modules=PRELOAD + NUMBA, later=PRELOAD_LATER) -> None:
-    """Listen on `path`; fork one child per request. Returns when the parent process exits or on
+def serve(path: str, modules=None, later=None) -> None:
+    """Listen on `path`; fork one child per request, after loading `modules` (and `later` between
+    requests; both default to this machine's plan()). Returns when the parent process exits or on
     SIGTERM, ending the jobs still running."""
+    if modules is None:
+        modules, later = plan()
+    later = () if later is None else later
     parent, jobs = os.getppid(), {}  # jobs: pid -> (client connection, pidfd)
     cpu_jobs: set[int] = set()  # jobs measuring on the CPU: no loading beside them
 
@@ -252,8 +256,8 @@ def _kill(pid: int) -> None:
 
 # -- the workflow's side ------------------------------------------------------------------------
 
-_SERVER: tuple | None = None  # (process, socket path) of the server launch() began
-_LAUNCHED: list[float] = []  # when launch() began it (time.monotonic())
+# (process, socket path, time.monotonic() at launch) of the server launch() began
+_SERVER: tuple | None = None
 
 # Snakemake options under which it runs no job: no server for them. Short ones (-n, -l, -S, -D,
 # -t) count inside a group such as -np too.
@@ -277,7 +281,7 @@ def usable() -> bool:
 
 def launch(python: str = sys.executable, modules: tuple = ()) -> None:
     """Start the server without waiting for it (the Snakefile, while Snakemake goes on parsing and
-    building its DAG); `modules` to preload instead of PRELOAD and PRELOAD_LATER."""
+    building its DAG); `modules` to preload instead of warm.plan()'s."""
     global _SERVER
     if _SERVER is not None or not usable():
         return
@@ -286,8 +290,7 @@ def launch(python: str = sys.executable, modules: tuple = ()) -> None:
     # unbuffered: start() reads it line by line behind select(), which sees no Python buffer
     proc = subprocess.Popen([python, "-m", "experiments.sweep.forkserver", path, *modules],
                             stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, bufsize=0)
-    _SERVER = (proc, path)
-    _LAUNCHED.append(time.monotonic())
+    _SERVER = (proc, path, time.monotonic())
 
 
 def start(python: str = sys.executable, modules: tuple = ()) -> subprocess.Popen | None:
@@ -297,13 +300,13 @@ def start(python: str = sys.executable, modules: tuple = ()) -> subprocess.Popen
     launch(python, modules)
     if _SERVER is None:
         return None
-    proc, path = _SERVER
+    proc, path, launched = _SERVER
     if os.environ.get(ENV, "").endswith(":" + path):
         return proc  # ready already
     # "ready" once its first imports are done (after whatever they print); a server that fails
     # or hangs leaves the jobs to run as plain processes
-    deadline = waited = time.monotonic()
-    deadline += START_TIMEOUT_S
+    waited = time.monotonic()
+    deadline = waited + START_TIMEOUT_S
     line = b"-"
     while line and line.strip() != b"ready":
         ready, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
@@ -313,7 +316,7 @@ def start(python: str = sys.executable, modules: tuple = ()) -> subprocess.Popen
         return None
     os.environ[ENV] = f"{socket.gethostname()}:{path}"
     # the sweep's log says what its start-up waited for: the server's imports, or Snakemake's DAG
-    print(f"rooflab: fork server ready {time.monotonic() - _LAUNCHED[-1]:.1f} s after its launch, "
+    print(f"rooflab: fork server ready {time.monotonic() - launched:.1f} s after its launch, "
           f"{time.monotonic() - waited:.1f} s of them waited for here", file=sys.stderr)
     return proc
 
@@ -323,7 +326,7 @@ def stop() -> None:
     global _SERVER
     if _SERVER is None:
         return
-    (proc, path), _SERVER = _SERVER, None
+    (proc, path, _), _SERVER = _SERVER, None
     os.environ.pop(ENV, None)
     proc.terminate()
     try:
@@ -345,4 +348,4 @@ def _remove(path: str) -> None:
 
 
 if __name__ == "__main__":  # python -m experiments.sweep.forkserver SOCKET [MODULE ...]
-    serve(sys.argv[1], *((sys.argv[2:], ()) if sys.argv[2:] else plan()))
+    serve(sys.argv[1], *((sys.argv[2:], ()) if sys.argv[2:] else ()))
