@@ -11,7 +11,7 @@
 # nothing else runs (load before and after in peers.json), then prints the side-by-side table.
 # Files under $OUT: peers.json, gaps.json (bench/cpu_gaps.py; GAPS=0 skips it), ceilings.parquet,
 # claims.parquet, measurements.parquet, cpu_peers.csv, times.txt, logs.tgz (build, load, gaps,
-# sweep and job logs).
+# shadow (bench/cpu_shadow.py; SHADOW=0 skips it), sweep and job logs).
 python3 -m pip install -q --no-index --find-links .whl snakemake hydra-core || exit 1
 python3 -c "import numba" || { echo "numba is missing: install it from .peers-whl first"; exit 1; }
 set -euo pipefail
@@ -30,6 +30,9 @@ if [ "${RUN_PEERS:-1}" = 1 ]; then  # RUN_PEERS=0: the sweep alone (its time, it
   python3 bench/cpu_peers.py build "${PEERS:-.peers}" "$OUT/peers-build" > "$OUT/build.log" 2>&1
   python3 bench/cpu_peers.py peers "$OUT/peers-build" "$OUT" 2>&1 | tail -2
 else echo "peers skipped" > "$OUT/build.log"; fi
+if [ "${SHADOW:-1}" = 1 ]; then  # an LLC shadow past 4x the LLC? (bench/cpu_shadow.py)
+  python3 bench/cpu_shadow.py "$OUT" > "$OUT/shadow.log" 2>&1 || true; cat "$OUT/shadow.log"
+else echo "shadow skipped" > "$OUT/shadow.log"; fi
 if [ "${GAPS:-1}" = 1 ]; then
   python3 bench/cpu_gaps.py "$OUT" > "$OUT/gaps.log" 2>&1 || tail -5 "$OUT/gaps.log"
 else echo "gaps skipped" > "$OUT/gaps.log"; fi
@@ -40,5 +43,7 @@ cp "$RESULTS/measurements.parquet" "$OUT/"; cp "$RESULTS/report.html" "$OUT/" 2>
 # at most 8 files come back from a device call: the logs travel as one
 cp -r "$RESULTS/logs" "$OUT/joblogs"  # each job's own log (its points' timings)
 cp -r "$RESULTS/measurements" "$OUT/jobfiles"  # per-job files: their metadata says each start
-(cd "$OUT" && tar czf logs.tgz build.log load.txt gaps.log sweep.log report.html joblogs jobfiles &&
-  rm -r build.log load.txt gaps.log sweep.log report.html joblogs jobfiles)
+touch "$OUT/shadow.json"
+(cd "$OUT" && tar czf logs.tgz build.log load.txt gaps.log shadow.log shadow.json sweep.log \
+  report.html joblogs jobfiles &&
+  rm -r build.log load.txt gaps.log shadow.log shadow.json sweep.log report.html joblogs jobfiles)

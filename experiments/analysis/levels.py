@@ -3,14 +3,13 @@ curve (the methods: analysis/roofline.py's docstring), and a GPU's L1 from the l
 
 CPU windows use the cache that the measuring threads hold together (device facts
 extra.cache_total_bytes: private L1/L2 add up over cores), where the facts have it.
-DRAM is the curve's asymptote: each op's points of the DRAM window no faster than DRAM_CAP x the
-median of its own largest working set's points; the ceiling is the plateau of the op that moves
-the most there (each op's top plateau, the highest median: STREAM's headline is its triad). On a
+DRAM is the curve's asymptote: the ceiling is the plateau of the op that moves the most in the
+DRAM window (each op's top plateau, the highest value: STREAM's headline is its triad). On a
 CPU a written line is first read (write-allocate), traffic no op counts: copy, scale and x + 1
 write one line per line read, triad and add one per two, so their counted bandwidth sits below
-DRAM's.
-A working set a few times the LLC still reads partly from it (on a 2-core VM with a 32 MB L3,
-200 MB read 50-53 GB/s, 0.5-0.8 GB 33-36, STREAM's triad 32-33).
+DRAM's. A GPU's points there count only if no faster than DRAM_CAP x the median of their op's
+largest working set (faster ones still read partly from the last cache); a host-clocked CPU's
+all count (`past_shadow` says why). Each value: plateaus.plateau_value.
 Rows of a NUMA node alone (params scope "numa<N>", bandwidth experiment) give dram_bw_numa<N>.
 """
 
@@ -22,8 +21,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from experiments.analysis.plateaus import (MIN_POINTS, bootstrap_median, ceiling_row, missing_row,
-                                           top_plateau)
+from experiments.analysis.plateaus import (MIN_POINTS, best_timed, bootstrap_median, ceiling_row,
+                                           missing_row, plateau_value, top_plateau)
 
 STEP = 1.15  # a cache plateau must stand this much above the next level's
 RESIDENT, PAST, DRAM_PAST = 0.5, 2.0, 4.0
@@ -86,19 +85,29 @@ def fit_bandwidth(rows: pd.DataFrame, facts: dict, pooled: bool = False) -> list
     return out
 
 
-def fastest_op(ops: np.ndarray, ws: np.ndarray, bw: np.ndarray) -> tuple[np.ndarray, str | None]:
-    """(mask of its points past the LLC's shadow, name) of the op whose top plateau there is
-    highest, of the ops with a plateau of MIN_POINTS; each op's shadow is judged on its own
-    largest working set (a copy's 30 GB/s would cut a triad's 40); (None, None) where no op has
-    such a plateau."""
+def fastest_op(ops: np.ndarray, ws: np.ndarray, bw: np.ndarray,
+               host: bool) -> tuple[np.ndarray, str | None]:
+    """(mask of its points past the LLC's shadow, name) of the op whose top plateau there stands
+    highest (plateau_value), of the ops with a plateau of MIN_POINTS; (None, None) where no op has
+    such a plateau. A GPU's ops have each their shadow judged on their own largest working set (a
+    copy's 30 GB/s would cut a triad's 40); a host-clocked CPU's are not (`past_shadow`)."""
     best, mask, name = -math.inf, None, None
     for op in np.unique(ops):
         mine = ops == op
-        mine[mine] = below_shadow(ws[mine], bw[mine])
-        top = top_plateau(bw[mine])
-        if top.sum() >= MIN_POINTS and np.median(bw[mine][top]) > best:
-            best, mask, name = float(np.median(bw[mine][top])), mine, str(op)
+        mine[mine] = past_shadow(ws[mine], bw[mine], host)
+        top = top_plateau(bw[mine], host)
+        if top.sum() >= MIN_POINTS and plateau_value(bw[mine][top], host)[0] > best:
+            best, mask, name = plateau_value(bw[mine][top], host)[0], mine, str(op)
     return mask, name
+
+
+def past_shadow(ws: np.ndarray, bw: np.ndarray, host: bool) -> np.ndarray:
+    """The DRAM window's points past the LLC's shadow. A GPU's: `below_shadow`. A host-clocked
+    CPU's: all of them. The window starts at DRAM_PAST x the LLC, and on the 2-core VM (32 MB L3)
+    the triad's best reached the same 45-48 GB/s from 3x to 71x the L3 (60 calls per size,
+    interleaved); its points there differ by when they ran, not by their size, and a cut against
+    the largest size's point (one moment) drops every point that caught a quiet one."""
+    return np.ones(ws.size, bool) if host else below_shadow(ws, bw)
 
 
 def fit_levels(rows: pd.DataFrame, facts: dict, pooled: bool = False) -> list[dict]:
@@ -106,6 +115,7 @@ def fit_levels(rows: pd.DataFrame, facts: dict, pooled: bool = False) -> list[di
     if pts.empty:
         return [missing_row("dram_bw", "B/s", "no ok bandwidth rows")]
     ws, bw = pts.working_set_bytes.to_numpy(float), pts.byte_per_s.to_numpy(float)
+    host = bool(best_timed(pts).all())
     how = "cache sizes from device facts" if facts.get("cache_bytes") or facts.get(
         "llc_bytes") else "no cache sizes in metadata: DRAM = the top two octaves of size"
     fitted, op = [], None
@@ -118,12 +128,12 @@ def fit_levels(rows: pd.DataFrame, facts: dict, pooled: bool = False) -> list[di
             continue
         if name == "dram_bw":  # the asymptote, not the LLC's shadow; the fastest op's
             idx = np.flatnonzero(inside)
-            fastest, op = fastest_op(pts.op.to_numpy(str)[idx], ws[idx], bw[idx]) \
+            fastest, op = fastest_op(pts.op.to_numpy(str)[idx], ws[idx], bw[idx], host) \
                 if not pooled and "op" in pts else (None, None)
             if fastest is None:
-                fastest = below_shadow(ws[idx], bw[idx])
+                fastest = past_shadow(ws[idx], bw[idx], host)
             inside[idx[~fastest]] = False
-        top = top_plateau(bw[inside])
+        top = top_plateau(bw[inside], host)
         plateau, on = bw[inside][top], ws[inside][top]
         if np.unique(on).size < 2 and name != "dram_bw":
             fitted.append(missing_row(name, "B/s", "plateau spans a single size") | extra)
@@ -132,12 +142,11 @@ def fit_levels(rows: pd.DataFrame, facts: dict, pooled: bool = False) -> list[di
             fitted.append(missing_row(name, "B/s", "a single point on the plateau") | extra)
             continue
         whose = f" of {op}" if op and name == "dram_bw" else ""
+        value, ci, method = plateau_value(plateau, host, whose)
         # ws_min/ws_max: the sizes the plateau spans (inside the level's window)
-        fitted.append(ceiling_row(name, float(np.median(plateau)), "B/s",
-                                  f"median of the top plateau{whose} ({how})", int(plateau.size),
-                                  ci=bootstrap_median(plateau), points=pts[inside][top],
-                                  ws_min=float(on.min()), ws_max=float(on.max()),
-                                  capacity_bytes=cap))
+        fitted.append(ceiling_row(name, value, "B/s", f"{method} ({how})", int(plateau.size),
+                                  ci=ci, points=pts[inside][top], ws_min=float(on.min()),
+                                  ws_max=float(on.max()), capacity_bytes=cap))
     # Keep a cache level only where the curve steps up above the next (larger) kept level.
     kept, below = [], None
     for r in reversed(fitted):

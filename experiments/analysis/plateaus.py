@@ -1,5 +1,6 @@
-"""What every fit of a ceiling shares: the top plateau of a curve, the bootstrap interval of its
-median, and the row a ceiling (fitted or not) becomes. analysis/roofline.py says the methods."""
+"""What every fit of a ceiling shares: the top plateau of a curve, the value it stands for (its
+median with a bootstrap interval; on a CPU timed by the host's clock, its best point), and the
+row a ceiling (fitted or not) becomes. analysis/roofline.py says the methods."""
 
 from __future__ import annotations
 
@@ -18,6 +19,17 @@ _RNG = "rng" if "rng" in inspect.signature(stats.bootstrap).parameters else "ran
 # Conditions a plateau's points ran at (medians), where the rows recorded them.
 CONDITIONS = ("sm_clock_mhz", "power_w")
 MIN_POINTS = 2  # no ceiling from a single point
+HOST_CLOCK = "perf_counter"  # the timer of the CPU kernels' points (core/timer.py)
+
+
+def best_timed(rows) -> "pd.Series":
+    """Per row: a CPU point timed by the host's clock, with a best time (roofline.fit_view)."""
+    import pandas as pd
+
+    if "time_s_min" not in rows or rows.empty:
+        return pd.Series(False, index=rows.index)
+    return ((rows.device_kind == "cpu") & (rows.timer == HOST_CLOCK) & (rows.time_s_min > 0)
+            & (rows.time_s > 0)).fillna(False).astype(bool)
 
 
 def bootstrap_median(values) -> tuple[float, float]:
@@ -35,10 +47,29 @@ def bootstrap_median(values) -> tuple[float, float]:
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
-def top_plateau(values) -> np.ndarray:
-    """Mask of the points on the top plateau of a curve."""
+def plateau_value(values, host: bool, of: str = "") -> tuple[float, tuple[float, float], str]:
+    """(value, interval, method) of a plateau's points (`of`: " of triad", say). Host-clocked CPU points: the best point,
+    the plateau's range as its interval. Their rates are best times already (fit_view), and load
+    only ever slows one: on the 2-core VM, triad points of one size read 22 to 47 GB/s seconds
+    apart as its neighbours came and went, at every working set from 3x to 71x the LLC (medians
+    27-28, bests 45-48), so a median over points reads how busy the neighbours were. STREAM and
+    mixbench-cpu report their best too. A GPU's plateau keeps its median: its spread is the
+    device's own (clocks moving under the power cap), which a ceiling must not hide."""
     v = np.asarray(values, dtype=float)
-    return v >= TOP * np.quantile(v, 0.9)
+    if host:
+        return float(v.max()), (float(v.min()), float(v.max())), \
+            f"best point of the top plateau{of} (host-clocked; interval: the plateau's range)"
+    return float(np.median(v)), bootstrap_median(v), f"median of the top plateau{of}"
+
+
+def top_plateau(values, host: bool = False) -> np.ndarray:
+    """Mask of the points on the top plateau of a curve. Host-clocked points (`host`): a lone top
+    point is no outlier (load only slows one), so it and the next best make the plateau."""
+    v = np.asarray(values, dtype=float)
+    top = v >= TOP * np.quantile(v, 0.9)
+    if host and top.sum() < MIN_POINTS <= v.size:
+        top = v >= np.sort(v)[-MIN_POINTS]
+    return top
 
 
 def ceiling_row(ceiling, value, unit, method, n, dtype=None, ci=(math.nan, math.nan), points=None,

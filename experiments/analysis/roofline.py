@@ -6,22 +6,23 @@ Per system (source, host, device):
   threads hold together; a working set at most half a cache is resident in it, one at least twice
   the level below is past that level, DRAM starts at 4x the last-level cache). In each window the
   plateau is the top of the curve (points within 10 % of the window's 90th percentile: this drops
-  launch-bound small sizes and slow kernels); the ceiling is its median. DRAM's window first drops
-  the points faster than 1.1x its largest working set's median (still in the LLC's shadow); its
-  ceiling is the plateau of the op that moves the most (STREAM's headline is its triad: a CPU's
-  copy-like ops also read every line they write, traffic no op counts).
+  launch-bound small sizes and slow kernels). DRAM's ceiling is the plateau of the op that moves
+  the most (STREAM's headline is its triad: a CPU's copy-like ops also read every line they
+  write, traffic no op counts); on a GPU, its window first drops the points faster than 1.1x its
+  largest working set's median (still in the L2's shadow).
   A cache level is kept only if its plateau stands 15 % above the next level's: otherwise the
   curve shows no step there. Rows of one NUMA node's cores alone give dram_bw_numa<N>.
-* matrix_flops per dtype: the same top-plateau median over the matmul experiment's FLOP/s; on
-  host-clocked CPU points the plateau's best point, or a lone best size the curve came down
-  from (`fit_top` says why).
+* matrix_flops per dtype: the top plateau of the matmul experiment's FLOP/s; on host-clocked CPU
+  points a lone best size the curve came down from counts too (`fit_top` says why).
 * vector_flops per dtype: a robust (soft-L1) least-squares fit of log min(P, B * I) to the
-  intensity experiment's points; P is identified only if >= 2 points lie on each roof.
+  intensity experiment's points places the ridge; each roof is the top plateau of the points on
+  its side, identified only if >= 2 points lie there.
 * l1_bw (GPUs): the top plateau of the l1 experiment (blocks rereading resident tiles), kept if it
   stands 15 % above L2.
 * ridge per dtype: compute ceiling / DRAM bandwidth.
-Intervals: 95 % percentile bootstrap (medians: scipy.stats.bootstrap; the roof fit: rows
-resampled and refitted); a ridge's interval combines its two ceilings' bounds.
+A plateau's value (plateaus.plateau_value): its median, with a 95 % percentile bootstrap interval
+(scipy.stats.bootstrap; the range of fewer than 10 points); on host-clocked CPU points its best
+point, the plateau's range as the interval. A ridge's interval combines its two ceilings' bounds.
 A ceiling that cannot be fitted is still a row, with value NaN and a note saying why.
 Each point's rate is its median time's, except a CPU point timed by the host's clock: its best
 time's (`fit_view`).
@@ -39,9 +40,9 @@ from scipy import optimize
 from experiments.analysis.dataset import Dataset, ok
 from experiments.analysis.levels import (DRAM_PAST, PAST, RESIDENT, RESIDENT_GPU, STEP,  # noqa: F401
                                          cache_windows, fit_bandwidth, fit_l1, l1_step, resident)
-from experiments.analysis.plateaus import (CONDITIONS, MIN_POINTS, TOP,  # noqa: F401
-                                           bootstrap_median, ceiling_row as _row,
-                                           missing_row as _missing, top_plateau)
+from experiments.analysis.plateaus import (CONDITIONS, HOST_CLOCK, MIN_POINTS, TOP,  # noqa: F401
+                                           best_timed, bootstrap_median, ceiling_row as _row,
+                                           missing_row as _missing, plateau_value, top_plateau)
 
 # Rows a fit may use: ok, and not flagged as measured badly (columns absent in old files).
 FLAGS = ("noisy", "contended", "throttled")
@@ -63,17 +64,6 @@ def label(ceiling: str) -> str:
     if ceiling.startswith("dram_bw_numa"):
         return f"DRAM bandwidth, NUMA node {ceiling.removeprefix('dram_bw_numa')}"
     return ceiling[:-3].upper() + " bandwidth" if ceiling.endswith("_bw") else ceiling
-
-
-HOST_CLOCK = "perf_counter"  # the timer of the CPU kernels' points (core/timer.py)
-
-
-def best_timed(rows: pd.DataFrame) -> pd.Series:
-    """Per row: a CPU point timed by the host's clock, with a best time (`fit_view`)."""
-    if "time_s_min" not in rows or rows.empty:
-        return pd.Series(False, index=rows.index)
-    return ((rows.device_kind == "cpu") & (rows.timer == HOST_CLOCK) & (rows.time_s_min > 0)
-            & (rows.time_s > 0)).fillna(False).astype(bool)
 
 
 def fit_view(rows: pd.DataFrame) -> pd.DataFrame:
@@ -140,15 +130,9 @@ def fit_top(rows: pd.DataFrame, ceiling: str, what: str) -> list[dict]:
             out.append(_missing(ceiling, "FLOP/s", f"a single point on the top plateau of {what}"
                                 " (a ceiling needs at least two)", dtype))
             continue
-        if host:
-            out.append(_row(ceiling, float(plateau.max()), "FLOP/s",
-                            f"best point of the top plateau of {what} (host-clocked); interval: "
-                            "the plateau's range", int(plateau.size), dtype,
-                            (float(plateau.min()), float(plateau.max())), points=g[top]))
-            continue
-        out.append(_row(ceiling, float(np.median(plateau)), "FLOP/s",
-                        f"median of the top plateau of {what}", int(plateau.size), dtype,
-                        bootstrap_median(plateau), points=g[top]))
+        value, ci, method = plateau_value(plateau, host, f" of {what}")
+        out.append(_row(ceiling, value, "FLOP/s", method, int(plateau.size), dtype, ci,
+                        points=g[top]))
     return out
 
 
@@ -182,9 +166,9 @@ def fit_roof(rows: pd.DataFrame) -> list[dict]:
         # real curve rounds off near the ridge (memory and compute overlap imperfectly), and
         # those points would pull a one-stage fit of P and B below the plateaus they reach.
         ridge = float(np.exp(np.subtract(*_roof_fit(x, y))))
-        method = ("robust (soft-L1) least squares of log min(P, B*I) places the ridge; each roof "
-                  "is the median of the top plateau of the points on its side") + (
-            f" (variant {best})" if best else "")
+        host = bool(best_timed(g).all())
+        fit = ("robust (soft-L1) least squares of log min(P, B*I) places the ridge; each roof "
+               "is the ")
         for name, unit, side, rate in (("vector_flops", "FLOP/s", x > ridge, y),
                                        ("intensity_bw", "B/s", x < ridge, y / x)):
             if side.sum() < 2:
@@ -195,8 +179,10 @@ def fit_roof(rows: pd.DataFrame) -> list[dict]:
             top = top_plateau(v)
             if top.sum() < MIN_POINTS:  # a lone top point: as likely noise as the roof, and
                 top = v >= np.sort(v)[-MIN_POINTS]  # no interval: the two highest points
-            out.append(_row(name, float(np.median(v[top])), unit, method, int(side.sum()),
-                            dtype, bootstrap_median(v[top]), points=g[side][top]))
+            value, ci, method = plateau_value(v[top], host, " of the points on its side")
+            out.append(_row(name, value, unit, fit + method + (f" (variant {best})" if best
+                                                                else ""),
+                            int(side.sum()), dtype, ci, points=g[side][top]))
     return out
 
 
