@@ -328,3 +328,19 @@ def test_roofline_claim_reads_the_bandwidth_of_its_own_traffic():
     assert verdict(rows, "C12").verdict == HOLDS
     _above_roof(rows)
     assert verdict(rows, "C12").verdict == FAILS
+
+
+def test_a_roof_point_is_judged_against_the_roof_the_other_points_set():
+    """C12 on a CPU: its FMA roof is the plateau's best point, so the point that sets it could
+    never lie above it. Each point is judged against the roof fitted without it."""
+    import pandas as pd
+
+    from experiments.analysis.claims import intensity_roofline
+    fmas = np.array([1, 2, 4, 8, 16, 64, 128, 256, 512, 1024])
+    gflops = np.array([8.8, 17.5, 33.8, 60.0, 80.0, 100.0, 104.0, 96.0, 150.0, 101.0])
+    g = pd.DataFrame({"dtype": "float64", "variant": "numba", "intensity": fmas / 8,
+                      "flop_per_s": gflops * 1e9, "device_kind": "cpu",
+                      "timer": "perf_counter", "time_s": 1.0, "time_s_min": 1.0})
+    peaks = intensity_roofline._peaks_without_each(g, 150e9)
+    assert peaks[8] == pytest.approx(104e9)  # the 150 point, against the others' best
+    assert np.allclose(np.delete(peaks, 8), 150e9)

@@ -392,3 +392,15 @@ def test_lookup_takes_the_first_fitted_row_and_sees_a_new_table():
     other = table.assign(value=[1.0, 2.0, 3.0, 7.0])
     assert roofline.value(other, "a", "matrix_flops", "float32") == 1.0
     assert roofline.value(other, "b", "dram_bw") == 7.0
+
+
+def test_the_best_time_view_of_a_view_is_itself():
+    """Claims read fit_view's rows and some fit them again (C10's DRAM reference): a second view
+    must not scale the best rates once more (it read the node's 85 GB/s as 103)."""
+    rows = pd.DataFrame(_with_a_fast_minimum(_bandwidth(fx.CPU, {}), "perf_counter"))
+    rows = rows.assign(byte_per_s=rows.bytes / rows.time_s, flop_per_s=rows.flops / rows.time_s)
+    once = roofline.fit_view(rows)
+    assert np.allclose(once.byte_per_s, rows.byte_per_s * 1.3)
+    twice = roofline.fit_view(once)
+    assert np.allclose(twice.byte_per_s, once.byte_per_s)
+    assert np.allclose(twice.time_s, rows.time_s_min)
