@@ -22,7 +22,7 @@ MIN_POINTS = 2  # no ceiling from a single point
 HOST_CLOCK = "perf_counter"  # the timer of the CPU kernels' points (core/timer.py)
 
 
-def best_timed(rows) -> "pd.Series":
+def best_timed(rows):
     """Per row: a CPU point timed by the host's clock, with a best time (roofline.fit_view)."""
     import pandas as pd
 
