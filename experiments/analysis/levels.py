@@ -110,6 +110,17 @@ def past_shadow(ws: np.ndarray, bw: np.ndarray, host: bool) -> np.ndarray:
     return np.ones(ws.size, bool) if host else below_shadow(ws, bw)
 
 
+def dram_kernels(pts: pd.DataFrame, inside: np.ndarray, host: bool) -> np.ndarray:
+    """A CPU's DRAM window: its own STREAM kernels' points (variant numba: pinned, one thread per
+    core) where it has any. Its half dtypes run torch's ops on torch's threads, and only to the
+    first DRAM size (bandwidth.py _torch_sizes); on the VM their one triad point read 53 GB/s
+    in a quiet second, where STREAM's best of three runs read 39.5."""
+    if not host or "variant" not in pts:
+        return np.ones(len(pts), bool)
+    own = (pts.variant == "numba").to_numpy()
+    return own if (own & inside).any() else np.ones(len(pts), bool)
+
+
 def fit_levels(rows: pd.DataFrame, facts: dict, pooled: bool = False) -> list[dict]:
     pts = rows[(rows.byte_per_s > 0) & (rows.working_set_bytes > 0)]
     if pts.empty:
@@ -127,6 +138,7 @@ def fit_levels(rows: pd.DataFrame, facts: dict, pooled: bool = False) -> list[di
             fitted.append(missing_row(name, "B/s", f"no working set {limit}") | extra)
             continue
         if name == "dram_bw":  # the asymptote, not the LLC's shadow; the fastest op's
+            inside &= dram_kernels(pts, inside, host)
             idx = np.flatnonzero(inside)
             fastest, op = fastest_op(pts.op.to_numpy(str)[idx], ws[idx], bw[idx], host) \
                 if not pooled and "op" in pts else (None, None)
