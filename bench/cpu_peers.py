@@ -8,7 +8,8 @@ mixbench-cpu's peak (vector FMA, fp32/fp64) and the best torch.mm over n = 2048,
 
 Peers run as their authors document them: gcc -O3 -march=native -fopenmp, one OpenMP thread per
 physical core, pinned (OMP_PLACES=cores, OMP_PROC_BIND=spread); STREAM's arrays 8x the LLC
-(all sockets'), at least 100 M doubles; STREAM run STREAM_RUNS times, each kernel at its best.
+(all sockets'), at least 100 M doubles, a round decimal count (not a multiple of 2 MiB); STREAM
+run STREAM_RUNS times, each kernel at its best.
 """
 
 from __future__ import annotations
@@ -40,7 +41,12 @@ def _omp_env(threads: int) -> dict:
 def build(src: Path, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     _, llc = _machine()
-    n = max(100_000_000, 8 * llc // 8)  # doubles per array
+    # doubles per array: 8x the LLC's bytes, rounded up to a round decimal as STREAM's default
+    # (10^8) and a user's -DSTREAM_ARRAY_SIZE are. The node's 300 MiB LLC made 314,572,800, a
+    # multiple of 2 MiB: its three static arrays then start at one offset in a 2 MiB page
+    # (kernels/cpu_stream.py STAGGER; on the VM STREAM read 25-28 GB/s at such sizes, 34-41 at
+    # 10^8). There it read 89-91 GB/s, rooflab's staggered triad 118-134 in the same call.
+    n = max(100_000_000, -(-llc // 10_000_000) * 10_000_000)
     flags = ["-O3", "-march=native", "-fopenmp"]
     streams = {"stream": []}
     if "avx512f" in Path("/proc/cpuinfo").read_text():
