@@ -45,7 +45,8 @@ def build(src: Path, out: Path) -> None:
     # (10^8) and a user's -DSTREAM_ARRAY_SIZE are. The node's 300 MiB LLC made 314,572,800, a
     # multiple of 2 MiB: its three static arrays then start at one offset in a 2 MiB page
     # (kernels/cpu_stream.py STAGGER; on the VM STREAM read 25-28 GB/s at such sizes, 34-41 at
-    # 10^8). There it read 89-91 GB/s, rooflab's staggered triad 118-134 in the same call.
+    # 10^8). On the node it read 83-100 and 89-92 GB/s in two calls at that size, rooflab's
+    # staggered triad 86-95 and 118-134 beside them: not conclusive there, but no user's size.
     n = max(100_000_000, -(-llc // 10_000_000) * 10_000_000)
     flags = ["-O3", "-march=native", "-fopenmp"]
     streams = {"stream": []}

@@ -48,12 +48,12 @@ def bootstrap_median(values) -> tuple[float, float]:
 
 
 def plateau_value(values, host: bool, of: str = "") -> tuple[float, tuple[float, float], str]:
-    """(value, interval, method) of a plateau's points (`of`: " of triad", say). Host-clocked CPU points: the best point,
-    the plateau's range as its interval. Their rates are best times already (fit_view), and load
-    only ever slows one: on the 2-core VM, triad points of one size read 22 to 47 GB/s seconds
-    apart as its neighbours came and went, at every working set from 3x to 71x the LLC (medians
-    27-28, bests 45-48), so a median over points reads how busy the neighbours were. STREAM and
-    mixbench-cpu report their best too. A GPU's plateau keeps its median: its spread is the
+    """(value, interval, method) of a plateau's points (`of`: " of triad", say). Host-clocked
+    CPU points: the best point, the plateau's range as its interval. Their rates are best times
+    already (fit_view), and load only ever slows one: on the 2-core VM, triad points of one size
+    read 22 to 47 GB/s seconds apart as its neighbours came and went, at every working set from
+    3x to 71x the LLC (medians 27-28, bests 45-48), so a median over points reads how busy the
+    neighbours were. STREAM and mixbench-cpu report their best too. A GPU's plateau keeps its median: its spread is the
     device's own (clocks moving under the power cap), which a ceiling must not hide."""
     v = np.asarray(values, dtype=float)
     if host:

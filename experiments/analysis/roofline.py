@@ -183,9 +183,9 @@ def fit_roof(rows: pd.DataFrame) -> list[dict]:
             if top.sum() < MIN_POINTS:  # a lone top point: as likely noise as the roof, and
                 top = v >= np.sort(v)[-MIN_POINTS]  # no interval: the two highest points
             value, ci, method = plateau_value(v[top], host, " of the points on its side")
-            out.append(_row(name, value, unit, fit + method + (f" (variant {best})" if best
-                                                                else ""),
-                            int(side.sum()), dtype, ci, points=g[side][top]))
+            variant = f" (variant {best})" if best else ""
+            out.append(_row(name, value, unit, fit + method + variant, int(side.sum()), dtype, ci,
+                            points=g[side][top]))
     return out
 
 
