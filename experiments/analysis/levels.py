@@ -96,8 +96,9 @@ def fastest_op(ops: np.ndarray, ws: np.ndarray, bw: np.ndarray,
         mine = ops == op
         mine[mine] = past_shadow(ws[mine], bw[mine], host)
         top = top_plateau(bw[mine], host)
-        if top.sum() >= MIN_POINTS and plateau_value(bw[mine][top], host)[0] > best:
-            best, mask, name = plateau_value(bw[mine][top], host)[0], mine, str(op)
+        value = plateau_value(bw[mine][top], host)[0] if top.sum() >= MIN_POINTS else -math.inf
+        if value > best:
+            best, mask, name = value, mine, str(op)
     return mask, name
 
 

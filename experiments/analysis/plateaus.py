@@ -62,13 +62,19 @@ def plateau_value(values, host: bool, of: str = "") -> tuple[float, tuple[float,
     return float(np.median(v)), bootstrap_median(v), f"median of the top plateau{of}"
 
 
+def top_two(values) -> np.ndarray:
+    """Mask of the MIN_POINTS highest points: a lone top point and the next best, its interval."""
+    v = np.asarray(values, dtype=float)
+    return v >= np.sort(v)[-MIN_POINTS]
+
+
 def top_plateau(values, host: bool = False) -> np.ndarray:
     """Mask of the points on the top plateau of a curve. Host-clocked points (`host`): a lone top
     point is no outlier (load only slows one), so it and the next best make the plateau."""
     v = np.asarray(values, dtype=float)
     top = v >= TOP * np.quantile(v, 0.9)
     if host and top.sum() < MIN_POINTS <= v.size:
-        top = v >= np.sort(v)[-MIN_POINTS]
+        top = top_two(v)
     return top
 
 

@@ -42,7 +42,8 @@ from experiments.analysis.levels import (DRAM_PAST, PAST, RESIDENT, RESIDENT_GPU
                                          cache_windows, fit_bandwidth, fit_l1, l1_step, resident)
 from experiments.analysis.plateaus import (CONDITIONS, HOST_CLOCK, MIN_POINTS, TOP,  # noqa: F401
                                            best_timed, bootstrap_median, ceiling_row as _row,
-                                           missing_row as _missing, plateau_value, top_plateau)
+                                           missing_row as _missing, plateau_value, top_plateau,
+                                           top_two)
 
 # Rows a fit may use: ok, and not flagged as measured badly (columns absent in old files).
 FLAGS = ("noisy", "contended", "throttled")
@@ -127,7 +128,7 @@ def fit_top(rows: pd.DataFrame, ceiling: str, what: str) -> list[dict]:
         top = top_plateau(v)
         host = bool(best_timed(g).all())
         if host and top.sum() == 1 and past_its_peak(g, top):
-            top = v >= np.sort(v)[-MIN_POINTS]  # the peak and the next best: its interval
+            top = top_two(v)  # the peak and the next best: its interval
         plateau = v[top]
         if plateau.size < MIN_POINTS:
             out.append(_missing(ceiling, "FLOP/s", f"a single point on the top plateau of {what}"
@@ -181,7 +182,7 @@ def fit_roof(rows: pd.DataFrame) -> list[dict]:
             v = rate[side]
             top = top_plateau(v)
             if top.sum() < MIN_POINTS:  # a lone top point: as likely noise as the roof, and
-                top = v >= np.sort(v)[-MIN_POINTS]  # no interval: the two highest points
+                top = top_two(v)  # no interval: the two highest points
             value, ci, method = plateau_value(v[top], host, " of the points on its side")
             variant = f" (variant {best})" if best else ""
             out.append(_row(name, value, unit, fit + method + variant, int(side.sum()), dtype, ci,

@@ -84,9 +84,9 @@ def c10(s):
     B = c["value"]
     lo, hi = 1 - MARGIN, 1 + MARGIN
     # x + 1 in the statistic B is: a host-clocked CPU's best point (plateaus.plateau_value)
-    best = bool(roofline.best_timed(rows).all())
-    ratio = float((rows.flop_per_s / (B * rows.intensity)).agg("max" if best else "median"))
-    flops = rows.flop_per_s.agg("max" if best else "median")
+    stat = "max" if roofline.best_timed(rows).all() else "median"
+    ratio = float((rows.flop_per_s / (B * rows.intensity)).agg(stat))
+    flops = rows.flop_per_s.agg(stat)
     peak = s.ceiling("vector_flops", "float32") or s.ceiling("matrix_flops", "float32")
     frac = flops / peak if peak else None
     good = lo <= ratio <= hi and (frac is None or frac < FAR_BELOW)
