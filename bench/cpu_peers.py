@@ -9,7 +9,7 @@ mixbench-cpu's peak (vector FMA, fp32/fp64) and the best torch.mm over n = 2048,
 Peers run as their authors document them: gcc -O3 -march=native -fopenmp, one OpenMP thread per
 physical core, pinned (OMP_PLACES=cores, OMP_PROC_BIND=spread); STREAM's arrays 8x the LLC
 (all sockets'), at least 100 M doubles, a round decimal count (not a multiple of 2 MiB); STREAM
-run STREAM_RUNS times, each kernel at its best.
+run STREAM_RUNS times, spread over the peers phase, each kernel at its best.
 """
 
 from __future__ import annotations
@@ -83,8 +83,9 @@ def _stream_huge(build_dir: Path, threads: int) -> dict:
     """STREAM once more with transparent huge pages on for every mapping ('always'), where this
     process may set that (root on a machine lent whole), then the setting put back. rooflab's
     stream arrays ask for huge pages (madvise; kernels/cpu_stream.py host_empty) and STREAM's
-    static arrays get them only under 'always': this run says what the page size alone is worth.
-    A diagnostic beside the comparison, not part of it."""
+    static arrays get them only under 'always': this run says what the page size alone is worth
+    (on the node: nothing, 84.9-86.6 GB/s against 85.2-86.2 in the runs beside them). A
+    diagnostic beside the comparison, not part of it."""
     try:
         mode = re.search(r"\[(\w+)\]", THP.read_text())[1]
     except (OSError, TypeError):
@@ -141,30 +142,46 @@ def _torch_mm(dtypes=("float32", "bfloat16", "float16"), sizes=(2048, 4096, 8192
     return out
 
 
-# STREAM runs: its headline is the best of its 20 iterations, over about a second; on a machine
-# shared with neighbours that moves from one run to the next (the 2-core VM: 37-44 GB/s over
-# four runs; the node: 108.0, then 86.3 and 84.5 in its huge-page and 512-bit builds within the
-# minute), so the table takes each kernel's best over these runs
-STREAM_RUNS = 3
+# STREAM runs: its headline is the best of its 20 iterations, over a few seconds; on a machine
+# shared with neighbours that moves from one run to the next. The node's DRAM rate flips between
+# two levels within seconds, for STREAM and rooflab alike (the two alternated for 3 rounds:
+# STREAM's triad read 84.9-87.0 GB/s in 7 runs and 104.0-106.9 in 2; rooflab's triad, best of 8
+# calls, 79-84 or 99-111, with 256- or 512-bit vectors, on huge or 4 KiB pages alike); the 2-core
+# VM's triad 22-47 GB/s seconds apart. rooflab's DRAM ceiling is its best over some 100 kernel calls spread over its
+# bandwidth job; STREAM gets as many: STREAM_RUNS runs of 20, spread over the whole peers phase
+# (one between each of the other peers), and the table takes each kernel's best.
+STREAM_RUNS = 6
 
 
-def _streams(build_dir: Path, threads: int) -> dict:
-    runs = [_stream(build_dir, threads) for _ in range(STREAM_RUNS)]
+def _streams(build_dir: Path, threads: int, between=()) -> dict:
+    """STREAM_RUNS runs of STREAM, the callables `between` run one after each of the first
+    runs (their results merged in): the runs span the peers phase."""
+    runs, others = [], {}
+    for k in range(STREAM_RUNS):
+        runs.append(_stream(build_dir, threads))
+        if k < len(between):
+            others |= between[k]()
     best = {k: max(r[k] for r in runs) for k in runs[0] if not k.endswith("_log")}
-    return best | {f"{k}_runs": [r[k] for r in runs] for k in best} | {
+    return others | best | {f"{k}_runs": [r[k] for r in runs] for k in best} | {
         "stream_log": runs[-1]["stream_log"]}
+
+
+def _mm_dtypes() -> tuple[str, ...]:
+    """torch.mm's dtypes here: float16 only where the CPU has half arithmetic (as rooflab's
+    matrix sweep fits it), else torch converts every element and times the conversion."""
+    from experiments.kernels.cpu_fma_half import native
+    return ("float32", "bfloat16") + (("float16",) if native() else ())
 
 
 def peers(build_dir: Path, out: Path) -> None:
     topo, _ = _machine()
     threads = len(topo.team())
     res = {"threads": threads, "load_before": os.getloadavg()[0]}
-    res |= _streams(build_dir, threads)
-    res |= _stream_huge(build_dir, threads)
+    between = [lambda: _stream_huge(build_dir, threads), lambda: _mixbench(build_dir, threads),
+               lambda: _torch_mm(_mm_dtypes())]
     if (build_dir / "stream512").exists():  # the diagnostic build (build())
-        res |= _stream(build_dir, threads, "stream512", "_512")
-    res |= _mixbench(build_dir, threads)
-    res |= _torch_mm()
+        between.insert(1, lambda: _stream(build_dir, threads, "stream512", "_512"))
+    res |= _streams(build_dir, threads, between)
     res["load_after"] = os.getloadavg()[0]
     out.mkdir(parents=True, exist_ok=True)
     (out / "peers.json").write_text(json.dumps(res, indent=1))
