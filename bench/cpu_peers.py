@@ -9,7 +9,8 @@ mixbench-cpu's peak (vector FMA, fp32/fp64) and the best torch.mm over n = 2048,
 Peers run as their authors document them: gcc -O3 -march=native -fopenmp, one OpenMP thread per
 physical core, pinned (OMP_PLACES=cores, OMP_PROC_BIND=spread); STREAM's arrays 8x the LLC
 (all sockets'), at least 100 M doubles, a round decimal count (not a multiple of 2 MiB); STREAM
-run STREAM_RUNS times, spread over the peers phase, each kernel at its best.
+run ROUNDS times, each run followed by rooflab's own DRAM points and one of the other peers
+(`_rounds`), each kernel at its best.
 """
 
 from __future__ import annotations
@@ -146,24 +147,50 @@ def _torch_mm(dtypes=("float32", "bfloat16", "float16"), sizes=(2048, 4096, 8192
 # shared with neighbours that moves from one run to the next. The node's DRAM rate flips between
 # two levels within seconds, for STREAM and rooflab alike (the two alternated for 3 rounds:
 # STREAM's triad read 84.9-87.0 GB/s in 7 runs and 104.0-106.9 in 2; rooflab's triad, best of 8
-# calls, 79-84 or 99-111, with 256- or 512-bit vectors, on huge or 4 KiB pages alike); the 2-core
-# VM's triad 22-47 GB/s seconds apart. rooflab's DRAM ceiling is its best over some 100 kernel calls spread over its
-# bandwidth job; STREAM gets as many: STREAM_RUNS runs of 20, spread over the whole peers phase
-# (one between each of the other peers), and the table takes each kernel's best.
-STREAM_RUNS = 6
+# calls, 79-84 or 99-111, with 256- or 512-bit vectors, on huge or 4 KiB pages alike), and stays
+# at one for a whole bandwidth job (at 97a2628 the sweep's DRAM points read at most 91.5, STREAM
+# 89.0-106.8 in six runs over the two minutes after); the 2-core VM's triad 22-47 GB/s seconds
+# apart. So the bench runs ROUNDS rounds of: STREAM once, rooflab's own DRAM points once more
+# (its bandwidth job over the sweep's DRAM arrays, `_rooflab_dram`), then one of the other peers.
+# Each tool is taken at its best over the rounds: the same minutes for both.
+ROUNDS = 5
 
 
-def _streams(build_dir: Path, threads: int, between=()) -> dict:
-    """STREAM_RUNS runs of STREAM, the callables `between` run one after each of the first
-    runs (their results merged in): the runs span the peers phase."""
-    runs, others = [], {}
-    for k in range(STREAM_RUNS):
+def _rooflab_dram(work: Path, k: int) -> float:
+    """The best rate of rooflab's DRAM points, its bandwidth job run alone (float32, numba's
+    kernels, the config's point budget) over the arrays the sweep's DRAM window has (dram_arrays
+    x the LLC): the DRAM ceiling's statistic, a host-clocked CPU's best point."""
+    import pandas as pd
+    import yaml
+    _, llc = _machine()
+    exp = yaml.safe_load((ROOT / "config/experiment/bandwidth.yaml").read_text())
+    budget = yaml.safe_load((ROOT / "config/config.yaml").read_text())["job"]["cpu"]
+    sizes = [int(f * llc) // 256 * 256 for f in exp["dram_arrays"]]
+    out = work / f"rooflab_dram_{k}.parquet"
+    subprocess.run([sys.executable, "-m", "experiments", "experiment=bandwidth", "device=cpu",
+                    "dtype=float32", f"out={out}", "experiment.from_machine=false",
+                    f"experiment.sizes=[{','.join(map(str, sizes))}]",
+                    *(f"{key}={value}" for key, value in budget.items())],
+                   cwd=ROOT, check=True, capture_output=True)
+    rows = pd.read_parquet(out)
+    ok = rows[(rows.status == "ok") & (rows.variant == "numba")]
+    return float((ok.bytes / ok.time_s_min).max())
+
+
+def _rounds(build_dir: Path, threads: int, others=(), work: Path | None = None) -> dict:
+    """ROUNDS rounds of STREAM, rooflab's DRAM points (where `work` is given: their files go
+    there) and one of `others` (callables; their results merged in)."""
+    runs, ours, merged = [], [], {}
+    for k in range(max(ROUNDS, len(others))):
         runs.append(_stream(build_dir, threads))
-        if k < len(between):
-            others |= between[k]()
+        if work is not None:
+            ours.append(_rooflab_dram(work, k))
+        if k < len(others):
+            merged |= others[k]()
     best = {k: max(r[k] for r in runs) for k in runs[0] if not k.endswith("_log")}
-    return others | best | {f"{k}_runs": [r[k] for r in runs] for k in best} | {
+    res = merged | best | {f"{k}_runs": [r[k] for r in runs] for k in best} | {
         "stream_log": runs[-1]["stream_log"]}
+    return res | ({"rooflab_dram": max(ours), "rooflab_dram_runs": ours} if ours else {})
 
 
 def _mm_dtypes() -> tuple[str, ...]:
@@ -177,13 +204,13 @@ def peers(build_dir: Path, out: Path) -> None:
     topo, _ = _machine()
     threads = len(topo.team())
     res = {"threads": threads, "load_before": os.getloadavg()[0]}
-    between = [lambda: _stream_huge(build_dir, threads), lambda: _mixbench(build_dir, threads),
-               lambda: _torch_mm(_mm_dtypes())]
+    others = [lambda: _stream_huge(build_dir, threads), lambda: _mixbench(build_dir, threads),
+              lambda: _torch_mm(_mm_dtypes())]
     if (build_dir / "stream512").exists():  # the diagnostic build (build())
-        between.insert(1, lambda: _stream(build_dir, threads, "stream512", "_512"))
-    res |= _streams(build_dir, threads, between)
-    res["load_after"] = os.getloadavg()[0]
+        others.insert(1, lambda: _stream(build_dir, threads, "stream512", "_512"))
     out.mkdir(parents=True, exist_ok=True)
+    res |= _rounds(build_dir, threads, others, work=build_dir)
+    res["load_after"] = os.getloadavg()[0]
     (out / "peers.json").write_text(json.dumps(res, indent=1))
     print({k: v for k, v in res.items() if not k.endswith("_log")})
 
@@ -206,12 +233,16 @@ def table(out: Path, ceilings: Path) -> None:
     # the diagnostic STREAMs (huge pages: _stream_huge; 512-bit vectors: build()) where they ran
     extra = [("dram_bw", None, key, 0.95, 1.05) for key in ("stream_triad_huge", "stream_triad_512")
              if key in res]
-    for ceiling, dtype, key, lo, hi in PAIRS + extra:
+    # rooflab's DRAM points rerun between STREAM's runs (_rounds): both tools in the same minutes
+    alternated = [("rooflab_dram", None, "stream_triad", 0.95, 1.05)] if "rooflab_dram" in res else []
+    for ceiling, dtype, key, lo, hi in PAIRS + extra + alternated:
         if key not in res:  # not run here (torch.mm float16 where the CPU has no half arithmetic)
             continue
         hit = c[(c.ceiling == ceiling) & ((c.dtype == dtype) if dtype else True)]
         ours = float(hit.value.iloc[0]) if len(hit) and hit.value.notna().iloc[0] else float("nan")
         ci = (float(hit.ci_low.iloc[0]), float(hit.ci_high.iloc[0])) if len(hit) else (None, None)
+        if ceiling == "rooflab_dram":
+            ours, ci = res[ceiling], (min(res["rooflab_dram_runs"]), max(res["rooflab_dram_runs"]))
         peer = res.get(key, float("nan"))
         ratio = ours / peer if peer else float("nan")
         ok = ratio >= lo and (hi is None or ratio <= hi)
@@ -224,6 +255,9 @@ def table(out: Path, ceilings: Path) -> None:
     if "stream_triad_runs" in res:
         print("STREAM's triad, run by run: " + ", ".join(
             f"{v / 1e9:.1f}" for v in res["stream_triad_runs"]) + " (the table: their best)")
+    if "rooflab_dram_runs" in res:
+        print("rooflab's DRAM points after each (best point): " + ", ".join(
+            f"{v / 1e9:.1f}" for v in res["rooflab_dram_runs"]) + " (rooflab_dram: their best)")
     print(f"{'ceiling':13} {'dtype':9} {'rooflab':>8} {'interval':>16} {'peer':>18} "
           f"{'G':>8} {'ratio':>6}  target")
     for r in rows:
