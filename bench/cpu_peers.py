@@ -9,8 +9,8 @@ mixbench-cpu's peak (vector FMA, fp32/fp64) and the best torch.mm over n = 2048,
 Peers run as their authors document them: gcc -O3 -march=native -fopenmp, one OpenMP thread per
 physical core, pinned (OMP_PLACES=cores, OMP_PROC_BIND=spread); STREAM's arrays 8x the LLC
 (all sockets'), at least 100 M doubles, a round decimal count (not a multiple of 2 MiB); STREAM
-run ROUNDS times, each run followed by rooflab's own DRAM points and one of the other peers
-(`_rounds`), each kernel at its best.
+and torch.mm run ROUNDS times, each STREAM run followed by rooflab's own DRAM and GEMM points,
+torch.mm and one of the other peers (`_rounds`), each at its best over the rounds.
 """
 
 from __future__ import annotations
@@ -143,54 +143,84 @@ def _torch_mm(dtypes=("float32", "bfloat16", "float16"), sizes=(2048, 4096, 8192
     return out
 
 
-# STREAM runs: its headline is the best of its 20 iterations, over a few seconds; on a machine
+# Rounds: STREAM's headline is the best of its 20 iterations, over a few seconds; on a machine
 # shared with neighbours that moves from one run to the next. The node's DRAM rate flips between
 # two levels within seconds, for STREAM and rooflab alike (the two alternated for 3 rounds:
 # STREAM's triad read 84.9-87.0 GB/s in 7 runs and 104.0-106.9 in 2; rooflab's triad, best of 8
-# calls, 79-84 or 99-111, with 256- or 512-bit vectors, on huge or 4 KiB pages alike), and stays
-# at one for a whole bandwidth job (at 97a2628 the sweep's DRAM points read at most 91.5, STREAM
-# 89.0-106.8 in six runs over the two minutes after); the 2-core VM's triad 22-47 GB/s seconds
-# apart. So the bench runs ROUNDS rounds of: STREAM once, rooflab's own DRAM points once more
-# (its bandwidth job over the sweep's DRAM arrays, `_rooflab_dram`), then one of the other peers.
-# Each tool is taken at its best over the rounds: the same minutes for both.
-ROUNDS = 5
+# calls, 79-84 or 99-111, with 256- or 512-bit vectors, on huge or 4 KiB pages alike), and can
+# stay at one for a whole bandwidth job (at 97a2628 the sweep's DRAM points read at most 91.5,
+# STREAM 89.0-106.8 in six runs over the two minutes after); the 2-core VM's triad 22-47 GB/s
+# seconds apart. The node's torch.mm moves as much (float16 1.17-1.55 TFLOP/s from call to call).
+# So the bench runs ROUNDS rounds (env ROUNDS overrides) of: STREAM once, rooflab's own DRAM
+# points once more (its bandwidth job over the sweep's DRAM arrays), its GEMM points once more
+# (its matmul job over torch.mm's sizes, per dtype), torch.mm, then one of the other peers.
+# Each is taken at its best over the rounds: both tools in the same minutes.
+ROUNDS = int(os.environ.get("ROUNDS", 5))
+MM_SIZES = (2048, 4096, 8192)
+
+
+def _override(value) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(map(str, value)) + "]"
+    return str(value)
+
+
+def _rooflab_job(work: Path, name: str, experiment: str, dtype: str, **settings):
+    """The rows of one rooflab job run alone, with the sweep's settings for a CPU (config.yaml's
+    job.cpu and experiments.<experiment>.cpu) and `settings` over them."""
+    import pandas as pd
+    import yaml
+    sweep = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    exp = sweep["experiments"][experiment].get("cpu") or {}
+    out = work / f"{name}.parquet"
+    subprocess.run([sys.executable, "-m", "experiments", f"experiment={experiment}",
+                    "device=cpu", f"dtype={dtype}", f"out={out}",
+                    *(f"{k}={_override(v)}" for k, v in sweep["job"]["cpu"].items()),
+                    *(f"experiment.{k}={_override(v)}" for k, v in (exp | settings).items())],
+                   cwd=ROOT, check=True, capture_output=True)
+    rows = pd.read_parquet(out)
+    return rows[rows.status == "ok"]
 
 
 def _rooflab_dram(work: Path, k: int) -> float:
-    """The best rate of rooflab's DRAM points, its bandwidth job run alone (float32, numba's
-    kernels, the config's point budget) over the arrays the sweep's DRAM window has (dram_arrays
-    x the LLC): the DRAM ceiling's statistic, a host-clocked CPU's best point."""
-    import pandas as pd
+    """The best rate of rooflab's DRAM points (float32, numba's kernels) over the arrays the
+    sweep's DRAM window has (dram_arrays x the LLC): the DRAM ceiling's statistic, a
+    host-clocked CPU's best point."""
     import yaml
     _, llc = _machine()
     exp = yaml.safe_load((ROOT / "config/experiment/bandwidth.yaml").read_text())
-    budget = yaml.safe_load((ROOT / "config/config.yaml").read_text())["job"]["cpu"]
     sizes = [int(f * llc) // 256 * 256 for f in exp["dram_arrays"]]
-    out = work / f"rooflab_dram_{k}.parquet"
-    subprocess.run([sys.executable, "-m", "experiments", "experiment=bandwidth", "device=cpu",
-                    "dtype=float32", f"out={out}", "experiment.from_machine=false",
-                    f"experiment.sizes=[{','.join(map(str, sizes))}]",
-                    *(f"{key}={value}" for key, value in budget.items())],
-                   cwd=ROOT, check=True, capture_output=True)
-    rows = pd.read_parquet(out)
-    ok = rows[(rows.status == "ok") & (rows.variant == "numba")]
+    ok = _rooflab_job(work, f"dram_{k}", "bandwidth", "float32", from_machine=False, sizes=sizes)
+    ok = ok[ok.variant == "numba"]
     return float((ok.bytes / ok.time_s_min).max())
 
 
+def _rooflab_mm(work: Path, k: int, dtypes) -> dict:
+    """The best FLOP/s of rooflab's GEMM points per dtype over torch.mm's sizes (those within
+    the sweep's max_call_s): the matrix ceiling's statistic."""
+    out = {}
+    for dtype in dtypes:
+        ok = _rooflab_job(work, f"mm_{dtype}_{k}", "matmul", dtype, sizes=list(MM_SIZES))
+        out[f"rooflab_mm_{dtype}"] = float((ok.flops / ok.time_s_min).max())
+    return out
+
+
 def _rounds(build_dir: Path, threads: int, others=(), work: Path | None = None) -> dict:
-    """ROUNDS rounds of STREAM, rooflab's DRAM points (where `work` is given: their files go
-    there) and one of `others` (callables; their results merged in)."""
-    runs, ours, merged = [], [], {}
+    """ROUNDS rounds of STREAM, rooflab's DRAM and GEMM points (where `work` is given: their
+    files go there), torch.mm and one of `others` (callables; their results merged in)."""
+    runs, merged = [], {}
     for k in range(max(ROUNDS, len(others))):
-        runs.append(_stream(build_dir, threads))
+        run = _stream(build_dir, threads)
         if work is not None:
-            ours.append(_rooflab_dram(work, k))
+            run |= {"rooflab_dram": _rooflab_dram(work, k)} | _rooflab_mm(work, k, _mm_dtypes())
+        runs.append(run | _torch_mm(_mm_dtypes()))
         if k < len(others):
             merged |= others[k]()
     best = {k: max(r[k] for r in runs) for k in runs[0] if not k.endswith("_log")}
-    res = merged | best | {f"{k}_runs": [r[k] for r in runs] for k in best} | {
+    return merged | best | {f"{k}_runs": [r[k] for r in runs] for k in best} | {
         "stream_log": runs[-1]["stream_log"]}
-    return res | ({"rooflab_dram": max(ours), "rooflab_dram_runs": ours} if ours else {})
 
 
 def _mm_dtypes() -> tuple[str, ...]:
@@ -204,8 +234,7 @@ def peers(build_dir: Path, out: Path) -> None:
     topo, _ = _machine()
     threads = len(topo.team())
     res = {"threads": threads, "load_before": os.getloadavg()[0]}
-    others = [lambda: _stream_huge(build_dir, threads), lambda: _mixbench(build_dir, threads),
-              lambda: _torch_mm(_mm_dtypes())]
+    others = [lambda: _stream_huge(build_dir, threads), lambda: _mixbench(build_dir, threads)]
     if (build_dir / "stream512").exists():  # the diagnostic build (build())
         others.insert(1, lambda: _stream(build_dir, threads, "stream512", "_512"))
     out.mkdir(parents=True, exist_ok=True)
@@ -227,22 +256,27 @@ PAIRS = [("dram_bw", None, "stream_triad", 0.95, 1.05),
 def table(out: Path, ceilings: Path) -> None:
     import pandas as pd
     res = json.loads((out / "peers.json").read_text())
-    c = pd.read_parquet(ceilings)
-    c = c[(c.device_kind == "cpu") & (c.source == "run")]
+    # without the sweep's ceilings (a call of the peers alone) only the alternated rows
+    c = pd.read_parquet(ceilings) if ceilings.exists() else None
     rows = []
     # the diagnostic STREAMs (huge pages: _stream_huge; 512-bit vectors: build()) where they ran
     extra = [("dram_bw", None, key, 0.95, 1.05) for key in ("stream_triad_huge", "stream_triad_512")
              if key in res]
-    # rooflab's DRAM points rerun between STREAM's runs (_rounds): both tools in the same minutes
-    alternated = [("rooflab_dram", None, "stream_triad", 0.95, 1.05)] if "rooflab_dram" in res else []
-    for ceiling, dtype, key, lo, hi in PAIRS + extra + alternated:
+    # rooflab's DRAM and GEMM points rerun between the peers' runs (_rounds): the same minutes
+    alternated = [("rooflab_dram", None, "stream_triad", 0.95, 1.05)] + [
+        (f"rooflab_mm_{d}", d, f"torch_mm_{d}", 0.95, None) for d in ("float32", "bfloat16", "float16")]
+    alternated = [pair for pair in alternated if pair[0] in res]
+    for ceiling, dtype, key, lo, hi in (PAIRS + extra if c is not None else []) + alternated:
         if key not in res:  # not run here (torch.mm float16 where the CPU has no half arithmetic)
             continue
-        hit = c[(c.ceiling == ceiling) & ((c.dtype == dtype) if dtype else True)]
-        ours = float(hit.value.iloc[0]) if len(hit) and hit.value.notna().iloc[0] else float("nan")
-        ci = (float(hit.ci_low.iloc[0]), float(hit.ci_high.iloc[0])) if len(hit) else (None, None)
-        if ceiling == "rooflab_dram":
-            ours, ci = res[ceiling], (min(res["rooflab_dram_runs"]), max(res["rooflab_dram_runs"]))
+        if ceiling in res:  # an alternated row: its range over the rounds
+            ours, ci = res[ceiling], (min(res[f"{ceiling}_runs"]), max(res[f"{ceiling}_runs"]))
+        else:
+            cpu = c[(c.device_kind == "cpu") & (c.source == "run")]
+            hit = cpu[(cpu.ceiling == ceiling) & ((cpu.dtype == dtype) if dtype else True)]
+            ours = (float(hit.value.iloc[0]) if len(hit) and hit.value.notna().iloc[0]
+                    else float("nan"))
+            ci = (float(hit.ci_low.iloc[0]), float(hit.ci_high.iloc[0])) if len(hit) else (None, None)
         peer = res.get(key, float("nan"))
         ratio = ours / peer if peer else float("nan")
         ok = ratio >= lo and (hi is None or ratio <= hi)
@@ -255,9 +289,11 @@ def table(out: Path, ceilings: Path) -> None:
     if "stream_triad_runs" in res:
         print("STREAM's triad, run by run: " + ", ".join(
             f"{v / 1e9:.1f}" for v in res["stream_triad_runs"]) + " (the table: their best)")
-    if "rooflab_dram_runs" in res:
-        print("rooflab's DRAM points after each (best point): " + ", ".join(
-            f"{v / 1e9:.1f}" for v in res["rooflab_dram_runs"]) + " (rooflab_dram: their best)")
+    for key, what in (("rooflab_dram", "rooflab's DRAM points"), ("torch_mm_bfloat16", "torch.mm bfloat16"),
+                      ("rooflab_mm_bfloat16", "rooflab's bfloat16 GEMM points")):
+        if f"{key}_runs" in res:
+            print(f"{what}, round by round: " + ", ".join(
+                f"{v / 1e9:.1f}" for v in res[f"{key}_runs"]) + f" ({key}: their best)")
     print(f"{'ceiling':13} {'dtype':9} {'rooflab':>8} {'interval':>16} {'peer':>18} "
           f"{'G':>8} {'ratio':>6}  target")
     for r in rows:
