@@ -85,8 +85,9 @@ def _stream_huge(build_dir: Path, threads: int) -> dict:
     process may set that (root on a machine lent whole), then the setting put back. rooflab's
     stream arrays ask for huge pages (madvise; kernels/cpu_stream.py host_empty) and STREAM's
     static arrays get them only under 'always': this run says what the page size alone is worth
-    (on the node: nothing, 84.9-86.6 GB/s against 85.2-86.2 in the runs beside them). A
-    diagnostic beside the comparison, not part of it."""
+    (on the node: nothing in one call, 84.9-86.6 GB/s against 85.2-86.2 in the runs beside
+    them; 110.6 against 80.0-104.6 in another). A diagnostic beside the comparison, not part of
+    it."""
     try:
         mode = re.search(r"\[(\w+)\]", THP.read_text())[1]
     except (OSError, TypeError):
@@ -264,7 +265,8 @@ def table(out: Path, ceilings: Path) -> None:
              if key in res]
     # rooflab's DRAM and GEMM points rerun between the peers' runs (_rounds): the same minutes
     alternated = [("rooflab_dram", None, "stream_triad", 0.95, 1.05)] + [
-        (f"rooflab_mm_{d}", d, f"torch_mm_{d}", 0.95, None) for d in ("float32", "bfloat16", "float16")]
+        (f"rooflab_mm_{d}", d, f"torch_mm_{d}", 0.95, None)
+        for d in ("float32", "bfloat16", "float16")]
     alternated = [pair for pair in alternated if pair[0] in res]
     for ceiling, dtype, key, lo, hi in (PAIRS + extra if c is not None else []) + alternated:
         if key not in res:  # not run here (torch.mm float16 where the CPU has no half arithmetic)
@@ -276,7 +278,8 @@ def table(out: Path, ceilings: Path) -> None:
             hit = cpu[(cpu.ceiling == ceiling) & ((cpu.dtype == dtype) if dtype else True)]
             ours = (float(hit.value.iloc[0]) if len(hit) and hit.value.notna().iloc[0]
                     else float("nan"))
-            ci = (float(hit.ci_low.iloc[0]), float(hit.ci_high.iloc[0])) if len(hit) else (None, None)
+            ci = ((float(hit.ci_low.iloc[0]), float(hit.ci_high.iloc[0])) if len(hit)
+                  else (None, None))
         peer = res.get(key, float("nan"))
         ratio = ours / peer if peer else float("nan")
         ok = ratio >= lo and (hi is None or ratio <= hi)
@@ -289,17 +292,18 @@ def table(out: Path, ceilings: Path) -> None:
     if "stream_triad_runs" in res:
         print("STREAM's triad, run by run: " + ", ".join(
             f"{v / 1e9:.1f}" for v in res["stream_triad_runs"]) + " (the table: their best)")
-    for key, what in (("rooflab_dram", "rooflab's DRAM points"), ("torch_mm_bfloat16", "torch.mm bfloat16"),
+    for key, what in (("rooflab_dram", "rooflab's DRAM points"),
+                      ("torch_mm_bfloat16", "torch.mm bfloat16"),
                       ("rooflab_mm_bfloat16", "rooflab's bfloat16 GEMM points")):
         if f"{key}_runs" in res:
             print(f"{what}, round by round: " + ", ".join(
                 f"{v / 1e9:.1f}" for v in res[f"{key}_runs"]) + f" ({key}: their best)")
-    print(f"{'ceiling':13} {'dtype':9} {'rooflab':>8} {'interval':>16} {'peer':>18} "
+    print(f"{'ceiling':19} {'dtype':9} {'rooflab':>8} {'interval':>16} {'peer':>18} "
           f"{'G':>8} {'ratio':>6}  target")
     for r in rows:
         ci = (f"[{r['ci_low'] / 1e9:.1f}, {r['ci_high'] / 1e9:.1f}]"
               if r["ci_low"] is not None else "")
-        print(f"{r['ceiling']:13} {r['dtype'] or '':9} {r['rooflab'] / 1e9:8.1f} {ci:>16} "
+        print(f"{r['ceiling']:19} {r['dtype'] or '':9} {r['rooflab'] / 1e9:8.1f} {ci:>16} "
               f"{r['peer']:>18} {r['peer_value'] / 1e9:8.1f} {r['ratio']:6.2f}  {r['target']} "
               f"{'ok' if r['met'] else 'MISSED'}")
 
