@@ -15,6 +15,7 @@ torch.mm and one of the other peers (`_rounds`), each at its best over the round
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -168,12 +169,17 @@ def _override(value) -> str:
     return str(value)
 
 
+@functools.cache
+def _config(name: str) -> dict:
+    import yaml
+    return yaml.safe_load((ROOT / "config" / name).read_text())
+
+
 def _rooflab_job(work: Path, name: str, experiment: str, dtype: str, **settings):
     """The rows of one rooflab job run alone, with the sweep's settings for a CPU (config.yaml's
     job.cpu and experiments.<experiment>.cpu) and `settings` over them."""
     import pandas as pd
-    import yaml
-    sweep = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    sweep = _config("config.yaml")
     exp = sweep["experiments"][experiment].get("cpu") or {}
     out = work / f"{name}.parquet"
     subprocess.run([sys.executable, "-m", "experiments", f"experiment={experiment}",
@@ -185,14 +191,16 @@ def _rooflab_job(work: Path, name: str, experiment: str, dtype: str, **settings)
     return rows[rows.status == "ok"]
 
 
-def _rooflab_dram(work: Path, k: int) -> float:
-    """The best rate of rooflab's DRAM points (float32, numba's kernels) over the arrays the
-    sweep's DRAM window has (dram_arrays x the LLC): the DRAM ceiling's statistic, a
-    host-clocked CPU's best point."""
-    import yaml
+def _dram_sizes() -> list[int]:
+    """Bytes per array of the sweep's DRAM window: dram_arrays x the LLC, rounded as
+    bandwidth.machine_sizes rounds them."""
     _, llc = _machine()
-    exp = yaml.safe_load((ROOT / "config/experiment/bandwidth.yaml").read_text())
-    sizes = [int(f * llc) // 256 * 256 for f in exp["dram_arrays"]]
+    return [int(f * llc) // 256 * 256 for f in _config("experiment/bandwidth.yaml")["dram_arrays"]]
+
+
+def _rooflab_dram(work: Path, k: int, sizes) -> float:
+    """The best rate of rooflab's DRAM points (float32, numba's kernels) over `sizes`: the DRAM
+    ceiling's statistic, a host-clocked CPU's best point."""
     ok = _rooflab_job(work, f"dram_{k}", "bandwidth", "float32", from_machine=False, sizes=sizes)
     ok = ok[ok.variant == "numba"]
     return float((ok.bytes / ok.time_s_min).max())
@@ -212,11 +220,12 @@ def _rounds(build_dir: Path, threads: int, others=(), work: Path | None = None) 
     """ROUNDS rounds of STREAM, rooflab's DRAM and GEMM points (where `work` is given: their
     files go there), torch.mm and one of `others` (callables; their results merged in)."""
     runs, merged = [], {}
+    dtypes, sizes = _mm_dtypes(), (_dram_sizes() if work is not None else None)
     for k in range(max(ROUNDS, len(others))):
         run = _stream(build_dir, threads)
         if work is not None:
-            run |= {"rooflab_dram": _rooflab_dram(work, k)} | _rooflab_mm(work, k, _mm_dtypes())
-        runs.append(run | _torch_mm(_mm_dtypes()))
+            run |= {"rooflab_dram": _rooflab_dram(work, k, sizes)} | _rooflab_mm(work, k, dtypes)
+        runs.append(run | _torch_mm(dtypes))
         if k < len(others):
             merged |= others[k]()
     best = {k: max(r[k] for r in runs) for k in runs[0] if not k.endswith("_log")}
@@ -259,6 +268,7 @@ def table(out: Path, ceilings: Path) -> None:
     res = json.loads((out / "peers.json").read_text())
     # without the sweep's ceilings (a call of the peers alone) only the alternated rows
     c = pd.read_parquet(ceilings) if ceilings.exists() else None
+    cpu = c[(c.device_kind == "cpu") & (c.source == "run")] if c is not None else None
     rows = []
     # the diagnostic STREAMs (huge pages: _stream_huge; 512-bit vectors: build()) where they ran
     extra = [("dram_bw", None, key, 0.95, 1.05) for key in ("stream_triad_huge", "stream_triad_512")
@@ -268,13 +278,12 @@ def table(out: Path, ceilings: Path) -> None:
         (f"rooflab_mm_{d}", d, f"torch_mm_{d}", 0.95, None)
         for d in ("float32", "bfloat16", "float16")]
     alternated = [pair for pair in alternated if pair[0] in res]
-    for ceiling, dtype, key, lo, hi in (PAIRS + extra if c is not None else []) + alternated:
+    for ceiling, dtype, key, lo, hi in (PAIRS + extra if cpu is not None else []) + alternated:
         if key not in res:  # not run here (torch.mm float16 where the CPU has no half arithmetic)
             continue
         if ceiling in res:  # an alternated row: its range over the rounds
             ours, ci = res[ceiling], (min(res[f"{ceiling}_runs"]), max(res[f"{ceiling}_runs"]))
         else:
-            cpu = c[(c.device_kind == "cpu") & (c.source == "run")]
             hit = cpu[(cpu.ceiling == ceiling) & ((cpu.dtype == dtype) if dtype else True)]
             ours = (float(hit.value.iloc[0]) if len(hit) and hit.value.notna().iloc[0]
                     else float("nan"))
