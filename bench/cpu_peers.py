@@ -192,10 +192,11 @@ def _rooflab_job(work: Path, name: str, experiment: str, dtype: str, **settings)
 
 
 def _dram_sizes() -> list[int]:
-    """Bytes per array of the sweep's DRAM window: dram_arrays x the LLC, rounded as
-    bandwidth.machine_sizes rounds them."""
+    """Bytes per array of the sweep's DRAM window (bandwidth.dram_sizes)."""
+    from experiments.bandwidth import dram_sizes
     _, llc = _machine()
-    return [int(f * llc) // 256 * 256 for f in _config("experiment/bandwidth.yaml")["dram_arrays"]]
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return dram_sizes(_config("experiment/bandwidth.yaml")["dram_arrays"], llc, memory)
 
 
 def _rooflab_dram(work: Path, k: int, sizes) -> float:

@@ -42,6 +42,7 @@ OPS = {
 # relative error a correct kernel stays under (one rounding of the output, some margin)
 TOLERANCE = {"float64": 1e-12, "float32": 1e-6, "float16": 2e-3, "bfloat16": 1e-2}
 CHECK_ELEMENTS = 1 << 20  # the numeric check samples this many; the NaN check covers all
+MEMORY_SHARE = 0.25  # machine sizes: a DRAM size's three arrays take at most this of memory
 
 
 @dataclass
@@ -94,8 +95,18 @@ def machine_sizes(cfg: BandwidthConfig, facts) -> list[int]:
             sizes += [hi] + ([lo] if lo <= cap / 4 else [])
         below = cap
     llc = levels[-1] if levels else facts.llc_bytes or 32 << 20  # all sockets' LLCs together
-    sizes += [f * llc for f in cfg.dram_arrays]
+    sizes += dram_sizes(cfg.dram_arrays, llc, getattr(facts, "memory_bytes", None))
     return sorted({max(256, int(s) // 256 * 256) for s in sizes})
+
+
+def dram_sizes(dram_arrays, llc: float, memory_bytes: float | None) -> list[int]:
+    """Bytes per array of the DRAM window: dram_arrays x the LLC, leaving out those whose three
+    arrays would take more than MEMORY_SHARE of memory (the smallest stays: its `oom` rows say
+    it did not fit). One size past 4x the LLC is enough for the plateau; on a 2-core VM beside a
+    480 MiB L3 the 8x arrays (11 GB for a triad, of 24) cost 13 s and ended in oom rows."""
+    sizes = sorted(int(f * llc) // 256 * 256 for f in dram_arrays)
+    fits = [s for s in sizes if not memory_bytes or 3 * s <= MEMORY_SHARE * memory_bytes]
+    return fits or sizes[:1]
 
 
 def _sizes(cfg: BandwidthConfig, ctx: Context) -> list[int]:

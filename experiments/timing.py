@@ -22,7 +22,7 @@ from omegaconf import MISSING
 
 from experiments.core.config import ConfigError, ExperimentConfig, check_sizes
 from experiments.core.dtypes import itemsize, torch_dtype
-from experiments.core.checks import check_close, need_storage_dtype, relative_error
+from experiments.core.checks import check_close, has_nan, need_storage_dtype, relative_error
 from experiments.core.runner import Context, NotApplicable, WrongResult
 from experiments.core.conditions import Conditions
 from experiments.core.timer import summarize
@@ -66,7 +66,7 @@ def stream_order_check(z, a, b, tol) -> tuple[float, bool]:
     (relative error, passed), not raised: an order violation is this point's finding."""
     rows = min(z.shape[0], CHECK_ROWS)
     err = relative_error(z[:rows], 2 * (a[:rows].double() @ b.double()))
-    return err, bool(err <= tol) and not bool(torch.isnan(z).any())
+    return err, bool(err <= tol) and not has_nan(z)
 
 
 def _stats(samples, timer: str, ctx: Context) -> dict:

@@ -80,6 +80,19 @@ def test_each_numa_node_runs_the_dram_sizes_alone(server):
     assert teams[0][2] == sizes and teams[1][2] == teams[2][2] == [128 * MIB, 256 * MIB]
 
 
+def test_a_dram_size_past_a_quarter_of_memory_is_left_out():
+    # a 2-core VM beside a 480 MiB L3, 24 GiB of memory: 8x arrays would take 11 GiB a triad
+    totals = {"L1": 96 << 10, "L2": 4 * MIB, "L3": 480 * MIB}
+    facts = SimpleNamespace(llc_bytes=480 * MIB, cache_bytes={}, memory_bytes=24 << 30,
+                            extra={"cache_total_bytes": totals})
+    cfg = SimpleNamespace(level_points=2, dram_arrays=[4, 8])
+    assert max(bandwidth.machine_sizes(cfg, facts)) == 4 * 480 * MIB
+    facts.memory_bytes = 128 << 30  # the node's 128 GiB hold both
+    assert max(bandwidth.machine_sizes(cfg, facts)) == 8 * 480 * MIB
+    # the smallest DRAM size stays even where it does not fit: its rows then say oom
+    assert bandwidth.dram_sizes([4, 8], 480 * MIB, 4 << 30) == [4 * 480 * MIB]
+
+
 def _rows(points):
     """Bandwidth rows: (scope, working set, GB/s)."""
     return pd.DataFrame({"working_set_bytes": [w for _, w, _ in points],

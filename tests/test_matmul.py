@@ -148,3 +148,18 @@ def test_a_large_cpu_draw_is_drawn_by_threads_the_same_values_whatever_their_cou
     assert not torch.equal(one, other)  # the values follow the seed
     ctx = runner.Context(torch.device("cpu"), "float32", facts=None)
     assert ctx.randn(2048, 2048).shape == (2048, 2048)  # past PARALLEL_DRAW: the pool's path
+
+
+def test_a_cpus_rotated_operand_sets_are_copies_in_memory_of_their_own():
+    from types import SimpleNamespace
+    g = torch.Generator().manual_seed(3)
+    ctx = SimpleNamespace(device=torch.device("cpu"), dtype="bfloat16",
+                          randn=lambda *shape: torch.randn(*shape, generator=g))
+    triples, full = matmul._operands(ctx, 64, 3, keep_full=True)
+    assert len(triples) == 3 and full is not None
+    a0, b0, _ = triples[0]
+    assert torch.equal(a0, full[0].to(torch.bfloat16)) and a0.abs().sum() > 0
+    pointers = {t.data_ptr() for triple in triples for t in triple}
+    assert len(pointers) == 9, "every set rotates through its own memory"
+    for a, b, c in triples[1:]:
+        assert torch.equal(a, a0) and torch.equal(b, b0) and c.shape == (64, 64)
