@@ -156,8 +156,10 @@ def _torch_mm(dtypes=("float32", "bfloat16", "float16"), sizes=(2048, 4096, 8192
 # So the bench runs ROUNDS rounds (env ROUNDS overrides) of: STREAM once, rooflab's own DRAM
 # points once more (its bandwidth job over the sweep's DRAM arrays), its GEMM points once more
 # (its matmul job over torch.mm's sizes, per dtype), torch.mm, then one of the other peers.
-# Each is taken at its best over the rounds: both tools in the same minutes.
-ROUNDS = int(os.environ.get("ROUNDS", 5))
+# Each is taken at its best over the rounds: both tools in the same minutes. Three rounds (one
+# per other peer): on a node whose sweep took 230 s, five did not finish within a device call's
+# 600 s (four took over 340 s).
+ROUNDS = int(os.environ.get("ROUNDS", 3))
 MM_SIZES = (2048, 4096, 8192)
 
 

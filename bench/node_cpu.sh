@@ -9,7 +9,7 @@
 # Runs rooflab's sweep first (snakemake, report included: cold, as from a fresh clone, so its time
 # is the user's), then builds the peers (gcc -O3 -march=native -fopenmp) and runs them while
 # nothing else runs (load before and after in peers.json), in rounds with rooflab's own DRAM and
-# GEMM points (bench/cpu_peers.py _rounds; ROUNDS=3 shortens them), then prints the table.
+# GEMM points (bench/cpu_peers.py _rounds: 3, env ROUNDS), then prints the table.
 # Files under $OUT: peers.json, gaps.json (bench/cpu_gaps.py; GAPS=0 skips it), ceilings.parquet,
 # claims.parquet, measurements.parquet, cpu_peers.csv, times.txt, logs.tgz (build, load, gaps,
 # shadow (bench/cpu_shadow.py; SHADOW=0 skips it), sweep and job logs).
