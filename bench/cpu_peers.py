@@ -194,10 +194,14 @@ def _rooflab_job(work: Path, name: str, experiment: str, dtype: str, **settings)
 
 
 def _dram_sizes() -> list[int]:
-    """Bytes per array of the sweep's DRAM window (bandwidth.dram_sizes)."""
+    """Bytes per array of the sweep's DRAM window (bandwidth.dram_sizes, from the CPU's device
+    facts as the sweep reads them)."""
+    import torch
+
     from experiments.bandwidth import dram_sizes
+    from experiments.core.device import device_facts
     _, llc = _machine()
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    memory = device_facts(torch.device("cpu")).memory_bytes
     return dram_sizes(_config("experiment/bandwidth.yaml")["dram_arrays"], llc, memory)
 
 

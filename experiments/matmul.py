@@ -76,12 +76,8 @@ def _operands(ctx: Context, n: int, sets: int, keep_full: bool = False):
     8 of the 19 s of a 2-core VM's bfloat16 job (15 sets of 4096, 3 LLCs of 480 MiB). A GPU draws
     every set (its draws are fast; its GEMM's power follows the data)."""
     dt = torch_dtype(ctx.dtype)
-    triples, full = [], None
-    for s in range(sets):
-        if s and ctx.device.type == "cpu":
-            a, b, c = triples[0]
-            triples.append((a.clone(), b.clone(), torch.empty_like(c)))
-            continue
+
+    def drawn():
         a32, b32 = ctx.randn(n, n), ctx.randn(n, n)
         if ctx.dtype == "float8_e4m3":
             # _scaled_mm wants B column-major: transpose of a row-major [n, n]
@@ -90,10 +86,13 @@ def _operands(ctx: Context, n: int, sets: int, keep_full: bool = False):
         else:
             a, b = a32.to(dt), b32.to(dt)
             c = torch.empty(n, n, device=ctx.device, dtype=dt)
-        triples.append((a, b, c))
-        if keep_full and s == 0:
-            full = (a32, b32)
-    return triples, full
+        return (a, b, c), (a32, b32)
+
+    first, full = drawn()
+    full = full if keep_full else None  # the float32 originals go before the other sets come
+    copied = lambda: (first[0].clone(), first[1].clone(), torch.empty_like(first[2]))
+    rest = [copied() if ctx.device.type == "cpu" else drawn()[0] for _ in range(sets - 1)]
+    return [first, *rest], full
 
 
 def _kernel(ctx: Context, cfg: MatmulConfig):
