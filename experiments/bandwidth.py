@@ -5,7 +5,8 @@ Bytes are counted from each kernel's definition (every input read once, the outp
 
 CPU, float32/float64: numba kernels (kernels/cpu_stream.py) on a team of pinned threads, one per
 physical core; a call repeats the pass until it moves `call_bytes` per thread, so L1-sized slices
-are timed past the team's start-up. float16/bfloat16 (numba has no half arithmetic): torch ops.
+are timed past the team's start-up. float16/bfloat16 (numba has no half arithmetic): torch ops,
+short of the DRAM window (`_torch_sizes`).
 from_machine (a CPU): sizes from its caches (machine_sizes), not `sizes`. A machine of several
 NUMA nodes also runs the DRAM sizes on each node's cores alone (params.scope "numa<N>", else
 "machine").
@@ -134,13 +135,18 @@ def _teams(ctx: Context, sizes) -> list[tuple[str, list[int], list[int]]]:
 
 
 def _torch_sizes(ctx: Context, sizes) -> list[int]:
-    """A CPU's torch (half) jobs stop at the first DRAM array: drawing random gigabyte arrays
-    takes longer than timing them, and the DRAM ceiling comes from the numba kernels."""
+    """A CPU's torch (half) jobs stop before the DRAM window where numba's kernels stream it (the
+    float32 job): the DRAM ceiling and the claims read those alone (analysis/levels.py
+    dram_kernels), and on the 2-core VM beside a 480 MiB L3 the half dtype's one DRAM size (three
+    2 GB arrays, drawn and first-touched) took 18 of the bfloat16 job's 26 s. Without numba they
+    stop at the first DRAM size: drawing random gigabyte arrays takes longer than timing them."""
     if ctx.device.type != "cpu":
         return list(sizes)
     extra = _facts(ctx).extra or {}
     llc = max((extra.get("cache_total_bytes") or {}).values(), default=_facts(ctx).llc_bytes)
     past = [s for s in sizes if 2 * s >= 4 * llc]
+    if importlib.util.find_spec("numba"):
+        return [s for s in sizes if s not in past]
     return [s for s in sizes if not past or s <= min(past)]
 
 
@@ -200,10 +206,9 @@ def _measure(ctx: Context, op: str, n: int, cache: dict, cpus=None, reps: int = 
     else:
         call = lambda i: kernel(a, b, out)
     out.fill_(float("nan"))  # what the kernel leaves unwritten shows
-    call(0)
-    ctx.sync()
+    first_s = ctx.first_call(lambda: call(0))
     err = _check(op, a, b, out, ctx.dtype)
-    stats = ctx.time(call)
+    stats = ctx.time(call, warm_call_s=first_s)  # a long first call is the estimate (a DRAM size)
     return stats | {"rel_error": err, "check_passed": True}
 
 

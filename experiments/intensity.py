@@ -12,6 +12,9 @@ physical core). CPU, float16/bfloat16: `unsupported` rows. numba has no half ari
 CPUs, and torch's half ops compute in float32 between conversions: a chain of them times those
 conversions and passes over memory, not the ISA's half FMAs (AVX512-FP16), at 1-2 % of the peak.
 n = 0 (a CPU): x and y together 4x its LLC, so fmas = 0 streams from DRAM.
+A point far past the ridge runs over a prefix of x and y (`call_s`, `elements_for`): its rate is
+its compute, wherever the prefix lies, and the full arrays cost a 2-core VM beside a 480 MiB L3
+1.25 s a call at 1024 FMAs (7.5 s a point, a third of the job). Each row's n is what it ran over.
 """
 
 from __future__ import annotations
@@ -43,6 +46,9 @@ class IntensityConfig(ExperimentConfig):
     # GPU: one wave of programs striding over the tiles instead of one program per tile. Same peak
     # FLOP/s on an H200, but its memory-bound end reached 3.7-3.8 TB/s against 4.1-4.2: off.
     persistent: bool = MISSING
+    # a point whose call, predicted from the last point's rate, passes this and is COMPUTE_BOUND x
+    # the first point's (the traffic alone) runs over a prefix taking about this long (0: never)
+    call_s: float = MISSING
 
     def __post_init__(self):
         check_sizes("experiment.fmas", self.fmas, allow_zero=True)
@@ -51,6 +57,8 @@ class IntensityConfig(ExperimentConfig):
         check_warps("experiment.num_warps", [self.num_warps])
         if not isinstance(self.persistent, bool):
             raise ConfigError(f"experiment.persistent={self.persistent} must be true or false")
+        if not isinstance(self.call_s, (int, float)) or not self.call_s >= 0:
+            raise ConfigError(f"experiment.call_s={self.call_s} must be >= 0 (0: no limit)")
 
 
 Config = IntensityConfig
@@ -63,6 +71,26 @@ def elements(cfg: IntensityConfig, ctx: Context) -> int:
     if ctx.device.type != "cpu":
         raise ConfigError("experiment.n=0 (from the machine) is for CPUs; give a GPU its n")
     return max(1 << 16, 2 * ctx.facts.llc_bytes // itemsize(ctx.dtype))
+
+
+COMPUTE_BOUND = 4  # a call this many times the traffic's time: compute outweighs memory 4 to 1
+ALIGN = 1 << 16  # a prefix's elements: a multiple of this
+
+
+def elements_for(fmas: int, n: int, seen: list[tuple[int, int, float]], call_s: float) -> int:
+    """Elements a point runs over: all n, or a prefix taking about call_s where its full call,
+    predicted from the last point's rate (`seen`: (fmas, elements, seconds) of the points so far),
+    would be longer and COMPUTE_BOUND x the first point's. The first point (fmas = 0: a copy)
+    times the traffic alone; past COMPUTE_BOUND x that, a prefix in a faster cache would still be
+    compute-bound, so the point reads the same rate."""
+    if not call_s or not seen:
+        return n
+    f0, m0, t0 = seen[0]
+    f1, m1, t1 = seen[-1]
+    predicted = t1 * (n / m1) * max(fmas, 1) / max(f1, 1)
+    if predicted <= call_s or predicted < COMPUTE_BOUND * t0 * n / m0:
+        return n
+    return max(ALIGN, min(n, int(n * call_s / predicted)) // ALIGN * ALIGN)
 
 
 def team(ctx: Context) -> list[int]:
@@ -105,10 +133,11 @@ def _cpu_kernel(dtype: str = "float32"):
     return cpu_fma
 
 
-def _measure(ctx: Context, cfg: IntensityConfig, fmas: int, cache: dict, use_triton: bool) -> dict:
+def _measure(ctx: Context, cfg: IntensityConfig, fmas: int, m: int, cache: dict,
+             use_triton: bool) -> dict:
     need_storage_dtype(ctx.dtype)
     cpu_kernel = None if use_triton else _cpu_kernel(ctx.dtype)
-    x, y = _arrays(ctx, elements(cfg, ctx), cache)
+    x, y = (t[:m] for t in _arrays(ctx, elements(cfg, ctx), cache))
     if use_triton:
         kernel = kernels.load("fma_chain")
         call = lambda i: kernel.fma_chain(x, y, fmas, A, block=cfg.block, num_warps=cfg.num_warps,
@@ -139,16 +168,21 @@ def run(cfg: IntensityConfig, ctx: Context):
     gpu = ctx.device.type == "cuda"
     size = itemsize(ctx.dtype)
     n = elements(cfg, ctx)
-    moved = 2 * n * size
     variant, params = _variant(ctx, size)
     if gpu:
         params = {"block": cfg.block, "num_warps": cfg.num_warps, "persistent": cfg.persistent}
     cache: dict = {}
+    seen: list[tuple[int, int, float]] = []
     for fmas in cfg.fmas:
-        base = {"op": "fma_chain", "variant": variant, "n": n, "flops": 2.0 * fmas * n,
+        m = elements_for(fmas, n, seen, cfg.call_s)
+        moved = 2 * m * size
+        base = {"op": "fma_chain", "variant": variant, "n": m, "flops": 2.0 * fmas * m,
                 "bytes": float(moved), "working_set_bytes": moved,
                 "params": params | {"fmas": fmas}}
-        yield ctx.point(base, lambda fmas=fmas: _measure(ctx, cfg, fmas, cache, use_triton=gpu))
+        row = ctx.point(base, lambda fmas=fmas, m=m: _measure(ctx, cfg, fmas, m, cache, gpu))
+        if row.get("status") == "ok" and (row.get("time_s") or 0) > 0:
+            seen.append((fmas, m, float(row["time_s"])))
+        yield row
 
 
 def points(cfg: IntensityConfig, ctx: Context) -> int:

@@ -93,6 +93,19 @@ def test_a_dram_size_past_a_quarter_of_memory_is_left_out():
     assert bandwidth.dram_sizes([4, 8], 480 * MIB, 4 << 30) == [4 * 480 * MIB]
 
 
+
+def test_half_dtypes_stop_short_of_the_dram_window_where_numba_streams_it(monkeypatch):
+    totals = {"L1": 96 << 10, "L2": 4 * MIB, "L3": 32 * MIB}
+    facts = SimpleNamespace(llc_bytes=32 * MIB, cache_bytes={}, memory_bytes=24 << 30,
+                            extra={"cache_total_bytes": totals})
+    sizes = bandwidth.machine_sizes(SimpleNamespace(level_points=2, dram_arrays=[4, 8]), facts)
+    ctx = SimpleNamespace(device=SimpleNamespace(type="cpu"), dtype="bfloat16", facts=facts)
+    half = bandwidth._torch_sizes(ctx, sizes)
+    assert half == [s for s in sizes if s < 128 * MIB] and max(sizes) == 256 * MIB
+    # without numba the torch ops are the only DRAM points: they keep the first DRAM size
+    monkeypatch.setattr(bandwidth.importlib.util, "find_spec", lambda name: None)
+    assert bandwidth._torch_sizes(ctx, sizes) == half + [128 * MIB]
+
 def _rows(points):
     """Bandwidth rows: (scope, working set, GB/s)."""
     return pd.DataFrame({"working_set_bytes": [w for _, w, _ in points],

@@ -41,6 +41,33 @@ def test_cpu_rows_count_the_work_and_match_float64(run_experiment, dtype):
     assert placed["threads"] == placed["cores"] >= 1 and placed["smt"] is False
 
 
+
+def test_a_compute_bound_point_past_call_s_runs_over_a_prefix():
+    n, align = 1 << 24, intensity.ALIGN
+    copy = [(0, n, 0.1)]  # the first point: the traffic alone
+    assert intensity.elements_for(1, n, copy, 0.1) == n  # predicted 0.1 s: within call_s
+    # 1 s predicted from 256 FMAs at 0.5 s, 10x the copy's time: a prefix of about 0.1 s
+    m = intensity.elements_for(512, n, copy + [(256, n, 0.5)], 0.1)
+    assert m == int(n * 0.1 / 1.0) // align * align
+    # the rate is per element: a point after a prefix predicts from that prefix's rate
+    assert intensity.elements_for(1024, n, copy + [(512, m, 0.1)], 0.1) < m
+    # a long call but under 4x the copy's time: near the ridge, a prefix could leave DRAM
+    assert intensity.elements_for(16, n, [(0, n, 0.3), (8, n, 0.4)], 0.1) == n
+    assert intensity.elements_for(512, n, copy + [(256, n, 0.5)], 0) == n  # 0: no limit
+    assert intensity.elements_for(512, 1000, copy + [(256, 1000, 5.0)], 0.1) == align
+
+
+def test_cpu_points_past_call_s_count_the_work_of_their_prefix(run_experiment):
+    n = 1 << 20
+    rows = run_experiment("intensity", "float32", [f"experiment.n={n}", "experiment.call_s=1e-4",
+                                                  "experiment.fmas=[0,256,1024]"])
+    assert (rows.status == "ok").all() and rows.check_passed.all(), rows[["status", "message"]]
+    m = rows.n.to_numpy()
+    assert m[0] == n and m[2] < n and (m % intensity.ALIGN == 0).all()
+    np.testing.assert_array_equal(rows.flops, 2 * _fmas(rows) * m)
+    np.testing.assert_array_equal(rows.working_set_bytes, 2 * 4 * m)
+    assert (rows.rel_error <= chain.TOLERANCE["float32"]).all()
+
 def test_cpu_half_chains_say_why_they_are_not_measured(run_experiment, monkeypatch):
     from experiments.kernels import cpu_fma_half
     monkeypatch.setattr(cpu_fma_half, "native", lambda features=None: False)
@@ -97,7 +124,7 @@ def test_gpu_point_body_runs_in_interpreter():
     dev = torch.device("cpu")
     ctx = Context(device=dev, dtype="float32", facts=device_facts(dev), point_budget_s=0.01)
     cfg = experiment_config("intensity", n=1000, block=256, num_warps=4)
-    row = intensity._measure(ctx, cfg, 9, {}, use_triton=True)
+    row = intensity._measure(ctx, cfg, 9, 1000, {}, use_triton=True)
     assert row["check_passed"] and row["rel_error"] <= 2e-6 and row["time_s"] > 0
 
 
@@ -209,7 +236,8 @@ def test_tf32_is_not_a_storage_type(run_experiment):
 @pytest.mark.parametrize("override, key", [("experiment.fmas=[-1]", "experiment.fmas"),
                                            ("experiment.num_warps=3", "experiment.num_warps"),
                                            ("experiment.block=100", "experiment.block"),
-                                           ("experiment.n=-1", "experiment.n")])
+                                           ("experiment.n=-1", "experiment.n"),
+                                           ("experiment.call_s=-1", "experiment.call_s")])
 def test_bad_config_names_the_key(run_experiment, override, key):
     with pytest.raises(ValueError, match=key):
         run_experiment("intensity", "float32", [override])

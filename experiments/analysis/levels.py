@@ -113,9 +113,9 @@ def past_shadow(ws: np.ndarray, bw: np.ndarray, host: bool) -> np.ndarray:
 
 def dram_kernels(pts: pd.DataFrame, inside: np.ndarray, host: bool) -> np.ndarray:
     """A CPU's DRAM window: its own STREAM kernels' points (variant numba: pinned, one thread per
-    core) where it has any. Its half dtypes run torch's ops on torch's threads, and only to the
-    first DRAM size (bandwidth.py _torch_sizes); on the VM their one triad point read 53 GB/s
-    in a quiet second, where STREAM's best of three runs read 39.5."""
+    core) where it has any. Its half dtypes run torch's ops on torch's threads, short of the DRAM
+    window where numba is installed (bandwidth.py _torch_sizes); when they reached it, on the VM
+    their one triad point read 53 GB/s in a quiet second, where STREAM's best of three read 39.5."""
     if not host or "variant" not in pts:
         return np.ones(len(pts), bool)
     own = (pts.variant == "numba").to_numpy()
