@@ -4,6 +4,8 @@ builds, the sweep from an empty directory, and one-line errors on bad input."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -144,6 +146,11 @@ def test_run_ends_with_the_summary_of_what_it_wrote(tmp_path, monkeypatch, capsy
     assert capsys.readouterr().out == summary
     assert cli.main(["run", "--results", str(res), "-n"]) == 0  # a dry run: no summary
     assert capsys.readouterr().out == ""
+    # the summary reads tables: it loads no torch (importing it took a 2-core VM a second)
+    check = subprocess.run([sys.executable, "-c", "import sys; from experiments.report import "
+                            "summary; print('torch' in sys.modules)"], cwd=ROOT,
+                           capture_output=True, text=True)
+    assert check.stdout.strip() == "False", check.stderr
 
 
 def _args(*argv):

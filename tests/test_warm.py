@@ -70,7 +70,8 @@ def test_the_kernels_compiled_ahead_are_the_ones_the_jobs_call(run_experiment):
     from experiments.kernels import cpu_fma, cpu_stream
 
     def compiled():
-        kernels = {"fill": cpu_stream._fill, **cpu_stream.KERNELS} | {
+        kernels = {"fill": cpu_stream._fill, "fill_half": cpu_stream._fill_half,
+                   **cpu_stream.KERNELS} | {
             f"chain{lanes}": kernel for lanes, kernel in cpu_fma._KERNELS.items()}
         return {name: len(kernel.overloads) for name, kernel in kernels.items()}
 
@@ -80,7 +81,7 @@ def test_the_kernels_compiled_ahead_are_the_ones_the_jobs_call(run_experiment):
         assert set(rows.variant) == {"numba"}, rows.variant
     rows = run_experiment("bandwidth", "float32", ["experiment.sizes=[4096]"])
     assert set(rows.variant) == {"numba"}, rows.variant
-    run_experiment("bandwidth", "bfloat16", ["experiment.sizes=[4096]"])  # filled in float32
+    run_experiment("bandwidth", "bfloat16", ["experiment.sizes=[4096]"])  # drawn as bits
     assert compiled() == ahead
 
 

@@ -1,11 +1,11 @@
-"""Dtype names used in configs, and what each means to torch."""
+"""Dtype names used in configs, and what each means to torch (imported when first asked: the
+config checks and the analysis steps, `rooflab run`'s closing summary among them, need the names
+alone, and importing torch takes a 2-core VM about a second)."""
 
 from __future__ import annotations
 
 from contextlib import contextmanager
 from enum import Enum
-
-import torch
 
 
 class Dtype(str, Enum):
@@ -19,13 +19,13 @@ class Dtype(str, Enum):
     float8_e4m3 = "float8_e4m3"
 
 
-TORCH_DTYPE = {
-    "float64": torch.float64,
-    "float32": torch.float32,
-    "tf32": torch.float32,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-    "float8_e4m3": torch.float8_e4m3fn,
+TORCH_NAME = {  # the torch dtype of each name
+    "float64": "float64",
+    "float32": "float32",
+    "tf32": "float32",
+    "float16": "float16",
+    "bfloat16": "bfloat16",
+    "float8_e4m3": "float8_e4m3fn",
 }
 
 
@@ -33,17 +33,21 @@ TORCH_DTYPE = {
 STORAGE = ("float64", "float32", "float16", "bfloat16")
 
 
-def torch_dtype(name: str) -> torch.dtype:
-    return TORCH_DTYPE[name]
+def torch_dtype(name: str):
+    import torch
+
+    return getattr(torch, TORCH_NAME[name])
 
 
 def itemsize(name: str) -> int:
-    return torch.empty((), dtype=TORCH_DTYPE[name]).element_size()
+    return torch_dtype(name).itemsize
 
 
 @contextmanager
 def tf32_matmul(enabled: bool):
     """TF32 tensor cores for float32 matmuls on or off inside the block (no effect on a CPU)."""
+    import torch
+
     old = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = enabled
     try:

@@ -135,6 +135,8 @@ def signatures(dtype: str) -> dict:
     array = f"{dtype}[::1]"
     return {
         "fill": f"void({array}, int64, int64, int64)",  # x, lo, hi, seed
+        # a half array's bits: x, lo, hi, seed, 1.0's bits, shift
+        "fill_half": "void(uint16[::1], int64, int64, int64, int64, int64)",
         "stream": f"void({array}, {array}, {array}, int64, int64, int64)",  # a, b, out, lo, hi, reps
         "chain": f"void({array}, {array}, float64, int64, int64, int64)",  # x, y, a, fmas, lo, hi
     }
@@ -143,7 +145,8 @@ def signatures(dtype: str) -> dict:
 def cpu_kernels():
     """Compile the numba CPU kernels of the default sweep's CPU jobs, one kernel a step:
     intensity's in float32 and float64, bandwidth's in float32 (its other default dtype,
-    bfloat16, streams with torch; a float64 bandwidth job, not in it, compiles its own). A job
+    bfloat16, streams with torch over arrays `_fill_half` draws; a float64 bandwidth job, not in
+    it, compiles its own). A job
     compiled each at its first call (importing numba 0.5 s, each kernel 0.1-0.4 s, in every CPU
     job of bandwidth and intensity); one forked after finds them compiled: the same code, for
     the same signatures and CPU features (set when the modules load)."""
@@ -158,3 +161,4 @@ def cpu_kernels():
         yield chain.compile(sig["chain"])
     for kernel in cpu_stream.KERNELS.values():
         yield kernel.compile(signatures("float32")["stream"])
+    yield cpu_stream._fill_half.compile(signatures("float32")["fill_half"])  # bfloat16 bandwidth
