@@ -85,7 +85,7 @@ def elements_for(fmas: int, n: int, seen: list[tuple[int, int, float]], call_s: 
     compute-bound, so the point reads the same rate."""
     if not call_s or not seen:
         return n
-    f0, m0, t0 = seen[0]
+    _, m0, t0 = seen[0]
     f1, m1, t1 = seen[-1]
     predicted = t1 * (n / m1) * max(fmas, 1) / max(f1, 1)
     if predicted <= call_s or predicted < COMPUTE_BOUND * t0 * n / m0:

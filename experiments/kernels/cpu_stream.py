@@ -110,6 +110,7 @@ def fill_half(cpus, bits: np.ndarray, dtype: str, seed: int = 0) -> None:
     team(cpus).run(_fill_half, [(bits, lo, hi, seed + k, one, 64 - mantissa)
                                 for k, (lo, hi) in enumerate(parts)])
 
+
 HUGE_PAGE = 2 << 20
 # Arrays streamed together start this far apart within a 2 MiB page (a third of it, in whole
 # cache lines), as STREAM's arrays lie in its static memory: at one offset, element i of each

@@ -146,10 +146,10 @@ def cpu_kernels():
     """Compile the numba CPU kernels of the default sweep's CPU jobs, one kernel a step:
     intensity's in float32 and float64, bandwidth's in float32 (its other default dtype,
     bfloat16, streams with torch over arrays `_fill_half` draws; a float64 bandwidth job, not in
-    it, compiles its own). A job
-    compiled each at its first call (importing numba 0.5 s, each kernel 0.1-0.4 s, in every CPU
-    job of bandwidth and intensity); one forked after finds them compiled: the same code, for
-    the same signatures and CPU features (set when the modules load)."""
+    it, compiles its own). A job compiled each at its first call (importing numba 0.5 s, each
+    kernel 0.1-0.4 s, in every CPU job of bandwidth and intensity); one forked after finds them
+    compiled: the same code, for the same signatures and CPU features (set when the modules
+    load)."""
     import numpy as np
 
     from experiments.kernels import cpu_fma, cpu_stream
