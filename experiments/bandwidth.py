@@ -135,8 +135,8 @@ def _teams(ctx: Context, sizes) -> list[tuple[str, list[int], list[int]]]:
 
 
 def _torch_sizes(ctx: Context, sizes) -> list[int]:
-    """A CPU's torch (half) jobs stop before the DRAM window where numba's kernels stream it (the
-    float32 job): the DRAM ceiling and the claims read those alone (analysis/levels.py
+    """A CPU's torch (half) jobs stop before the DRAM window where numba's kernels stream it (this
+    machine's float32 job, `_numba`): the DRAM ceiling and the claims read those alone (analysis/levels.py
     dram_kernels), and on the 2-core VM beside a 480 MiB L3 the half dtype's one DRAM size (three
     2 GB arrays, drawn and first-touched) took 18 of the bfloat16 job's 26 s. Without numba they
     stop at the first DRAM size: drawing random gigabyte arrays takes longer than timing them."""
@@ -145,17 +145,18 @@ def _torch_sizes(ctx: Context, sizes) -> list[int]:
     extra = _facts(ctx).extra or {}
     llc = max((extra.get("cache_total_bytes") or {}).values(), default=_facts(ctx).llc_bytes)
     past = [s for s in sizes if 2 * s >= 4 * llc]
-    if importlib.util.find_spec("numba"):
+    if _numba(ctx, "float32"):
         return [s for s in sizes if s not in past]
     return [s for s in sizes if not past or s <= min(past)]
 
 
-def _numba(ctx: Context) -> bool:
-    """Whether the numba kernels run this job (a CPU, float32/float64, facts naming a team, numba
-    installed: without it torch ops run, as for half dtypes)."""
-    return ctx.device.type == "cpu" and getattr(ctx, "dtype", "float32") in (
-        "float32", "float64") and bool((_facts(ctx).extra or {}).get("team")) and bool(
-        importlib.util.find_spec("numba"))
+def _numba(ctx: Context, dtype: str | None = None) -> bool:
+    """Whether the numba kernels run this job, or this machine's job in `dtype` (a CPU,
+    float32/float64, facts naming a team, numba installed: without it torch ops run, as for half
+    dtypes)."""
+    dtype = dtype or getattr(ctx, "dtype", "float32")
+    return ctx.device.type == "cpu" and dtype in ("float32", "float64") and bool(
+        (_facts(ctx).extra or {}).get("team")) and bool(importlib.util.find_spec("numba"))
 
 
 def _facts(ctx):

@@ -97,7 +97,7 @@ def test_a_dram_size_past_a_quarter_of_memory_is_left_out():
 def test_half_dtypes_stop_short_of_the_dram_window_where_numba_streams_it(monkeypatch):
     totals = {"L1": 96 << 10, "L2": 4 * MIB, "L3": 32 * MIB}
     facts = SimpleNamespace(llc_bytes=32 * MIB, cache_bytes={}, memory_bytes=24 << 30,
-                            extra={"cache_total_bytes": totals})
+                            extra={"cache_total_bytes": totals, "team": [0, 1]})
     sizes = bandwidth.machine_sizes(SimpleNamespace(level_points=2, dram_arrays=[4, 8]), facts)
     ctx = SimpleNamespace(device=SimpleNamespace(type="cpu"), dtype="bfloat16", facts=facts)
     half = bandwidth._torch_sizes(ctx, sizes)
@@ -105,6 +105,12 @@ def test_half_dtypes_stop_short_of_the_dram_window_where_numba_streams_it(monkey
     # without numba the torch ops are the only DRAM points: they keep the first DRAM size
     monkeypatch.setattr(bandwidth.importlib.util, "find_spec", lambda name: None)
     assert bandwidth._torch_sizes(ctx, sizes) == half + [128 * MIB]
+    # so do a team-less machine's (its float32 job runs torch's ops too)
+    monkeypatch.undo()
+    facts.extra = {"cache_total_bytes": totals}
+    for dtype in ("bfloat16", "float32"):
+        ctx.dtype = dtype
+        assert bandwidth._torch_sizes(ctx, sizes) == half + [128 * MIB]
 
 def _rows(points):
     """Bandwidth rows: (scope, working set, GB/s)."""

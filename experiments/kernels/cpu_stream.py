@@ -71,20 +71,25 @@ def run(cpus, op: str, a, b, out, reps: int = 1) -> None:
     team(cpus).run(KERNELS[op], [(a, b, out, lo, hi, reps) for lo, hi in parts])
 
 
+@njit(inline="always")
+def _seeded(seed, lo):
+    """The generator's state at element `lo` of a worker's slice (a 64-bit LCG)."""
+    return np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(lo)
+
+
+@njit(inline="always")
+def _next(state):
+    return state * np.uint64(6364136223846793005) + np.uint64(1442695040888963407)
+
+
 @njit(nogil=True, boundscheck=False)
 def _fill(x, lo, hi, seed):
     """Nonzero, non-repeating values in [0.5, 1.5): cheap to draw for gigabyte arrays."""
-    state = np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(lo)
+    state = _seeded(seed, lo)
     y = x[lo:hi]
     for i in range(y.size):
-        state = state * np.uint64(6364136223846793005) + np.uint64(1442695040888963407)
+        state = _next(state)
         y[i] = 0.5 + (state >> np.uint64(11)) * (1.0 / 9007199254740992.0)
-
-
-def fill(cpus, x, seed: int = 0) -> None:
-    """Fill x with `_fill` values, each worker its own slice (first touch: pages in its node)."""
-    parts = split(x.size, len(cpus), 4096)
-    team(cpus).run(_fill, [(x, lo, hi, seed + k) for k, (lo, hi) in enumerate(parts)])
 
 
 # Half dtypes: 1.m with the mantissa's bits drawn, as bit patterns (numba has no half type):
@@ -95,21 +100,29 @@ HALF_BITS = {"float16": (0x3C00, 10), "bfloat16": (0x3F80, 7)}  # 1.0's bits, ma
 
 @njit(nogil=True, boundscheck=False)
 def _fill_half(x, lo, hi, seed, one, shift):
-    """x (16-bit patterns): `one` | a drawn mantissa, the same generator as _fill."""
-    state = np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(lo)
+    """x (16-bit patterns): `one` | a drawn mantissa, _fill's generator."""
+    state = _seeded(seed, lo)
     y = x[lo:hi]
     for i in range(y.size):
-        state = state * np.uint64(6364136223846793005) + np.uint64(1442695040888963407)
+        state = _next(state)
         y[i] = np.uint16(one) | np.uint16(state >> np.uint64(shift))
 
 
-def fill_half(cpus, bits: np.ndarray, dtype: str, seed: int = 0) -> None:
-    """Fill `bits` (a half tensor's uint16 view) with values in [1, 2), each worker its slice."""
-    one, mantissa = HALF_BITS[dtype]
-    parts = split(bits.size, len(cpus), 4096)
-    team(cpus).run(_fill_half, [(bits, lo, hi, seed + k, one, 64 - mantissa)
-                                for k, (lo, hi) in enumerate(parts)])
+def _fill_slices(kernel, cpus, x, seed, *extra) -> None:
+    """kernel over x, each worker its own slice (first touch: pages in its node)."""
+    parts = split(x.size, len(cpus), 4096)
+    team(cpus).run(kernel, [(x, lo, hi, seed + k, *extra) for k, (lo, hi) in enumerate(parts)])
 
+
+def fill(cpus, x, seed: int = 0) -> None:
+    """Fill x with `_fill` values."""
+    _fill_slices(_fill, cpus, x, seed)
+
+
+def fill_half(cpus, bits: np.ndarray, dtype: str, seed: int = 0) -> None:
+    """Fill `bits` (a half tensor's uint16 view) with values in [1, 2)."""
+    one, mantissa = HALF_BITS[dtype]
+    _fill_slices(_fill_half, cpus, bits, seed, one, 64 - mantissa)
 
 HUGE_PAGE = 2 << 20
 # Arrays streamed together start this far apart within a 2 MiB page (a third of it, in whole
