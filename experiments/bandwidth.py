@@ -110,6 +110,18 @@ def dram_sizes(dram_arrays, llc: float, memory_bytes: float | None) -> list[int]
     return fits or sizes[:1]
 
 
+def _llc(ctx: Context) -> float:
+    """The LLC the team holds together (all sockets'), as machine_sizes reads it."""
+    facts = _facts(ctx)
+    return max(((facts.extra or {}).get("cache_total_bytes") or {}).values(),
+               default=facts.llc_bytes) or 32 << 20
+
+
+def in_dram_window(working_set_bytes: float, llc: float) -> bool:
+    """Whether a working set is DRAM's: past 4x the LLC (an op over two such arrays is)."""
+    return working_set_bytes >= 4 * llc
+
+
 def _sizes(cfg: BandwidthConfig, ctx: Context) -> list[int]:
     if cfg.from_machine and ctx.device.type == "cpu":
         return machine_sizes(cfg, _facts(ctx))
@@ -119,14 +131,12 @@ def _sizes(cfg: BandwidthConfig, ctx: Context) -> list[int]:
 def _teams(ctx: Context, sizes) -> list[tuple[str, list[int], list[int]]]:
     """[(scope, CPUs, sizes)]: the whole team over every size; with several NUMA nodes, each
     node's cores over the DRAM sizes (working sets past 4x the LLC)."""
-    facts = _facts(ctx)
-    extra = facts.extra or {}
+    extra = _facts(ctx).extra or {}
     team = list(extra.get("team") or [])
     out = [("machine", team, list(sizes))]
     numa = extra.get("numa") or {}
     if len(numa) > 1 and team:
-        llc = max((extra.get("cache_total_bytes") or {}).values(), default=facts.llc_bytes)
-        dram = [s for s in sizes if 2 * s >= 4 * llc]
+        dram = [s for s in sizes if in_dram_window(2 * s, _llc(ctx))]
         for node, cpus in sorted(numa.items(), key=lambda kv: int(kv[0])):
             mine = [c for c in team if c in set(cpus)]
             if mine and dram:
@@ -142,9 +152,7 @@ def _torch_sizes(ctx: Context, sizes) -> list[int]:
     stop at the first DRAM size: drawing random gigabyte arrays takes longer than timing them."""
     if ctx.device.type != "cpu":
         return list(sizes)
-    extra = _facts(ctx).extra or {}
-    llc = max((extra.get("cache_total_bytes") or {}).values(), default=_facts(ctx).llc_bytes)
-    past = [s for s in sizes if 2 * s >= 4 * llc]
+    past = [s for s in sizes if in_dram_window(2 * s, _llc(ctx))]
     if _numba(ctx, "float32"):
         return [s for s in sizes if s not in past]
     return [s for s in sizes if not past or s <= min(past)]
@@ -171,7 +179,8 @@ def _facts(ctx):
 def _arrays(ctx: Context, n: int, cache: dict, cpus=None):
     """a, b (random) and out for arrays of n elements, drawn once per size (and team) and shared
     by every op (drawing 1 GiB of random numbers on a CPU takes longer than timing a copy of it).
-    With `cpus`, the team fills them: each worker first-touches its own slice."""
+    With `cpus`, the team fills them: each worker first-touches its own slice; on huge pages
+    short of the DRAM window (cpu_stream.host_empty says why)."""
     key = (n, tuple(cpus or ()))
     if cache.get("key") != key:
         cache.clear()  # the last size's arrays go first
@@ -179,7 +188,8 @@ def _arrays(ctx: Context, n: int, cache: dict, cpus=None):
         team = cpus or _fill_team(ctx)
         if team:
             from experiments.kernels import cpu_stream
-            a, b, out = (cpu_stream.filled(team, n, dt, seed, index=seed - 1)
+            huge = not in_dram_window(2 * n * itemsize(ctx.dtype), _llc(ctx))
+            a, b, out = (cpu_stream.filled(team, n, dt, seed, index=seed - 1, huge_pages=huge)
                          for seed in (1, 2, 3))
         else:
             a, b = ctx.randn(n, dtype=dt), ctx.randn(n, dtype=dt)

@@ -100,14 +100,18 @@ def team(ctx: Context) -> list[int]:
 
 def _arrays(ctx: Context, n: int, cache: dict):
     """x (random) and y, allocated once per job and reused by every point; on a CPU the team
-    fills them (each worker first-touches its slice: its pages lie in the worker's node)."""
+    fills them (each worker first-touches its slice: its pages lie in the worker's node), on
+    huge pages short of DRAM's working sets (cpu_stream.host_empty says why)."""
     if not cache:
         need_host_memory(ctx, 2 * n * itemsize(ctx.dtype))
         dt = torch_dtype(ctx.dtype)
         if ctx.device.type == "cpu":
+            from experiments.bandwidth import in_dram_window
             from experiments.kernels import cpu_stream
-            cache["x"] = cpu_stream.filled(team(ctx), n, dt, ctx.seed + 1)
-            cache["y"] = cpu_stream.filled(team(ctx), n, dt, ctx.seed + 2, index=1)
+            huge = not in_dram_window(2 * n * itemsize(ctx.dtype), ctx.facts.llc_bytes)
+            cache["x"] = cpu_stream.filled(team(ctx), n, dt, ctx.seed + 1, huge_pages=huge)
+            cache["y"] = cpu_stream.filled(team(ctx), n, dt, ctx.seed + 2, index=1,
+                                           huge_pages=huge)
         else:
             cache["x"] = ctx.randn(n, dtype=dt)
             cache["y"] = torch.empty_like(cache["x"])

@@ -45,17 +45,20 @@ class MatmulConfig(ExperimentConfig):
     sizes: list[int] = MISSING
     max_call_s: float = MISSING  # skip a size whose predicted single call is longer (slow CPUs)
     check_max: int = MISSING  # check the result against float64 up to this size
-    # GPU: a point samples at least this long. GEMMs are power-bound: a short run times the clock
-    # before the power cap pulls it down (an H200's bf16 GEMM read 795 TFLOP/s at 1958 MHz in
-    # 0.05 s points, 676 at 1748 MHz in 0.4 s ones)
+    # a point samples at least this long. A GPU's GEMMs are power-bound: a short run times the
+    # clock before the power cap pulls it down (an H200's bf16 GEMM read 795 TFLOP/s at 1958 MHz
+    # in 0.05 s points, 676 at 1748 MHz in 0.4 s ones). A CPU's point counts at its best call,
+    # and its calls spread (a 2-core VM's bf16 at 2048: 1.2-2.2 TFLOP/s a call, the first slowest):
+    # the best of a 0.15 s point fell 10 % short of torch.mm's best over a second
     steady_s: float = MISSING
     rotate_bytes_factor: float = MISSING  # rotate operand sets until they span this many LLCs
     # Hopper's fp8 GEMMs reach full rate only with fast (lower-precision) accumulation, as
     # production fp8 training and inference use it; the rows' rel_error shows what it costs.
     fp8_fast_accum: bool = MISSING
-    # stop at the plateau: once a size's FLOP/s is within plateau_gain of the last's, the larger
-    # sizes are skipped (0: run them all). The fit takes the top plateau: two sizes on it
+    # stop at the plateau: once plateau_flat sizes in a row gained less than plateau_gain over
+    # the best size before them, the larger sizes are skipped (plateau_gain 0: run them all)
     plateau_gain: float = MISSING
+    plateau_flat: int = MISSING
 
     def __post_init__(self):
         check_sizes("experiment.sizes", self.sizes)
@@ -63,6 +66,10 @@ class MatmulConfig(ExperimentConfig):
             raise ValueError(f"experiment.max_call_s={self.max_call_s} must be > 0")
         if not isinstance(self.plateau_gain, (int, float)) or not self.plateau_gain >= 0:
             raise ValueError(f"experiment.plateau_gain={self.plateau_gain} must be >= 0")
+        if not isinstance(self.plateau_flat, int) or self.plateau_flat < 1:
+            raise ValueError(f"experiment.plateau_flat={self.plateau_flat} must be >= 1")
+        if not self.steady_s >= 0:
+            raise ValueError(f"experiment.steady_s={self.steady_s} must be >= 0")
 
 
 Config = MatmulConfig
@@ -156,7 +163,9 @@ def _measure(ctx: Context, cfg: MatmulConfig, n: int) -> dict:
             if not errors["arithmetic_error"] <= TOLERANCE[ctx.dtype]:
                 raise WrongResult(f"arithmetic error {errors['arithmetic_error']:.3g} "
                                   f"above {TOLERANCE[ctx.dtype]:g}")
-        steady = {"min_point_s": cfg.steady_s} if ctx.device.type == "cuda" else {}
+        steady = {"min_point_s": cfg.steady_s}
+        if ctx.device.type == "cpu":  # the budget too: a CPU's calls are planned to fill it
+            steady["point_budget_s"] = max(ctx.point_budget_s, cfg.steady_s)
         stats = ctx.time(lambda i: kernel(*triples[i % sets]), warm_call_s=first_s, **steady)
     params = {"operand_sets": sets, "tf32": ctx.dtype == "tf32",
               "input_rounding_error": errors["input_rounding_error"],
@@ -168,7 +177,7 @@ def _measure(ctx: Context, cfg: MatmulConfig, n: int) -> dict:
 
 def run(cfg: MatmulConfig, ctx: Context):
     guard = SlowPointGuard(cfg.max_call_s)
-    rate, flat = None, False  # the last size's FLOP/s; whether the plateau showed
+    best, flat = None, 0  # the best FLOP/s so far; sizes in a row that gained < plateau_gain
     where = {}
     if ctx.device.type == "cpu":
         from experiments.bandwidth import placement
@@ -179,21 +188,24 @@ def run(cfg: MatmulConfig, ctx: Context):
         moved = 2 * n * n * size + n * n * out_size
         base = {"op": "gemm", "n": n, "m": n, "k": n, "flops": 2.0 * n**3, "bytes": float(moved),
                 "working_set_bytes": moved}
-        if flat:
-            yield base | {"status": "skipped", "message": "the plateau showed: the last size "
-                          f"gained less than {cfg.plateau_gain:.0%}"}
+        if cfg.plateau_gain and flat >= cfg.plateau_flat:
+            yield base | {"status": "skipped", "message": f"the plateau showed: {flat} sizes in "
+                          f"a row gained less than {cfg.plateau_gain:.0%} over the best before"}
             continue
         row = guard.point(ctx, base, lambda n=n: _measure(ctx, cfg, n))
         if where:
             row["params"] = (row.get("params") or {}) | where
-        if row["status"] == "ok":
-            new = 2.0 * n**3 / row["time_s"]
-            # flat: within plateau_gain of the last size either way, both measured cleanly (a
-            # drop is noise or a cache effect, not the plateau)
-            clean = not (row.get("noisy") or row.get("contended"))
-            flat = bool(cfg.plateau_gain and rate and clean and abs(new / rate - 1)
-                        < cfg.plateau_gain)
-            rate = new if clean else None
+        # only clean rows count either way: a contended (or a GPU's noisy) one neither gains
+        # nor stalls. A CPU's counts at its best call, as its ceiling does: a spread does not
+        # move it, and the median of a point's calls trails while a CPU warms up (the 2-core
+        # VM's bfloat16 at 2048: a CV of 0.29, a median of 2.0 TFLOP/s and a best of 2.2)
+        cpu = ctx.device.type == "cpu"
+        if row["status"] == "ok" and not (row.get("contended") or row.get("noisy") and not cpu):
+            new = 2.0 * n**3 / row["time_s_min" if cpu else "time_s"]
+            # a drop counts as no gain: past the plateau a CPU's GEMM falls off (a 16-core
+            # Xeon's bf16: 3.8 TFLOP/s at 2048, 3.7 at 4096 and 8192, 3.3 at 10240)
+            flat = 0 if best is None or new >= best * (1 + cfg.plateau_gain) else flat + 1
+            best = max(best or 0.0, new)
         yield row
 
 

@@ -5,6 +5,7 @@ import os
 import platform
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -104,22 +105,23 @@ def test_half_chain_is_zmm_half_fmas_on_sapphire_rapids():
     assert not re.search(r"\bcall", asm)  # no libcalls: native half arithmetic throughout
 
 
+@pytest.mark.parametrize("huge_pages", [True, False])
 @pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "float16"])
-def test_filled_arrays_start_staggered_in_memory_numpy_allocated(dtype):
+def test_filled_arrays_start_staggered_in_memory(dtype, huge_pages):
     """The streams' arrays: in numpy's memory (which it advises the kernel to back with huge
-    pages), filled with the team's values, each at its own offset within a 2 MiB page (the k-th
-    array streamed together k x STAGGER past its boundary: element i of each in another DRAM
-    bank), on a cache line (no vector split over two)."""
+    pages) or torch's, filled with the team's values, each at its own offset within a 2 MiB page
+    (the k-th array streamed together k x STAGGER past its boundary: element i of each in another
+    DRAM bank), on a cache line (no vector split over two)."""
     import torch
 
     from experiments.kernels import cpu_stream
 
     dt = getattr(torch, dtype)
-    t = cpu_stream.filled([0], 3 * 4096 // 2 + 5, dt, seed=4)
+    t = cpu_stream.filled([0], 3 * 4096 // 2 + 5, dt, seed=4, huge_pages=huge_pages)
     assert t.dtype == dt and t.is_contiguous() and t.numel() == 3 * 4096 // 2 + 5
     assert t.data_ptr() % cpu_stream.HUGE_PAGE == 0
-    offsets = [cpu_stream.filled([0], 4096, dt, seed=k, index=k).data_ptr() % cpu_stream.HUGE_PAGE
-               for k in range(3)]
+    offsets = [cpu_stream.filled([0], 4096, dt, seed=k, index=k, huge_pages=huge_pages)
+               .data_ptr() % cpu_stream.HUGE_PAGE for k in range(3)]
     assert offsets == [0, cpu_stream.STAGGER, 2 * cpu_stream.STAGGER]
     assert cpu_stream.STAGGER % 64 == 0 and len({o % 4096 for o in offsets}) == 3
     v = t.float()
@@ -128,5 +130,34 @@ def test_filled_arrays_start_staggered_in_memory_numpy_allocated(dtype):
     # a half's every mantissa bit is drawn: its values take most of the 2^bits patterns
     bits = {"float16": 10, "bfloat16": 7}.get(dtype)
     assert bits is None or v.unique().numel() > 0.9 * min(2**bits, v.numel())
-    again = cpu_stream.filled([0], 1000, dt, seed=4)
-    assert torch.equal(again, t[:1000])  # the same seed, the same values
+    again = cpu_stream.filled([0], 1000, dt, seed=4, huge_pages=not huge_pages)
+    assert torch.equal(again, t[:1000])  # the same seed, the same values, either memory
+
+
+def _thp_eligible(address: int) -> bool:
+    """Whether the kernel may back the mapping holding `address` with huge pages (smaps)."""
+    from pathlib import Path
+    mapping = None
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()[0]
+        if "-" in head and ":" not in head:
+            lo, hi = (int(x, 16) for x in head.split("-"))
+            mapping = lo <= address < hi
+        elif mapping and head == "THPeligible:":
+            return line.split()[1] == "1"
+    raise AssertionError(f"no mapping holds {address:#x}")
+
+
+@pytest.mark.skipif(not Path("/sys/kernel/mm/transparent_hugepage/enabled").exists()
+                    or "[madvise]" not in Path("/sys/kernel/mm/transparent_hugepage/enabled")
+                    .read_text(), reason="transparent huge pages are not in 'madvise' mode here")
+def test_arrays_ask_for_huge_pages_only_short_of_the_dram_window():
+    """huge_pages: memory advised for huge pages (numpy's); else the system's default, as
+    STREAM's static arrays get (cpu_stream.host_empty). Arrays of 8 MiB: numpy advises from 4."""
+    import torch
+
+    from experiments.kernels import cpu_stream
+
+    huge = cpu_stream.host_empty(2 << 20, torch.float32, huge_pages=True)
+    plain = cpu_stream.host_empty(2 << 20, torch.float32, huge_pages=False)
+    assert _thp_eligible(huge.data_ptr()) and not _thp_eligible(plain.data_ptr())

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from experiments import bandwidth
 from experiments.analysis import levels
@@ -111,6 +112,23 @@ def test_half_dtypes_stop_short_of_the_dram_window_where_numba_streams_it(monkey
     for dtype in ("bfloat16", "float32"):
         ctx.dtype = dtype
         assert bandwidth._torch_sizes(ctx, sizes) == half + [128 * MIB]
+
+def test_dram_window_arrays_take_the_systems_pages_and_cache_sized_ones_huge(monkeypatch):
+    """The team's arrays short of the DRAM window ask for huge pages, those in it do not
+    (cpu_stream.host_empty: a huge page's first touch can cost more than streaming it)."""
+    from experiments.kernels import cpu_stream
+    asked = []
+    monkeypatch.setattr(cpu_stream, "filled", lambda cpus, n, dt, seed, index=0, huge_pages=True:
+                        asked.append((n, huge_pages)) or torch.empty(0))
+    facts = SimpleNamespace(llc_bytes=32 * MIB, extra={"cache_total_bytes": {"L3": 32 * MIB},
+                                                       "team": [0]})
+    ctx = SimpleNamespace(device=torch.device("cpu"), dtype="float32", facts=facts)
+    for nbytes in (16 * MIB, 63 * MIB, 64 * MIB, 128 * MIB):  # two arrays: 4x the LLC at 64
+        bandwidth._arrays(ctx, nbytes // 4, {}, cpus=[0])
+    assert asked == [(n // 4, huge) for n, huge in
+                     ((16 * MIB, True), (63 * MIB, True), (64 * MIB, False), (128 * MIB, False))
+                     for _ in range(3)]
+
 
 def _rows(points):
     """Bandwidth rows: (scope, working set, GB/s)."""

@@ -112,11 +112,14 @@ def test_bad_time_limit_is_rejected(run_experiment):
         run_experiment("matmul", "float32", ["experiment.max_call_s=0"])
 
 
-@pytest.mark.parametrize("rates, measured", [
-    ([100, 200, 205, 300, 310], 3),  # 205 is within 5 % of 200: the plateau showed at 1024
-    ([100, 200, 100, 210, 215], 5),  # a drop is no plateau: go on
-    ([100, 200, 400, 800, 1600], 5)])  # still rising: every size
-def test_sizes_stop_once_the_plateau_shows(rates, measured):
+@pytest.mark.parametrize("rates, plateau_flat, measured", [
+    ([100, 200, 205, 300, 310], 1, 3),  # 205 gains < 5 % over 200: the plateau showed at 1024
+    ([100, 200, 205, 300, 310], 2, 5),  # ...or a step after one flat size (a CPU's oneDNN)
+    ([100, 200, 205, 208, 300], 2, 4),  # two flat sizes in a row: 4096 skipped
+    ([100, 200, 150, 180, 300], 2, 4),  # a drop gains nothing either: past the plateau
+    ([100, 200, 150, 212, 215], 2, 5),  # 212 is 6 % over the best, 200: the count starts again
+    ([100, 200, 400, 800, 1600], 1, 5)])  # still rising: every size
+def test_sizes_stop_once_the_plateau_shows(rates, plateau_flat, measured):
     from types import SimpleNamespace
     from experiments import matmul
     sizes = [256, 512, 1024, 2048, 4096]
@@ -124,10 +127,70 @@ def test_sizes_stop_once_the_plateau_shows(rates, measured):
     ctx = SimpleNamespace(device=SimpleNamespace(type="cuda"), dtype="float32",
                           point=lambda base, body: base | {
                               "status": "ok", "time_s": 2.0 * base["n"] ** 3 / rate[base["n"]]})
-    cfg = SimpleNamespace(sizes=sizes, max_call_s=1e9, plateau_gain=0.05)
+    cfg = SimpleNamespace(sizes=sizes, max_call_s=1e9, plateau_gain=0.05,
+                          plateau_flat=plateau_flat)
     rows = list(matmul.run(cfg, ctx))
     assert [r["status"] for r in rows] == ["ok"] * measured + ["skipped"] * (5 - measured)
     assert all("plateau showed" in r["message"] for r in rows[measured:])
+
+
+def test_a_cpus_plateau_is_judged_at_each_sizes_best_call():
+    """A CPU's sizes count at their best call (the ceiling's statistic), a GPU's at the median:
+    the medians here still rise 10 % a size, the best calls are flat from 512."""
+    from types import SimpleNamespace
+    from experiments import matmul
+    sizes = [256, 512, 1024, 2048, 4096]
+    median = dict(zip(sizes, [100, 110, 121, 133, 146]))
+    cfg = SimpleNamespace(sizes=sizes, max_call_s=float("inf"), plateau_gain=0.05,
+                          plateau_flat=2)
+    measured = {}
+    for kind in ("cpu", "cuda"):
+        ctx = SimpleNamespace(device=SimpleNamespace(type=kind), dtype="float32",
+                              point=lambda base, body: base | {
+                                  "status": "ok", "time_s": 2.0 * base["n"] ** 3 / median[base["n"]],
+                                  "time_s_min": 2.0 * base["n"] ** 3 / 200})
+        rows = list(matmul.run(cfg, ctx))
+        measured[kind] = sum(r["status"] == "ok" for r in rows)
+    assert measured == {"cpu": 3, "cuda": 5}
+
+
+@pytest.mark.parametrize("kind, flag, measured", [
+    ("cuda", "noisy", 5), ("cuda", "contended", 5),  # 1024 left out of the count
+    ("cpu", "contended", 5), ("cpu", "noisy", 4)])  # a CPU's spread does not move its best
+def test_a_contended_size_neither_gains_nor_counts_toward_the_plateau(kind, flag, measured):
+    from types import SimpleNamespace
+    from experiments import matmul
+    sizes = [256, 512, 1024, 2048, 4096, 8192]
+    rate = dict(zip(sizes, [100, 200, 201, 202, 203, 204]))
+    time = lambda n: 2.0 * n**3 / rate[n]
+    ctx = SimpleNamespace(device=SimpleNamespace(type=kind), dtype="float32",
+                          point=lambda base, body: base | {
+                              "status": "ok", flag: base["n"] == 1024,
+                              "time_s": time(base["n"]), "time_s_min": time(base["n"])})
+    cfg = SimpleNamespace(sizes=sizes, max_call_s=float("inf"), plateau_gain=0.05,
+                          plateau_flat=2)
+    rows = list(matmul.run(cfg, ctx))
+    assert [r["status"] for r in rows] == ["ok"] * measured + ["skipped"] * (6 - measured)
+
+
+def test_a_cpu_gemm_point_samples_at_least_steady_s(monkeypatch):
+    """A CPU point counts at its best call: it samples steady_s whatever the job's budget."""
+    from types import SimpleNamespace
+    seen = {}
+
+    def time(fn, **kw):
+        seen.update(kw)
+        fn(0)
+        return {"time_s": 1.0}
+
+    g = torch.Generator().manual_seed(1)
+    ctx = SimpleNamespace(device=torch.device("cpu"), dtype="float32", point_budget_s=0.15,
+                          facts=SimpleNamespace(llc_bytes=1 << 20), time=time,
+                          first_call=lambda f: (f(), 0.0)[1],
+                          randn=lambda *shape: torch.randn(*shape, generator=g))
+    cfg = SimpleNamespace(check_max=0, rotate_bytes_factor=1.0, steady_s=0.5)
+    matmul._measure(ctx, cfg, 64)
+    assert seen["point_budget_s"] == 0.5 and seen["min_point_s"] == 0.5
 
 
 def test_a_large_cpu_draw_is_drawn_by_threads_the_same_values_whatever_their_count(monkeypatch):

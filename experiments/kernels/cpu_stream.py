@@ -133,32 +133,39 @@ HUGE_PAGE = 2 << 20
 STAGGER = HUGE_PAGE // 3 // 64 * 64
 
 
-def host_empty(n: int, dtype, index: int = 0):
-    """An uninitialised 1-D CPU tensor of n elements, in memory numpy allocates, starting
-    `index` x STAGGER bytes past a 2 MiB boundary (index: the array's place among those streamed
-    together). numpy asks the kernel to back large arrays with huge pages (madvise
-    MADV_HUGEPAGE: the default of transparent huge pages is 'madvise'); torch's allocator does
-    not, and a stream over 4 KiB pages pays a TLB miss per page. On the 2-core VM numba's add
-    read 26-29 GB/s on torch's memory and 33 on numpy's; torch's own add 32.5 and 34. numpy's
-    16-byte offset from the page would split every 64-byte vector over two cache lines: the
-    tensor starts on a cache line."""
+def host_empty(n: int, dtype, index: int = 0, huge_pages: bool = True):
+    """An uninitialised 1-D CPU tensor of n elements starting `index` x STAGGER bytes past a 2 MiB
+    boundary (index: the array's place among those streamed together).
+
+    huge_pages: in memory numpy allocates, which asks the kernel for huge pages (madvise
+    MADV_HUGEPAGE, where transparent huge pages are 'madvise', the default): a cache-resident
+    stream over 4 KiB pages pays a TLB miss per page. Else in torch's memory (no madvise: the
+    system's default pages, those STREAM's static arrays get), for the DRAM window: there each
+    miss is hidden behind DRAM's latency (the 2-core VM's triad read 29-30 GB/s on either), and
+    a huge page's first touch can cost more than streaming it (that VM: 2.5 s per 2 GB, against
+    0.75 on 4 KiB pages; 3x1.9 GB arrays filled in 7.6-9.6 s, against 2.9-3.1). numpy's 16-byte
+    offset from the page would split every 64-byte vector over two cache lines: the tensor starts
+    on a cache line either way."""
     import torch
 
     size = torch.empty(0, dtype=dtype).element_size()
     offset = index % 3 * STAGGER
-    raw = np.empty(n * size + HUGE_PAGE + offset, np.uint8)
-    skip = -raw.ctypes.data % HUGE_PAGE + offset
-    return torch.from_numpy(raw[skip:skip + n * size]).view(dtype)
+    nbytes = n * size + HUGE_PAGE + offset
+    raw = np.empty(nbytes, np.uint8) if huge_pages else torch.empty(nbytes, dtype=torch.uint8)
+    address = raw.ctypes.data if huge_pages else raw.data_ptr()
+    skip = -address % HUGE_PAGE + offset
+    raw = raw[skip:skip + n * size]
+    return (torch.from_numpy(raw) if huge_pages else raw).view(dtype)
 
 
-def filled(cpus, n: int, dtype, seed: int, index: int = 0):
-    """A torch CPU tensor of n values in dtype, drawn by the team, each worker first-touching its
-    slice: `fill`'s [0.5, 1.5) for float32/float64, `fill_half`'s [1, 2) for float16/bfloat16.
-    torch.randn with a generator draws on one thread: 50 s of a node's two half-dtype bandwidth
-    jobs."""
+def filled(cpus, n: int, dtype, seed: int, index: int = 0, huge_pages: bool = True):
+    """A torch CPU tensor of n values in dtype (host_empty's memory), drawn by the team, each
+    worker first-touching its slice: `fill`'s [0.5, 1.5) for float32/float64, `fill_half`'s
+    [1, 2) for float16/bfloat16. torch.randn with a generator draws on one thread: 50 s of a
+    node's two half-dtype bandwidth jobs."""
     import torch
 
-    t = host_empty(n, dtype, index)
+    t = host_empty(n, dtype, index, huge_pages)
     if dtype in (torch.float32, torch.float64):
         fill(cpus, t.numpy(), seed=seed)
     else:
