@@ -1,8 +1,9 @@
 """Square GEMM throughput per dtype, and each dtype's error against a float64 product.
 
 FLOPs = 2 n^3 (one multiply and one add per term). Bytes are the fewest a GEMM must move: A and B
-read once, C written once. Several operand sets rotate so that small sizes are not timed hot in
-cache. float32 runs with TF32 off; `tf32` is float32 storage with TF32 tensor cores on; fp8 is
+read once, C written once. Operand sets rotate until they span `rotate_bytes_factor` LLCs, so that
+small sizes are not timed hot in cache; a CPU's sweep runs one set (config/config.yaml says why).
+float32 runs with TF32 off; `tf32` is float32 storage with TF32 tensor cores on; fp8 is
 e4m3 through torch._scaled_mm (unit scales, bf16 output) where the device has it.
 
 Error of the checked operand set (sizes up to check_max), all relative Frobenius norms:
@@ -52,6 +53,7 @@ class MatmulConfig(ExperimentConfig):
     # the best of a 0.15 s point fell 10 % short of torch.mm's best over a second
     steady_s: float = MISSING
     rotate_bytes_factor: float = MISSING  # rotate operand sets until they span this many LLCs
+    # (0: one set)
     # Hopper's fp8 GEMMs reach full rate only with fast (lower-precision) accumulation, as
     # production fp8 training and inference use it; the rows' rel_error shows what it costs.
     fp8_fast_accum: bool = MISSING
@@ -68,6 +70,9 @@ class MatmulConfig(ExperimentConfig):
             raise ValueError(f"experiment.plateau_gain={self.plateau_gain} must be >= 0")
         if not isinstance(self.plateau_flat, int) or self.plateau_flat < 1:
             raise ValueError(f"experiment.plateau_flat={self.plateau_flat} must be >= 1")
+        if not self.rotate_bytes_factor >= 0:
+            raise ValueError(f"experiment.rotate_bytes_factor={self.rotate_bytes_factor} must "
+                             "be >= 0")
         if not self.steady_s >= 0:
             raise ValueError(f"experiment.steady_s={self.steady_s} must be >= 0")
 

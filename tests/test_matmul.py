@@ -107,9 +107,17 @@ def test_a_size_predicted_past_the_time_limit_is_skipped(run_experiment):
     assert "max_call_s" in rows.message.iloc[1] and np.isnan(rows.time_s.iloc[1])
 
 
-def test_bad_time_limit_is_rejected(run_experiment):
-    with pytest.raises(ValueError, match="experiment.max_call_s"):
-        run_experiment("matmul", "float32", ["experiment.max_call_s=0"])
+@pytest.mark.parametrize("key, value", [("max_call_s", 0), ("plateau_flat", 0),
+                                        ("rotate_bytes_factor", -1), ("steady_s", -0.1)])
+def test_bad_settings_are_rejected_by_name(run_experiment, key, value):
+    with pytest.raises(ValueError, match=f"experiment.{key}"):
+        run_experiment("matmul", "float32", [f"experiment.{key}={value}"])
+
+
+def test_one_operand_set_where_rotate_bytes_factor_is_0(run_experiment):
+    rows = run_experiment("matmul", "float32", ["experiment.sizes=[64]",
+                                                "experiment.rotate_bytes_factor=0"])
+    assert json.loads(rows.params.iloc[0])["operand_sets"] == 1
 
 
 @pytest.mark.parametrize("rates, plateau_flat, measured", [
