@@ -58,9 +58,11 @@ class MatmulConfig(ExperimentConfig):
     # production fp8 training and inference use it; the rows' rel_error shows what it costs.
     fp8_fast_accum: bool = MISSING
     # stop at the plateau: once plateau_flat sizes in a row gained less than plateau_gain over
-    # the best size before them, the larger sizes are skipped (plateau_gain 0: run them all)
+    # the best size before them, the larger sizes past plateau_past are skipped (plateau_gain 0:
+    # run them all)
     plateau_gain: float = MISSING
     plateau_flat: int = MISSING
+    plateau_past: int = MISSING
 
     def __post_init__(self):
         check_sizes("experiment.sizes", self.sizes)
@@ -70,6 +72,8 @@ class MatmulConfig(ExperimentConfig):
             raise ValueError(f"experiment.plateau_gain={self.plateau_gain} must be >= 0")
         if not isinstance(self.plateau_flat, int) or self.plateau_flat < 1:
             raise ValueError(f"experiment.plateau_flat={self.plateau_flat} must be >= 1")
+        if not isinstance(self.plateau_past, int) or self.plateau_past < 0:
+            raise ValueError(f"experiment.plateau_past={self.plateau_past} must be >= 0")
         if not self.rotate_bytes_factor >= 0:
             raise ValueError(f"experiment.rotate_bytes_factor={self.rotate_bytes_factor} must "
                              "be >= 0")
@@ -193,7 +197,7 @@ def run(cfg: MatmulConfig, ctx: Context):
         moved = 2 * n * n * size + n * n * out_size
         base = {"op": "gemm", "n": n, "m": n, "k": n, "flops": 2.0 * n**3, "bytes": float(moved),
                 "working_set_bytes": moved}
-        if cfg.plateau_gain and flat >= cfg.plateau_flat:
+        if cfg.plateau_gain and flat >= cfg.plateau_flat and n > cfg.plateau_past:
             yield base | {"status": "skipped", "message": f"the plateau showed: {flat} sizes in "
                           f"a row gained less than {cfg.plateau_gain:.0%} over the best before"}
             continue

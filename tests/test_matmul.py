@@ -108,6 +108,7 @@ def test_a_size_predicted_past_the_time_limit_is_skipped(run_experiment):
 
 
 @pytest.mark.parametrize("key, value", [("max_call_s", 0), ("plateau_flat", 0),
+                                        ("plateau_past", -1),
                                         ("rotate_bytes_factor", -1), ("steady_s", -0.1)])
 def test_bad_settings_are_rejected_by_name(run_experiment, key, value):
     with pytest.raises(ValueError, match=f"experiment.{key}"):
@@ -136,10 +137,33 @@ def test_sizes_stop_once_the_plateau_shows(rates, plateau_flat, measured):
                           point=lambda base, body: base | {
                               "status": "ok", "time_s": 2.0 * base["n"] ** 3 / rate[base["n"]]})
     cfg = SimpleNamespace(sizes=sizes, max_call_s=1e9, plateau_gain=0.05,
-                          plateau_flat=plateau_flat)
+                          plateau_flat=plateau_flat, plateau_past=0)
     rows = list(matmul.run(cfg, ctx))
     assert [r["status"] for r in rows] == ["ok"] * measured + ["skipped"] * (5 - measured)
     assert all("plateau showed" in r["message"] for r in rows[measured:])
+
+
+def test_no_size_up_to_plateau_past_is_skipped():
+    """MKL's and oneDNN's curves step late: the node's sgemm (888749c's sweep, hot operands)
+    read 1.34 TFLOP/s at 512, 1.18 at 1024, 1.36 at 2048; the rule stopped it there, short of
+    the 2.0 it reads at 8192. Sizes up to plateau_past always run."""
+    from types import SimpleNamespace
+    from experiments import matmul
+    sizes = [256, 512, 1024, 2048, 4096, 8192, 10240]
+    rate = dict(zip(sizes, [0.95, 1.34, 1.18, 1.36, 1.37, 2.03, 2.05]))
+    ctx = SimpleNamespace(device=SimpleNamespace(type="cpu"), dtype="float32",
+                          point=lambda base, body: base | {
+                              "status": "ok", "time_s": 1.0,
+                              "time_s_min": 2.0 * base["n"] ** 3 / (rate[base["n"]] * 1e12)})
+    for past, measured in ((0, 4), (8192, 7)):
+        cfg = SimpleNamespace(sizes=sizes, max_call_s=float("inf"), plateau_gain=0.05,
+                              plateau_flat=2, plateau_past=past)
+        rows = list(matmul.run(cfg, ctx))
+        assert sum(r["status"] == "ok" for r in rows) == measured
+    # past it, two flat sizes still stop the sweep (the 2-core VM's bfloat16: 10240 skipped)
+    rate.update({2048: 2.19, 4096: 2.16, 8192: 1.86})
+    rows = list(matmul.run(cfg, ctx))
+    assert [r["status"] for r in rows][-1] == "skipped"
 
 
 def test_a_cpus_plateau_is_judged_at_each_sizes_best_call():
@@ -150,12 +174,13 @@ def test_a_cpus_plateau_is_judged_at_each_sizes_best_call():
     sizes = [256, 512, 1024, 2048, 4096]
     median = dict(zip(sizes, [100, 110, 121, 133, 146]))
     cfg = SimpleNamespace(sizes=sizes, max_call_s=float("inf"), plateau_gain=0.05,
-                          plateau_flat=2)
+                          plateau_flat=2, plateau_past=0)
     measured = {}
     for kind in ("cpu", "cuda"):
         ctx = SimpleNamespace(device=SimpleNamespace(type=kind), dtype="float32",
                               point=lambda base, body: base | {
-                                  "status": "ok", "time_s": 2.0 * base["n"] ** 3 / median[base["n"]],
+                                  "status": "ok",
+                                  "time_s": 2.0 * base["n"] ** 3 / median[base["n"]],
                                   "time_s_min": 2.0 * base["n"] ** 3 / 200})
         rows = list(matmul.run(cfg, ctx))
         measured[kind] = sum(r["status"] == "ok" for r in rows)
@@ -176,7 +201,7 @@ def test_a_contended_size_neither_gains_nor_counts_toward_the_plateau(kind, flag
                               "status": "ok", flag: base["n"] == 1024,
                               "time_s": time(base["n"]), "time_s_min": time(base["n"])})
     cfg = SimpleNamespace(sizes=sizes, max_call_s=float("inf"), plateau_gain=0.05,
-                          plateau_flat=2)
+                          plateau_flat=2, plateau_past=0)
     rows = list(matmul.run(cfg, ctx))
     assert [r["status"] for r in rows] == ["ok"] * measured + ["skipped"] * (6 - measured)
 
