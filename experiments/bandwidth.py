@@ -136,7 +136,8 @@ def _teams(ctx: Context, sizes) -> list[tuple[str, list[int], list[int]]]:
     out = [("machine", team, list(sizes))]
     numa = extra.get("numa") or {}
     if len(numa) > 1 and team:
-        dram = [s for s in sizes if in_dram_window(2 * s, _llc(ctx))]
+        llc = _llc(ctx)
+        dram = [s for s in sizes if in_dram_window(2 * s, llc)]
         for node, cpus in sorted(numa.items(), key=lambda kv: int(kv[0])):
             mine = [c for c in team if c in set(cpus)]
             if mine and dram:
@@ -146,13 +147,15 @@ def _teams(ctx: Context, sizes) -> list[tuple[str, list[int], list[int]]]:
 
 def _torch_sizes(ctx: Context, sizes) -> list[int]:
     """A CPU's torch (half) jobs stop before the DRAM window where numba's kernels stream it (this
-    machine's float32 job, `_numba`): the DRAM ceiling and the claims read those alone (analysis/levels.py
-    dram_kernels), and on the 2-core VM beside a 480 MiB L3 the half dtype's one DRAM size (three
-    2 GB arrays, drawn and first-touched) took 18 of the bfloat16 job's 26 s. Without numba they
-    stop at the first DRAM size: drawing random gigabyte arrays takes longer than timing them."""
+    machine's float32 job, `_numba`): the DRAM ceiling and the claims read those alone
+    (analysis/levels.py dram_kernels), and on the 2-core VM beside a 480 MiB L3 the half dtype's
+    one DRAM size (three 2 GB arrays, drawn and first-touched) took 18 of the bfloat16 job's 26 s.
+    Without numba they stop at the first DRAM size: drawing random gigabyte arrays takes longer
+    than timing them."""
     if ctx.device.type != "cpu":
         return list(sizes)
-    past = [s for s in sizes if in_dram_window(2 * s, _llc(ctx))]
+    llc = _llc(ctx)
+    past = [s for s in sizes if in_dram_window(2 * s, llc)]
     if _numba(ctx, "float32"):
         return [s for s in sizes if s not in past]
     return [s for s in sizes if not past or s <= min(past)]

@@ -143,12 +143,12 @@ def host_empty(n: int, dtype, index: int = 0, huge_pages: bool = True):
     system's default pages, those STREAM's static arrays get), for the DRAM window: there each
     miss is hidden behind DRAM's latency (the 2-core VM's triad read 29-30 GB/s on either), and
     a huge page's first touch can cost more than streaming it (that VM: 2.5 s per 2 GB, against
-    0.75 on 4 KiB pages; three 1.9 GB arrays filled in 8.4-8.7 s, against 4.0-5.3). numpy's 16-byte
-    offset from the page would split every 64-byte vector over two cache lines: the tensor starts
-    on a cache line either way."""
+    0.75 on 4 KiB pages; three 1.9 GB arrays filled in 8.4-8.7 s, against 4.0-5.3). numpy's
+    16-byte offset from the page would split every 64-byte vector over two cache lines: the
+    tensor starts on a cache line either way."""
     import torch
 
-    size = torch.empty(0, dtype=dtype).element_size()
+    size = dtype.itemsize
     offset = index % 3 * STAGGER
     nbytes = n * size + HUGE_PAGE + offset
     raw = np.empty(nbytes, np.uint8) if huge_pages else torch.empty(nbytes, dtype=torch.uint8)
