@@ -125,7 +125,7 @@ def _torch_mm(dtypes=("float32", "bfloat16", "float16"), sizes=(2048, 4096, 8192
     """The best FLOP/s of torch.mm over `sizes` (its default threads: all of this process's
     CPUs), at least 3 calls and 1 s per size; a size whose call would pass 10 s is left out.
     Beside it the median call at the best call's size (`_median`): a best far above its median
-    is a burst (the node's AMX read 12-14 TFLOP/s for seconds, 4.4-5.8 between them)."""
+    is a burst (the node's AMX read 9-14 TFLOP/s for seconds, 4.4-5.7 between them)."""
     import statistics
 
     import torch
@@ -327,7 +327,8 @@ def table(out: Path, ceilings: Path) -> None:
                 (f"rooflab_mm_{d}", f"rooflab's {d} GEMM points"))]:
         if f"{key}_runs" in res:
             print(f"{what}, round by round: " + ", ".join(
-                f"{v / 1e9:.1f}" for v in res[f"{key}_runs"]) + f" ({key}: their best)")
+                f"{v / 1e9:.1f}" for v in res[f"{key}_runs"])
+                  + f" ({key}: {'the best round' if key.endswith('_median') else 'their best'})")
     print(f"{'ceiling':19} {'dtype':9} {'rooflab':>8} {'interval':>16} {'peer':>18} "
           f"{'G':>8} {'ratio':>6}  target")
     for r in rows:
