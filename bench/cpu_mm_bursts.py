@@ -1,0 +1,72 @@
+"""Is a CPU's GEMM rate bursty? rooflab's bfloat16 matmul job (the sweep's CPU settings) and
+torch.mm (out of place and with out=) at 1024, 2048 and 4096, alternated for R rounds (env R,
+default 7; about 13 s a round on the H200 node), each torch.mm form 1 s a size, every call's time
+kept in $OUT/mmdiag.json. On the node both read 4.4-5.7 TFLOP/s, then bursts of 9-14 for seconds
+(docs/benchmarks.md, "Both machines at 2f9ff81 and a826ce6").
+
+    OUT=/tmp/bursts python bench/cpu_mm_bursts.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.cpu_peers import _rooflab_job  # noqa: E402
+
+SIZES = (1024, 2048, 4096)
+
+
+def _stat() -> list[int]:
+    """/proc/stat's CPU line: user, nice, system, idle, iowait, irq, softirq, steal, ..."""
+    with open("/proc/stat") as f:
+        return [int(x) for x in f.readline().split()[1:]]
+
+
+def _call_times(n: int, out: bool, secs: float = 1.0) -> list[float]:
+    """Each call's seconds of torch.mm on one bfloat16 pair, at least 3 calls and `secs`."""
+    a, b = torch.randn(n, n).bfloat16(), torch.randn(n, n).bfloat16()
+    c = torch.empty(n, n, dtype=torch.bfloat16)
+    call = (lambda: torch.mm(a, b, out=c)) if out else (lambda: torch.mm(a, b))
+    call()
+    times, t0 = [], time.perf_counter()
+    while len(times) < 3 or time.perf_counter() - t0 < secs:
+        t1 = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - t1)
+    return times
+
+
+def main() -> None:
+    out = Path(os.environ["OUT"])
+    work = out / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    print("threads", torch.get_num_threads(), flush=True)
+    rounds = []
+    for k in range(int(os.environ.get("R", 7))):
+        before, start = _stat(), time.time()
+        ok = _rooflab_job(work, f"mm{k}", "matmul", "bfloat16", sizes=list(SIZES))
+        job = {int(r.n): (r.flops / r.time_s_min / 1e12, r.flops / r.time_s / 1e12,
+                          int(r.samples)) for r in ok.itertuples()}
+        mm = {f"{n}_{'out' if o else 'new'}": _call_times(n, o) for n in SIZES for o in (0, 1)}
+        delta = [y - x for x, y in zip(before, _stat())]
+        rounds.append({"k": k, "t": start, "job": job, "mm": mm, "stat_delta": delta})
+        # TFLOP/s: best and median call, and the number of calls
+        summary = {key: (round(2 * int(key.split("_")[0]) ** 3 / min(v) / 1e12, 2),
+                         round(2 * int(key.split("_")[0]) ** 3 / statistics.median(v) / 1e12, 2),
+                         len(v)) for key, v in mm.items()}
+        print(k, "job (best, median, samples)",
+              {n: tuple(round(x, 2) for x in v) for n, v in job.items()}, flush=True)
+        print(k, "torch.mm (best, median, calls)", summary, "steal ticks", delta[7], flush=True)
+    (out / "mmdiag.json").write_text(json.dumps(rounds))
+
+
+if __name__ == "__main__":
+    main()
