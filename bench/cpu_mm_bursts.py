@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.cpu_peers import _rooflab_job  # noqa: E402
+from bench.cpu_peers import _rooflab_job, mm_call_times  # noqa: E402
 
 SIZES = (1024, 2048, 4096)
 
@@ -30,18 +30,10 @@ def _stat() -> list[int]:
         return [int(x) for x in f.readline().split()[1:]]
 
 
-def _call_times(n: int, out: bool, secs: float = 1.0) -> list[float]:
-    """Each call's seconds of torch.mm on one bfloat16 pair, at least 3 calls and `secs`."""
+def _call_times(n: int, out: bool) -> list[float]:
+    """Each call's seconds of torch.mm on one bfloat16 pair (into a third where `out`), 1 s."""
     a, b = torch.randn(n, n).bfloat16(), torch.randn(n, n).bfloat16()
-    c = torch.empty(n, n, dtype=torch.bfloat16)
-    call = (lambda: torch.mm(a, b, out=c)) if out else (lambda: torch.mm(a, b))
-    call()
-    times, t0 = [], time.perf_counter()
-    while len(times) < 3 or time.perf_counter() - t0 < secs:
-        t1 = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - t1)
-    return times
+    return mm_call_times(a, b, torch.empty(n, n, dtype=torch.bfloat16) if out else None)
 
 
 def main() -> None:

@@ -121,6 +121,20 @@ def _mixbench(build_dir: Path, threads: int) -> dict:
             "mixbench_log": text[-1500:]}
 
 
+def mm_call_times(a, b, out=None, secs: float = 1.0) -> list[float]:
+    """Each call's seconds of torch.mm(a, b) (into `out` where given) after one warm-up call: at
+    least 3 calls and `secs`."""
+    import torch
+    call = (lambda: torch.mm(a, b)) if out is None else (lambda: torch.mm(a, b, out=out))
+    call()
+    times, t0 = [], time.perf_counter()
+    while len(times) < 3 or time.perf_counter() - t0 < secs:
+        t1 = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - t1)
+    return times
+
+
 def _torch_mm(dtypes=("float32", "bfloat16", "float16"), sizes=(2048, 4096, 8192)) -> dict:
     """The best FLOP/s of torch.mm over `sizes` (its default threads: all of this process's
     CPUs), at least 3 calls and 1 s per size; a size whose call would pass 10 s is left out.
@@ -137,13 +151,8 @@ def _torch_mm(dtypes=("float32", "bfloat16", "float16"), sizes=(2048, 4096, 8192
             if last and last * 8 > 10:
                 break
             a, b = torch.randn(n, n).to(dt), torch.randn(n, n).to(dt)
-            torch.mm(a, b)
-            rates, t0 = [], time.perf_counter()
-            while len(rates) < 3 or time.perf_counter() - t0 < 1.0:
-                t1 = time.perf_counter()
-                torch.mm(a, b)
-                last = time.perf_counter() - t1
-                rates.append(2 * n**3 / last)
+            times = mm_call_times(a, b)
+            last, rates = times[-1], [2 * n**3 / t for t in times]
             if max(rates) > best:
                 best, median = max(rates), statistics.median(rates)
         out[f"torch_mm_{name}"], out[f"torch_mm_{name}_median"] = best, median
