@@ -337,7 +337,7 @@ def table(out: Path, ceilings: Path) -> None:
         if f"{key}_runs" in res:
             print(f"{what}, round by round: " + ", ".join(
                 f"{v / 1e9:.1f}" for v in res[f"{key}_runs"])
-                  + f" ({key}: {'the best round' if key.endswith('_median') else 'their best'})")
+                  + f" ({key}: {'their highest' if key.endswith('_median') else 'their best'})")
     print(f"{'ceiling':19} {'dtype':9} {'rooflab':>8} {'interval':>16} {'peer':>18} "
           f"{'G':>8} {'ratio':>6}  target")
     for r in rows:
