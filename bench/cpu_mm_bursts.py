@@ -47,13 +47,15 @@ def main() -> None:
         ok = _rooflab_job(work, f"mm{k}", "matmul", "bfloat16", sizes=list(SIZES))
         job = {int(r.n): (r.flops / r.time_s_min / 1e12, r.flops / r.time_s / 1e12,
                           int(r.samples)) for r in ok.itertuples()}
-        mm = {f"{n}_{'out' if o else 'new'}": _call_times(n, o) for n in SIZES for o in (0, 1)}
+        calls = {f"{n}_{'out' if o else 'new'}": (n, _call_times(n, o))
+                 for n in SIZES for o in (False, True)}
         delta = [y - x for x, y in zip(before, _stat())]
+        mm = {key: times for key, (_, times) in calls.items()}
         rounds.append({"k": k, "t": start, "job": job, "mm": mm, "stat_delta": delta})
         # TFLOP/s: best and median call, and the number of calls
-        summary = {key: (round(2 * int(key.split("_")[0]) ** 3 / min(v) / 1e12, 2),
-                         round(2 * int(key.split("_")[0]) ** 3 / statistics.median(v) / 1e12, 2),
-                         len(v)) for key, v in mm.items()}
+        summary = {key: (round(2 * n**3 / min(v) / 1e12, 2),
+                         round(2 * n**3 / statistics.median(v) / 1e12, 2), len(v))
+                   for key, (n, v) in calls.items()}
         print(k, "job (best, median, samples)",
               {n: tuple(round(x, 2) for x in v) for n, v in job.items()}, flush=True)
         print(k, "torch.mm (best, median, calls)", summary, "steal ticks", delta[7], flush=True)

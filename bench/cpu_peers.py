@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# the GEMM dtypes compared with torch.mm (float16 only where the CPU has half arithmetic)
+MM_DTYPES = ("float32", "bfloat16", "float16")
 sys.path.insert(0, str(ROOT))
 
 
@@ -135,7 +137,7 @@ def mm_call_times(a, b, out=None, secs: float = 1.0) -> list[float]:
     return times
 
 
-def _torch_mm(dtypes=("float32", "bfloat16", "float16"), sizes=(2048, 4096, 8192)) -> dict:
+def _torch_mm(dtypes=MM_DTYPES, sizes=(2048, 4096, 8192)) -> dict:
     """The best FLOP/s of torch.mm over `sizes` (its default threads: all of this process's
     CPUs), at least 3 calls and 1 s per size; a size whose call would pass 10 s is left out.
     Beside it the median call at the best call's size (`_median`): a best far above its median
@@ -262,7 +264,7 @@ def _mm_dtypes() -> tuple[str, ...]:
     """torch.mm's dtypes here: float16 only where the CPU has half arithmetic (as rooflab's
     matrix sweep fits it), else torch converts every element and times the conversion."""
     from experiments.kernels.cpu_fma_half import native
-    return ("float32", "bfloat16") + (("float16",) if native() else ())
+    return tuple(d for d in MM_DTYPES if d != "float16" or native())
 
 
 def peers(build_dir: Path, out: Path) -> None:
@@ -302,7 +304,7 @@ def table(out: Path, ceilings: Path) -> None:
     alternated = [("rooflab_dram", None, "stream_triad", 0.95, 1.05),
                   ("rooflab_dram_triad", None, "stream_triad", 0.95, 1.05)] + [
         (f"rooflab_mm_{d}", d, f"torch_mm_{d}", 0.95, None)
-        for d in ("float32", "bfloat16", "float16")]
+        for d in MM_DTYPES]
     alternated = [pair for pair in alternated if pair[0] in res]
     for ceiling, dtype, key, lo, hi in (PAIRS + extra if cpu is not None else []) + alternated:
         if key not in res:  # not run here (torch.mm float16 where the CPU has no half arithmetic)
@@ -327,10 +329,9 @@ def table(out: Path, ceilings: Path) -> None:
     if "stream_triad_runs" in res:
         print("STREAM's triad, run by run: " + ", ".join(
             f"{v / 1e9:.1f}" for v in res["stream_triad_runs"]) + " (the table: their best)")
-    dtypes = ("float32", "bfloat16", "float16")
     for key, what in [("rooflab_dram", "rooflab's DRAM points"),
                       ("rooflab_dram_triad", "rooflab's DRAM triad points")] + [
-            pair for d in dtypes for pair in (
+            pair for d in MM_DTYPES for pair in (
                 (f"torch_mm_{d}", f"torch.mm {d}"),
                 (f"torch_mm_{d}_median", f"torch.mm {d}'s median call at its best size"),
                 (f"rooflab_mm_{d}", f"rooflab's {d} GEMM points"))]:
