@@ -141,14 +141,15 @@ def _torch_mm(dtypes=MM_DTYPES, sizes=(2048, 4096, 8192)) -> dict:
     """The best FLOP/s of torch.mm over `sizes` (its default threads: all of this process's
     CPUs), at least 3 calls and 1 s per size; a size whose call would pass 10 s is left out.
     Beside it the median call at the best call's size (`_median`): a best far above its median
-    is a burst (the node's AMX read 9-14 TFLOP/s for seconds, 4.4-5.7 between them)."""
+    is a burst (the node's AMX read 9-14 TFLOP/s for seconds, 4.4-5.7 between them); and that
+    size (`_n`: a size timed in more calls has more chances at a fast one)."""
     import statistics
 
     import torch
     out = {}
     for name in dtypes:
         dt = getattr(torch, name)
-        best, median, last = 0.0, 0.0, None
+        best, median, best_n, last = 0.0, 0.0, 0, None
         for n in sizes:
             if last and last * 8 > 10:
                 break
@@ -156,8 +157,9 @@ def _torch_mm(dtypes=MM_DTYPES, sizes=(2048, 4096, 8192)) -> dict:
             times = mm_call_times(a, b)
             last, rates = times[-1], [2 * n**3 / t for t in times]
             if max(rates) > best:
-                best, median = max(rates), statistics.median(rates)
+                best, median, best_n = max(rates), statistics.median(rates), n
         out[f"torch_mm_{name}"], out[f"torch_mm_{name}_median"] = best, median
+        out[f"torch_mm_{name}_n"] = best_n
     return out
 
 
@@ -255,8 +257,10 @@ def _rounds(build_dir: Path, threads: int, others=(), work: Path | None = None) 
         runs.append(run | _torch_mm(dtypes))
         if k < len(others):
             merged |= others[k]()
-    best = {k: max(r[k] for r in runs) for k in runs[0] if not k.endswith("_log")}
-    return merged | best | {f"{k}_runs": [r[k] for r in runs] for k in best} | {
+    keys = [k for k in runs[0] if not k.endswith("_log")]
+    # a size (_n) has no best: only its rounds
+    best = {k: max(r[k] for r in runs) for k in keys if not k.endswith("_n")}
+    return merged | best | {f"{k}_runs": [r[k] for r in runs] for k in keys} | {
         "stream_log": runs[-1]["stream_log"]}
 
 
@@ -338,7 +342,9 @@ def table(out: Path, ceilings: Path) -> None:
         if f"{key}_runs" in res:
             print(f"{what}, round by round: " + ", ".join(
                 f"{v / 1e9:.1f}" for v in res[f"{key}_runs"])
-                  + f" ({key}: {'their highest' if key.endswith('_median') else 'their best'})")
+                  + f" ({key}: {'their highest' if key.endswith('_median') else 'their best'})"
+                  + (f"; at n = {', '.join(map(str, res[f'{key}_n_runs']))}"
+                     if f"{key}_n_runs" in res else ""))
     print(f"{'ceiling':19} {'dtype':9} {'rooflab':>8} {'interval':>16} {'peer':>18} "
           f"{'G':>8} {'ratio':>6}  target")
     for r in rows:
