@@ -24,6 +24,8 @@ from bench.cpu_peers import _rooflab_job, mm_call_times  # noqa: E402
 
 SIZES = tuple(int(n) for n in os.environ.get("SIZES", "1024,2048,4096").split(","))
 DTYPE = os.environ.get("DTYPE", "bfloat16")
+if not isinstance(getattr(torch, DTYPE, None), torch.dtype):  # before any job runs
+    sys.exit(f"DTYPE={DTYPE}: not a torch dtype (float32, bfloat16, float16)")
 
 
 def _stat() -> list[int]:
