@@ -249,12 +249,14 @@ def test_a_cpu_gemm_ceiling_is_its_plateaus_best_point_a_gpus_its_median():
 def test_a_cpu_gemm_peaking_below_its_largest_size_is_fitted_a_rising_one_is_not():
     """A host-clocked GEMM whose lone top point is a middle size (the node's float16: 1.34
     TFLOP/s at 1024, 1.00-1.08 from 2048 to 8192) came down after it: that point is the ceiling,
-    the next best its interval's low end. One whose lone top is its largest size still rises."""
-    def ceiling(slower):
+    the next best its interval's low end. One whose lone top is its largest size still rises,
+    unless that point's calls spread wide (noisy: its best is as likely a burst)."""
+    def ceiling(slower, noisy=()):
         rows = fx.matmul_rows(fx.CPU, np.random.default_rng(0), (256, 512, 1024, 2048, 4096))
         for r in rows:
             r["time_s"] *= slower.get(r.get("n"), 1.0)
             r["time_s_min"], r["timer"] = r["time_s"], "perf_counter"
+            r["noisy"] = r.get("n") in noisy
         rates = {r["n"]: r["flops"] / r["time_s"] for r in rows if r["dtype"] == "float32"}
         return _ceiling(_fit({"matmul": rows}, fx.CPU)[1], "matrix_flops", "float32"), rates
 
@@ -264,6 +266,13 @@ def test_a_cpu_gemm_peaking_below_its_largest_size_is_fitted_a_rising_one_is_not
                                                   rel=1e-9)
     c, rates = ceiling({2048: 1.5})  # 4096 alone on top: still rising
     assert math.isnan(c.value) and "single point" in c.note, (c.note, rates)
+    c, rates = ceiling({2048: 1.5}, noisy={2048})  # a noisy point below the top says nothing
+    assert math.isnan(c.value) and "single point" in c.note, (c.note, rates)
+    c, rates = ceiling({2048: 1.5}, noisy={4096})  # 4096 alone on top, its calls spread wide
+    assert math.isclose(c.value, rates[4096], rel_tol=1e-9), (c.value, rates)
+    assert (c.ci_low, c.ci_high) == pytest.approx((max(v for n, v in rates.items() if n < 4096),
+                                                   rates[4096]), rel=1e-9)
+    assert "burst" in c.note and "n = 4096" in c.note, c.note
 
 
 def test_load_never_raises_a_cpu_gemm_ceiling():
