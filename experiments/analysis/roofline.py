@@ -142,9 +142,10 @@ def fit_top(rows: pd.DataFrame, ceiling: str, what: str) -> list[dict]:
         if host and top.sum() == 1 and past_its_peak(g, top):
             top = top_two(v)  # the peak and the next best: its interval
         elif host and top.sum() == 1 and a_burst_on_top(g, top):
-            note = (f"its best point (n = {g.n.to_numpy()[top][0]:g}) stands alone on top with "
-                    "its calls spread wide (noisy): read as a burst, not a curve still rising; "
-                    "the next best point is its interval's low end")
+            at = f" (n = {g.n.to_numpy(float)[top][0]:g})" if "n" in g else ""
+            note = (f"its best point{at} stands alone on top with its calls spread wide "
+                    "(noisy): read as a burst, not a curve still rising; the next best point is "
+                    "its interval's low end")
             top = top_two(v)
         plateau = v[top]
         if plateau.size < MIN_POINTS:
