@@ -139,14 +139,15 @@ def fit_top(rows: pd.DataFrame, ceiling: str, what: str) -> list[dict]:
         top = top_plateau(v)
         host = bool(best_timed(g).all())
         note = None
-        if host and top.sum() == 1 and past_its_peak(g, top):
-            top = top_two(v)  # the peak and the next best: its interval
-        elif host and top.sum() == 1 and a_burst_on_top(g, top):
-            at = f" (n = {g.n.to_numpy(float)[top][0]:g})" if "n" in g else ""
-            note = (f"its best point{at} stands alone on top with its calls spread wide "
-                    "(noisy): read as a burst, not a curve still rising; the next best point is "
-                    "its interval's low end")
-            top = top_two(v)
+        if host and top.sum() == 1:
+            past = past_its_peak(g, top)
+            if not past and a_burst_on_top(g, top):
+                at = f" (n = {g.n.to_numpy(float)[top][0]:g})" if "n" in g else ""
+                note = (f"its best point{at} stands alone on top with its calls spread wide "
+                        "(noisy): read as a burst, not a curve still rising; the next best "
+                        "point is its interval's low end")
+            if past or note:
+                top = top_two(v)  # the lone top and the next best: its interval
         plateau = v[top]
         if plateau.size < MIN_POINTS:
             out.append(_missing(ceiling, "FLOP/s", f"a single point on the top plateau of {what}"
@@ -154,7 +155,7 @@ def fit_top(rows: pd.DataFrame, ceiling: str, what: str) -> list[dict]:
             continue
         value, ci, method = plateau_value(plateau, host, f" of {what}")
         out.append(_row(ceiling, value, "FLOP/s", method, int(plateau.size), dtype, ci,
-                        points=g[top], **({"note": note} if note else {})))
+                        points=g[top], note=note))
     return out
 
 
