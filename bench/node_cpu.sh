@@ -38,9 +38,10 @@ else echo "shadow skipped" > "$OUT/shadow.log"; fi
 if [ "${GAPS:-1}" = 1 ]; then
   python3 bench/cpu_gaps.py "$OUT" > "$OUT/gaps.log" 2>&1 || tail -5 "$OUT/gaps.log"
 else echo "gaps skipped" > "$OUT/gaps.log"; fi
-if [ "${PAIRS:-1}" = 1 ]; then  # rooflab's triad beside STREAM's loop, call by call (PAIRS=0 skips)
+if [ "${PAIRS:-1}" = 1 ]; then  # rooflab's triad beside STREAM's loop, call by call
   stream=(); [ -x "$OUT/peers-build/stream" ] && stream=(--stream "$OUT/peers-build/stream")
-  python3 bench/cpu_triad_pairs.py "$OUT" "${stream[@]}" > "$OUT/pairs.log" 2>&1 || tail -5 "$OUT/pairs.log"
+  python3 bench/cpu_triad_pairs.py "$OUT" "${stream[@]}" > "$OUT/pairs.log" 2>&1 ||
+    tail -5 "$OUT/pairs.log"
 else echo "pairs skipped" > "$OUT/pairs.log"; fi
 rm -rf "$OUT/peers-build"
 cp "$RESULTS/roofline/ceilings.parquet" "$RESULTS/claims.parquet" "$OUT/"
