@@ -82,7 +82,8 @@ def main() -> None:
     ap.add_argument("out", type=Path)
     ap.add_argument("--doubles", type=int, default=None)
     ap.add_argument("--pairs", type=int, default=60)
-X
+    ap.add_argument("--stream", type=Path, default=None,
+                    help="STREAM's binary, run before and after")
     args = ap.parse_args()
     if args.pairs < 2 or (args.doubles is not None and args.doubles < 8 << 10):
         ap.error("--pairs: at least 2; --doubles: at least 8192")
