@@ -29,6 +29,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+# the CPUs this process may use, before any OpenMP runtime (torch's, gcc's) pins its caller to
+# one place (with OMP_PROC_BIND or OMP_PLACES set): the team and every child get them back
+EVERYONE = os.sched_getaffinity(0)
 
 SCALAR = 3.0
 # STREAM's triad loop (stream.c: a[j] = b[j]+scalar*c[j] in an omp parallel for), and the same
@@ -96,9 +99,10 @@ def main() -> None:
     from bench.cpu_peers import _machine
     from experiments.kernels import cpu_stream
 
+    os.sched_setaffinity(0, EVERYONE)
     topo, llc = _machine()
     team = topo.team()
-    everyone = os.sched_getaffinity(0)  # libgomp pins its caller: children get these back
+    everyone = EVERYONE
     n = args.doubles or max(100_000_000, -(-llc // 10_000_000) * 10_000_000)
     n -= n % 8  # whole 512-bit vectors for the streaming stores
     os.environ |= {"OMP_NUM_THREADS": str(len(team)), "OMP_PLACES": "cores",
