@@ -11,9 +11,9 @@
 # nothing else runs (load before and after in peers.json), in rounds with rooflab's own DRAM and
 # GEMM points (bench/cpu_peers.py _rounds: 3, env ROUNDS), then prints the table.
 # Files under $OUT: peers.json, gaps.json (bench/cpu_gaps.py; GAPS=0 skips it), ceilings.parquet,
-# claims.parquet, measurements.parquet, cpu_peers.csv, times.txt, triad_pairs.json
-# (bench/cpu_triad_pairs.py; PAIRS=0 skips it), logs.tgz (build, load, gaps, shadow
-# (bench/cpu_shadow.py; SHADOW=0 skips it), pairs, sweep and job logs).
+# claims.parquet, measurements.parquet, cpu_peers.csv, times.txt, logs.tgz (build, load, gaps,
+# shadow (bench/cpu_shadow.py; SHADOW=0 skips it), pairs (bench/cpu_triad_pairs.py, its summary
+# also printed; PAIRS=0 skips it), sweep and job logs).
 python3 -m pip install -q --no-index --find-links .whl snakemake hydra-core || exit 1
 python3 -c "import numba" || { echo "numba is missing: install it from .peers-whl first"; exit 1; }
 set -euo pipefail
@@ -40,8 +40,8 @@ if [ "${GAPS:-1}" = 1 ]; then
 else echo "gaps skipped" > "$OUT/gaps.log"; fi
 if [ "${PAIRS:-1}" = 1 ]; then  # rooflab's triad beside STREAM's loop, call by call
   stream=(); [ -x "$OUT/peers-build/stream" ] && stream=(--stream "$OUT/peers-build/stream")
-  python3 bench/cpu_triad_pairs.py "$OUT" "${stream[@]}" > "$OUT/pairs.log" 2>&1 ||
-    tail -5 "$OUT/pairs.log"
+  python3 bench/cpu_triad_pairs.py "$OUT" "${stream[@]}" > "$OUT/pairs.log" 2>&1 || true
+  tail -30 "$OUT/pairs.log"
 else echo "pairs skipped" > "$OUT/pairs.log"; fi
 rm -rf "$OUT/peers-build"
 cp "$RESULTS/roofline/ceilings.parquet" "$RESULTS/claims.parquet" "$OUT/"
@@ -50,8 +50,8 @@ cp "$RESULTS/measurements.parquet" "$OUT/"; cp "$RESULTS/report.html" "$OUT/" 2>
 # at most 8 files come back from a device call: the logs travel as one
 cp -r "$RESULTS/logs" "$OUT/joblogs"  # each job's own log (its points' timings)
 cp -r "$RESULTS/measurements" "$OUT/jobfiles"  # per-job files: their metadata says each start
-touch "$OUT/shadow.json" "$OUT/triad_pairs.csv"
+touch "$OUT/shadow.json" "$OUT/triad_pairs.csv" "$OUT/triad_pairs.json"
 (cd "$OUT" && tar czf logs.tgz build.log load.txt gaps.log shadow.log shadow.json sweep.log \
-  pairs.log triad_pairs.csv report.html joblogs jobfiles &&
+  pairs.log triad_pairs.csv triad_pairs.json report.html joblogs jobfiles &&
   rm -r build.log load.txt gaps.log shadow.log shadow.json sweep.log pairs.log triad_pairs.csv \
-  report.html joblogs jobfiles)
+  triad_pairs.json report.html joblogs jobfiles)
