@@ -42,6 +42,11 @@ def _omp_env(threads: int) -> dict:
                          "OMP_PROC_BIND": "spread"}
 
 
+def stream_doubles(llc: int) -> int:
+    """STREAM's doubles per array: 8x the LLC's bytes, at least 10^8, a round decimal (build)."""
+    return max(100_000_000, -(-llc // 10_000_000) * 10_000_000)
+
+
 def build(src: Path, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     _, llc = _machine()
@@ -51,7 +56,7 @@ def build(src: Path, out: Path) -> None:
     # (kernels/cpu_stream.py STAGGER; on the VM STREAM read 25-28 GB/s at such sizes, 34-41 at
     # 10^8). On the node it read 83-100 and 89-92 GB/s in two calls at that size, rooflab's
     # staggered triad 86-95 and 118-134 beside them: not conclusive there, but no user's size.
-    n = max(100_000_000, -(-llc // 10_000_000) * 10_000_000)
+    n = stream_doubles(llc)
     flags = ["-O3", "-march=native", "-fopenmp"]
     streams = {"stream": []}
     if "avx512f" in Path("/proc/cpuinfo").read_text():

@@ -20,7 +20,6 @@ import argparse
 import ctypes
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -71,13 +70,12 @@ def compiled(work: Path) -> ctypes.CDLL:
     return so
 
 
-def stream_triad(binary: Path, threads: int, cpus: set) -> float:
-    """STREAM's triad (bytes/s), run with bench/cpu_peers.py's OpenMP settings."""
-    env = os.environ | {"OMP_NUM_THREADS": str(threads), "OMP_PLACES": "cores",
-                        "OMP_PROC_BIND": "spread"}
-    text = subprocess.run([str(binary)], env=env, capture_output=True, text=True, check=True,
-                          preexec_fn=lambda: os.sched_setaffinity(0, cpus)).stdout
-    return float(re.search(r"^Triad:\s+([\d.]+)", text, re.M)[1]) * 1e6
+def stream_triad(binary: Path, threads: int) -> float:
+    """STREAM's triad (bytes/s), run as bench/cpu_peers.py runs it, on every CPU this process
+    had (a child takes its caller's affinity, which an OpenMP runtime may have narrowed)."""
+    from bench.cpu_peers import _stream
+    os.sched_setaffinity(0, EVERYONE)
+    return _stream(binary.parent, threads, binary.name)["stream_triad"]
 
 
 def main() -> None:
@@ -96,17 +94,16 @@ def main() -> None:
     import pandas as pd
     import torch
 
-    from bench.cpu_peers import _machine
+    from bench.cpu_peers import _machine, _omp_env, stream_doubles
     from experiments.kernels import cpu_stream
 
     os.sched_setaffinity(0, EVERYONE)
     topo, llc = _machine()
     team = topo.team()
-    n = args.doubles or max(100_000_000, -(-llc // 10_000_000) * 10_000_000)
+    n = args.doubles or stream_doubles(llc)
     n -= n % 8  # whole 512-bit vectors for the streaming stores
-    os.environ |= {"OMP_NUM_THREADS": str(len(team)), "OMP_PLACES": "cores",
-                   "OMP_PROC_BIND": "spread"}
-    stream = [stream_triad(args.stream, len(team), EVERYONE)] if args.stream else []
+    os.environ |= _omp_env(len(team))  # gcc's kernels: one thread per core, pinned
+    stream = [stream_triad(args.stream, len(team))] if args.stream else []
     a, b, c = (cpu_stream.filled(team, n, torch.float64, seed=k + 1, index=k, huge_pages=False)
                for k in range(3))
     ptr = [t.data_ptr() for t in (a, b, c)]
@@ -137,7 +134,7 @@ def main() -> None:
                 calls.append({"pair": i, "kernel": name, "start_s": t0,
                               "seconds": time.perf_counter() - t0})
     del a, b, c
-    stream += [stream_triad(args.stream, len(team), EVERYONE)] if args.stream else []
+    stream += [stream_triad(args.stream, len(team))] if args.stream else []
 
     df = pd.DataFrame(calls)
     df["start_s"] -= df.start_s.min()
