@@ -9,8 +9,8 @@ mixbench-cpu's peak (vector FMA, fp32/fp64) and the best torch.mm over n = 2048,
 Peers run as their authors document them: gcc -O3 -march=native -fopenmp, one OpenMP thread per
 physical core, pinned (OMP_PLACES=cores, OMP_PROC_BIND=spread); STREAM's arrays 8x the LLC
 (all sockets'), at least 100 M doubles, a round decimal count (not a multiple of 2 MiB); STREAM
-and torch.mm run ROUNDS times, each STREAM run followed by rooflab's own DRAM and GEMM points,
-torch.mm and one of the other peers (`_rounds`), each at its best over the rounds.
+and torch.mm run ROUNDS times, STREAM before and after rooflab's own DRAM points, then rooflab's
+GEMM points, torch.mm and one of the other peers (`_rounds`), each at its best over the rounds.
 """
 
 from __future__ import annotations
@@ -176,12 +176,15 @@ def _torch_mm(dtypes=MM_DTYPES, sizes=(2048, 4096, 8192)) -> dict:
 # stay at one for a whole bandwidth job (at 97a2628 the sweep's DRAM points read at most 91.5,
 # STREAM 89.0-106.8 in six runs over the two minutes after); the 2-core VM's triad 22-47 GB/s
 # seconds apart. The node's torch.mm moves as much (float16 1.17-1.55 TFLOP/s from call to call).
-# So the bench runs ROUNDS rounds (env ROUNDS overrides) of: STREAM once, rooflab's own DRAM
-# points once more (its bandwidth job over the sweep's DRAM arrays), its GEMM points once more
-# (its matmul job over torch.mm's sizes, per dtype), torch.mm, then one of the other peers.
-# Each is taken at its best over the rounds: both tools in the same minutes. Three rounds (one
-# per other peer): on a node whose sweep took 230 s, five did not finish within a device call's
-# 600 s (four took over 340 s).
+# So the bench runs ROUNDS rounds (env ROUNDS overrides) of: STREAM, rooflab's own DRAM points
+# once more (its bandwidth job over the sweep's DRAM arrays), STREAM again, rooflab's GEMM points
+# once more (its matmul job over torch.mm's sizes, per dtype), torch.mm, then one of the other
+# peers. Each is taken at its best over the rounds: both tools in the same minutes. STREAM runs
+# twice a round because one 8-s run met the node's fast level in 6 of 16 runs (12:21 UTC
+# 2026-12-03, four array placements alike: docs/benchmarks.md), rooflab's DRAM job, some 50 calls
+# over two sizes and five ops, in 4 of 4 beside them. Three rounds (one per other peer): on a
+# node whose sweep took 230 s, five did not finish within a device call's 600 s (four took over
+# 340 s).
 ROUNDS = int(os.environ.get("ROUNDS", 3))
 MM_SIZES = (2048, 4096, 8192)
 
@@ -258,13 +261,19 @@ def _rounds(build_dir: Path, threads: int, others=(), work: Path | None = None) 
     for k in range(max(ROUNDS, len(others))):
         run = _stream(build_dir, threads)
         if work is not None:
-            run |= _rooflab_dram(work, k, sizes) | _rooflab_mm(work, k, dtypes)
+            run |= _rooflab_dram(work, k, sizes)
+            # STREAM again right after rooflab's DRAM points: the round's STREAM is the better of
+            # the two runs around them (each listed in stream_triad_each)
+            after = _stream(build_dir, threads)
+            each = [run["stream_triad"], after["stream_triad"]]
+            run |= {key: max(run[key], v) for key, v in after.items() if not key.endswith("_log")}
+            run |= {"stream_triad_each": each} | _rooflab_mm(work, k, dtypes)
         runs.append(run | _torch_mm(dtypes))
         if k < len(others):
             merged |= others[k]()
     keys = [k for k in runs[0] if not k.endswith("_log")]
-    # a size (_n) has no best: only its rounds
-    best = {k: max(r[k] for r in runs) for k in keys if not k.endswith("_n")}
+    # a size (_n) has no best, nor the runs of a round (_each): only their rounds
+    best = {k: max(r[k] for r in runs) for k in keys if not k.endswith(("_n", "_each"))}
     return merged | best | {f"{k}_runs": [r[k] for r in runs] for k in keys} | {
         "stream_log": runs[-1]["stream_log"]}
 
@@ -335,7 +344,11 @@ def table(out: Path, ceilings: Path) -> None:
     pd.DataFrame(rows).to_csv(out / "cpu_peers.csv", index=False)
     print(f"\nCPU ceilings beside peers ({res['threads']} threads, load "
           f"{res['load_before']:.1f} -> {res['load_after']:.1f}), G = 1e9 B/s or FLOP/s:")
-    if "stream_triad_runs" in res:
+    if "stream_triad_each_runs" in res:  # two runs a round, bracketing rooflab's points
+        print("STREAM's triad, run by run (before, after rooflab's points): " + "; ".join(
+            ", ".join(f"{v / 1e9:.1f}" for v in pair) for pair in res["stream_triad_each_runs"])
+              + " (the table: their best)")
+    elif "stream_triad_runs" in res:
         print("STREAM's triad, run by run: " + ", ".join(
             f"{v / 1e9:.1f}" for v in res["stream_triad_runs"]) + " (the table: their best)")
     for key, what in [("rooflab_dram", "rooflab's DRAM points"),
