@@ -56,6 +56,9 @@ def build(src: Path, out: Path) -> None:
     # (kernels/cpu_stream.py STAGGER; on the VM STREAM read 25-28 GB/s at such sizes, 34-41 at
     # 10^8). On the node it read 83-100 and 89-92 GB/s in two calls at that size, rooflab's
     # staggered triad 86-95 and 118-134 beside them: not conclusive there, but no user's size.
+    # Its 320 M (arrays at one 4 KiB offset) read as OFFSET=170, 314,572,800 and 321 M did, run
+    # by run at 83-87 or 101-107 (four rounds alternated, docs/benchmarks.md "Dtype, pages or
+    # placement"): on the node the placement is not the gap.
     n = stream_doubles(llc)
     flags = ["-O3", "-march=native", "-fopenmp"]
     streams = {"stream": []}
@@ -254,8 +257,9 @@ def _rooflab_mm(work: Path, k: int, dtypes) -> dict:
 
 
 def _rounds(build_dir: Path, threads: int, others=(), work: Path | None = None) -> dict:
-    """ROUNDS rounds of STREAM, rooflab's DRAM and GEMM points (where `work` is given: their
-    files go there), torch.mm and one of `others` (callables; their results merged in)."""
+    """ROUNDS rounds of STREAM, rooflab's DRAM points and STREAM again, rooflab's GEMM points
+    (where `work` is given: their files go there), torch.mm and one of `others` (callables;
+    their results merged in)."""
     runs, merged = [], {}
     dtypes, sizes = _mm_dtypes(), (_dram_sizes() if work is not None else None)
     for k in range(max(ROUNDS, len(others))):
