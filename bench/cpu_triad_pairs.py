@@ -116,7 +116,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as work:
         so = compiled(Path(work))
         kernels = {"rooflab": lambda: cpu_stream.run(team, "triad", b.numpy(), c.numpy(),
-                                                     a.numpy()),
+                                                     a.numpy(), one_vector=True),  # as in DRAM
                    "gcc": lambda: so.triad(*ptr, n, SCALAR)}
         if so.triad_nt(*ptr, n, SCALAR):
             kernels["gcc_streaming"] = lambda: so.triad_nt(*ptr, n, SCALAR)

@@ -209,14 +209,15 @@ def _fill_team(ctx: Context):
     return list((_facts(ctx).extra or {}).get("team") or []) or None
 
 
-def _measure(ctx: Context, op: str, n: int, cache: dict, cpus=None, reps: int = 1) -> dict:
+def _measure(ctx: Context, op: str, n: int, cache: dict, cpus=None, reps: int = 1,
+             one_vector: bool = False) -> dict:
     n_in, flops_per, kernel, _ = OPS[op]
     a, b, out = _arrays(ctx, n, cache, cpus)
     b = b if n_in == 2 else None
     if cpus:
         from experiments.kernels import cpu_stream
         arrays = [t.numpy() for t in (a, b if b is not None else a, out)]
-        call = lambda i: cpu_stream.run(cpus, op, *arrays, reps=reps)
+        call = lambda i: cpu_stream.run(cpus, op, *arrays, reps=reps, one_vector=one_vector)
     else:
         call = lambda i: kernel(a, b, out)
     out.fill_(float("nan"))  # what the kernel leaves unwritten shows
@@ -240,15 +241,19 @@ def run(cfg: BandwidthConfig, ctx: Context):
                 n_in, flops_per = OPS[op][:2]
                 moved = (n_in + 1) * n * size
                 reps = max(1, -(-cfg.call_bytes * len(cpus) // moved)) if cpus else 1
+                # DRAM's points step one vector at a time, the caches' as LLVM unrolls
+                # (cpu_stream.ONE_VECTOR says why)
+                one = bool(cpus) and in_dram_window(moved, _llc(ctx))
                 base = {"op": op, "n": n, "working_set_bytes": moved,
                         "bytes": float(reps * moved), "flops": float(reps * flops_per * n),
                         "variant": "numba" if cpus else "torch",
-                        "params": {"scope": scope, "passes": reps} | where}
+                        "params": {"scope": scope, "passes": reps} | where | (
+                            {"one_vector_step": one} if cpus else {})}
 
-                def body(op=op, n=n, cpus=cpus, reps=reps):
+                def body(op=op, n=n, cpus=cpus, reps=reps, one=one):
                     need_storage_dtype(ctx.dtype)
                     need_host_memory(ctx, 3 * n * size)  # a, b and out, whatever the op reads
-                    return _measure(ctx, op, n, cache, cpus, reps)
+                    return _measure(ctx, op, n, cache, cpus, reps, one)
 
                 yield ctx.point(base, body)
         cache.clear()

@@ -35,3 +35,25 @@ def test_bandwidth_rejects_unknown_op(run_experiment):
 def test_bandwidth_tf32_is_not_a_storage_type(run_experiment):
     rows = run_experiment("bandwidth", "tf32", ["experiment.sizes=[4096]", "experiment.ops=[copy]"])
     assert list(rows.status) == ["not_applicable"]
+
+
+def test_a_cpus_dram_points_step_one_vector_at_a_time(run_experiment, monkeypatch):
+    """The team's points in the DRAM window run the kernels stepping one vector at a time
+    (cpu_stream.ONE_VECTOR), those in a cache LLVM's four: a 16 KiB 'LLC' here puts the 64 KiB
+    arrays in the DRAM window and the 4 KiB ones in a cache, and both compute what they should."""
+    pytest.importorskip("numba")
+    from experiments import bandwidth
+    from experiments.kernels import cpu_stream
+    monkeypatch.setattr(bandwidth, "_llc", lambda ctx: 16384)
+    calls, run = [], cpu_stream.run
+
+    def recorded(*args, one_vector=False, **kwargs):
+        calls.append(one_vector)
+        return run(*args, one_vector=one_vector, **kwargs)
+    monkeypatch.setattr(cpu_stream, "run", recorded)
+    rows = run_experiment("bandwidth", "float32", ["experiment.sizes=[4096,65536]"])
+    step = rows.params.map(lambda p: json.loads(p)["one_vector_step"])
+    assert list(step) == [ws >= 4 * 16384 for ws in rows.working_set_bytes]
+    assert step.any() and not step.all()
+    assert (rows.status == "ok").all() and rows.check_passed.all()
+    assert set(calls) == {True, False}

@@ -71,6 +71,43 @@ def test_fma_chain_is_vector_fmas_on_avx2():
         assert found["step_scalar"] == 0 and found["ymm"] >= 8 and found["zmm"] == 0, (dtype, found)
 
 
+STREAM_STEPS = """
+import json, re
+from numba import types
+from experiments.kernels import cpu_stream
+arr = types.Array(types.float64, 1, "C")
+sig = (arr, arr, arr, types.int64, types.int64, types.int64)
+
+def stores_a_step(asm):
+    # the loop's step: the block with the most vector FMAs (a triad's b + s c)
+    step = max(asm.split(".LBB"), key=lambda b: len(re.findall(r"vfmadd\\w+p[sd]", b)))
+    return len(re.findall(r"vmovup[sd]\\s+%zmm", step))
+
+f32 = types.Array(types.float32, 1, "C")
+cpu_stream._triad.compile(sig)
+one = cpu_stream.one_vector_kernel("triad", sig)
+cpu_stream._triad.compile((f32, f32, f32) + sig[3:])  # compiled after: LLVM's own step again
+asm = cpu_stream._triad.inspect_asm()
+print(json.dumps({"llvm": [stores_a_step(a) for a in asm.values()],
+                  "one": stores_a_step(list(one.inspect_asm().values())[-1])}))
+"""
+
+
+@pytest.mark.system  # a fresh interpreter imports numba and compiles: 2 s
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
+                    reason="compiles for an x86 target")
+def test_dram_kernels_step_one_vector_and_cache_kernels_four():
+    # LLVM interleaves a stream loop four vectors deep; the DRAM window's kernels are compiled
+    # one vector a step (cpu_stream.ONE_VECTOR: 13-21 % more in DRAM on a Zen 4), and the option
+    # is put back after, so the cache kernels compiled before and after keep LLVM's step
+    env = os.environ | {"NUMBA_CPU_NAME": "sapphirerapids", "NUMBA_CPU_FEATURES": SPR}
+    done = subprocess.run([sys.executable, "-c", STREAM_STEPS], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.splitlines()[-1])
+    assert found == {"llvm": [4, 4], "one": 1}, found
+
+
 def test_widest_vectors_leave_other_isas_alone():
     from experiments.kernels.numba_host import target_features, vector_bits
     from numba.core import config

@@ -62,13 +62,46 @@ def _triad(a, b, out, lo, hi, reps):
 
 KERNELS = {"copy": _copy, "add_one": _add_one, "scale": _scale, "add": _add, "triad": _triad}
 
+# LLVM's loop vectorizer steps these loops four vectors at a time (four loads of each input, four
+# stores). In DRAM that cost a Zen 4 10-15 %: on the 2-core EPYC VM, call by call over the same
+# arrays, the triad read 0.85-0.86x gcc's STREAM loop (one 512-bit vector a step) compiled so
+# and 0.93-0.96x with one vector a step (docs/benchmarks.md, "One vector a step"). The DRAM
+# window's points run the kernels compiled so; points in a cache keep LLVM's step.
+ONE_VECTOR = "-force-vector-interleave"  # LLVM's option: 1 forces it, 0 (its default) lets LLVM pick
+_ONE_VECTOR_KERNELS: dict = {}
 
-def run(cpus, op: str, a, b, out, reps: int = 1) -> None:
+
+def one_vector_kernel(op: str, sig):
+    """op's kernel compiled for `sig` (argument types, or a signature string) with one vector a
+    loop step: a dispatcher of its own over the same Python loop, compiled with LLVM's option
+    set, which is global to the process, and put back."""
+    import llvmlite.binding as llvm
+
+    if op not in _ONE_VECTOR_KERNELS:
+        plain = KERNELS[op]
+        options = {k: v for k, v in plain.targetoptions.items() if k != "nopython"}
+        _ONE_VECTOR_KERNELS[op] = njit(**options)(plain.py_func)
+    kernel = _ONE_VECTOR_KERNELS[op]
+    if not isinstance(sig, tuple) or sig not in kernel.overloads:
+        llvm.set_option("", f"{ONE_VECTOR}=1")
+        try:
+            kernel.compile(sig)
+        finally:
+            llvm.set_option("", f"{ONE_VECTOR}=0")
+    return kernel
+
+
+def run(cpus, op: str, a, b, out, reps: int = 1, one_vector: bool = False) -> None:
     """out = op(a, b), `reps` times over, by the team of `cpus` (b unused by one-input ops: pass
     a). Repeating inside the workers lets a slice that fits in L1 be timed past the team's
-    start-up (tens of microseconds)."""
+    start-up (tens of microseconds). one_vector: the kernel stepping one vector at a time."""
+    from numba import typeof
+
     parts = split(out.size, len(cpus), 64)
-    team(cpus).run(KERNELS[op], [(a, b, out, lo, hi, reps) for lo, hi in parts])
+    args = [(a, b, out, lo, hi, reps) for lo, hi in parts]
+    kernel = (one_vector_kernel(op, tuple(typeof(x) for x in args[0])) if one_vector
+              else KERNELS[op])
+    team(cpus).run(kernel, args)
 
 
 @njit(inline="always")

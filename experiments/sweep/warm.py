@@ -159,6 +159,7 @@ def cpu_kernels():
         yield cpu_stream._fill.compile(sig["fill"])  # every CPU job of bandwidth and intensity
         chain = cpu_fma.chain_kernel(cpu_fma.lanes(np.dtype(dtype).itemsize))
         yield chain.compile(sig["chain"])
-    for kernel in cpu_stream.KERNELS.values():
+    for op, kernel in cpu_stream.KERNELS.items():
         yield kernel.compile(signatures("float32")["stream"])
+        yield cpu_stream.one_vector_kernel(op, signatures("float32")["stream"])  # DRAM's
     yield cpu_stream._fill_half.compile(signatures("float32")["fill_half"])  # bfloat16 bandwidth
