@@ -63,11 +63,12 @@ def _triad(a, b, out, lo, hi, reps):
 KERNELS = {"copy": _copy, "add_one": _add_one, "scale": _scale, "add": _add, "triad": _triad}
 
 # LLVM's loop vectorizer steps these loops four vectors at a time (four loads of each input, four
-# stores). In DRAM that cost a Zen 4 10-15 %: on the 2-core EPYC VM, call by call over the same
-# arrays, the triad read 0.85-0.86x gcc's STREAM loop (one 512-bit vector a step) compiled so
-# and 0.93-0.96x with one vector a step (docs/benchmarks.md, "One vector a step"). The DRAM
-# window's points run the kernels compiled so; points in a cache keep LLVM's step.
-ONE_VECTOR = "-force-vector-interleave"  # LLVM's option: 1 forces it, 0 (its default) lets LLVM pick
+# stores). In DRAM that cost a Zen 4 13-21 % of every op: on the 2-core EPYC VM, call by call over
+# the same arrays, the triad read 0.85-0.86x gcc's STREAM loop (one 512-bit vector a step) and
+# 0.93-0.96x compiled one vector a step (docs/benchmarks.md, "One vector a step"); in its caches
+# one vector a step read 7-31 % less, on the node's DRAM 1-3 % less by median, the same at best.
+# So the DRAM window's points run the kernels compiled so; points in a cache keep LLVM's step.
+ONE_VECTOR = "-force-vector-interleave"  # LLVM's option: 1 forces it, 0 (default) lets LLVM pick
 _ONE_VECTOR_KERNELS: dict = {}
 
 
