@@ -85,7 +85,7 @@ def stores_a_step(asm):
 
 f32 = types.Array(types.float32, 1, "C")
 cpu_stream._triad.compile(sig)
-one = cpu_stream.one_vector_kernel("triad", sig)
+one = cpu_stream.one_vector_kernel("triad", "float64")
 cpu_stream._triad.compile((f32, f32, f32) + sig[3:])  # compiled after: LLVM's own step again
 asm = cpu_stream._triad.inspect_asm()
 print(json.dumps({"llvm": [stores_a_step(a) for a in asm.values()],

@@ -73,7 +73,8 @@ def test_the_kernels_compiled_ahead_are_the_ones_the_jobs_call(run_experiment):
         kernels = {"fill": cpu_stream._fill, "fill_half": cpu_stream._fill_half,
                    **cpu_stream.KERNELS} | {
             f"chain{lanes}": kernel for lanes, kernel in cpu_fma._KERNELS.items()} | {
-            f"{op} one vector": kernel for op, kernel in cpu_stream._ONE_VECTOR_KERNELS.items()}
+            f"{op} {dtype} one vector": kernel
+            for (op, dtype), kernel in cpu_stream._ONE_VECTOR_KERNELS.items()}
         return {name: len(kernel.overloads) for name, kernel in kernels.items()}
 
     ahead = compiled()

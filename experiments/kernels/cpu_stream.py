@@ -69,40 +69,40 @@ KERNELS = {"copy": _copy, "add_one": _add_one, "scale": _scale, "add": _add, "tr
 # one vector a step read 7-31 % less, on the node's DRAM 1-3 % less by median, the same at best.
 # So the DRAM window's points run the kernels compiled so; points in a cache keep LLVM's step.
 ONE_VECTOR = "-force-vector-interleave"  # LLVM's option: 1 forces it, 0 (default) lets LLVM pick
-_ONE_VECTOR_KERNELS: dict = {}
+_ONE_VECTOR_KERNELS: dict = {}  # (op, dtype) -> its kernel compiled one vector a step
 
 
-def one_vector_kernel(op: str, sig):
-    """op's kernel compiled for `sig` (argument types, or a signature string) with one vector a
-    loop step: a dispatcher of its own over the same Python loop, compiled with LLVM's option
-    set, which is global to the process, and put back."""
-    import llvmlite.binding as llvm
+def one_vector_kernel(op: str, dtype):
+    """op's kernel for run()'s arguments in `dtype` (1-D contiguous arrays, int64 bounds) with one
+    vector a loop step, compiled once: a dispatcher of its own over the same Python loop,
+    compiled with LLVM's option set (it is global to the process) and put back, then closed to
+    further compiles (other argument types would compile at LLVM's step, unseen)."""
+    key = (op, np.dtype(dtype))
+    if key not in _ONE_VECTOR_KERNELS:
+        import llvmlite.binding as llvm
+        from numba import from_dtype, types
 
-    if op not in _ONE_VECTOR_KERNELS:
         plain = KERNELS[op]
-        options = {k: v for k, v in plain.targetoptions.items() if k != "nopython"}
-        _ONE_VECTOR_KERNELS[op] = njit(**options)(plain.py_func)
-    kernel = _ONE_VECTOR_KERNELS[op]
-    if not isinstance(sig, tuple) or sig not in kernel.overloads:
+        kernel = njit(**{k: v for k, v in plain.targetoptions.items() if k != "nopython"})(
+            plain.py_func)
+        array = types.Array(from_dtype(key[1]), 1, "C")
         llvm.set_option("", f"{ONE_VECTOR}=1")
         try:
-            kernel.compile(sig)
+            kernel.compile((array, array, array, types.int64, types.int64, types.int64))
         finally:
             llvm.set_option("", f"{ONE_VECTOR}=0")
-    return kernel
+        kernel.disable_compile()
+        _ONE_VECTOR_KERNELS[key] = kernel
+    return _ONE_VECTOR_KERNELS[key]
 
 
 def run(cpus, op: str, a, b, out, reps: int = 1, one_vector: bool = False) -> None:
     """out = op(a, b), `reps` times over, by the team of `cpus` (b unused by one-input ops: pass
     a). Repeating inside the workers lets a slice that fits in L1 be timed past the team's
     start-up (tens of microseconds). one_vector: the kernel stepping one vector at a time."""
-    from numba import typeof
-
     parts = split(out.size, len(cpus), 64)
-    args = [(a, b, out, lo, hi, reps) for lo, hi in parts]
-    kernel = (one_vector_kernel(op, tuple(typeof(x) for x in args[0])) if one_vector
-              else KERNELS[op])
-    team(cpus).run(kernel, args)
+    kernel = one_vector_kernel(op, a.dtype) if one_vector else KERNELS[op]
+    team(cpus).run(kernel, [(a, b, out, lo, hi, reps) for lo, hi in parts])
 
 
 @njit(inline="always")

@@ -161,5 +161,5 @@ def cpu_kernels():
         yield chain.compile(sig["chain"])
     for op, kernel in cpu_stream.KERNELS.items():
         yield kernel.compile(signatures("float32")["stream"])
-        yield cpu_stream.one_vector_kernel(op, signatures("float32")["stream"])  # DRAM's
+        yield cpu_stream.one_vector_kernel(op, "float32")  # the DRAM window's
     yield cpu_stream._fill_half.compile(signatures("float32")["fill_half"])  # bfloat16 bandwidth
