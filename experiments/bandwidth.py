@@ -55,6 +55,7 @@ class BandwidthConfig(ExperimentConfig):
     level_points: int = MISSING  # machine sizes: array sizes per cache level
     dram_arrays: list[float] = MISSING  # machine sizes: DRAM arrays, in multiples of the LLC
     call_bytes: int = MISSING  # CPU: bytes one call moves per thread at least (passes repeat)
+    dram_steady_s: float = MISSING  # CPU: a DRAM-window point samples at least this long
 
     def __post_init__(self):
         unknown = [op for op in self.ops if op not in OPS]
@@ -68,6 +69,9 @@ class BandwidthConfig(ExperimentConfig):
         if not list(self.dram_arrays) or any(not f > 0 for f in self.dram_arrays):
             raise ConfigError(f"experiment.dram_arrays={list(self.dram_arrays)} must be > 0")
         check_sizes("experiment.call_bytes", [self.call_bytes])
+        if not (isinstance(self.dram_steady_s, (int, float)) and 0 <= self.dram_steady_s < 60):
+            raise ConfigError(f"experiment.dram_steady_s={self.dram_steady_s} must be seconds "
+                              "in [0, 60)")
 
 
 Config = BandwidthConfig
@@ -210,7 +214,7 @@ def _fill_team(ctx: Context):
 
 
 def _measure(ctx: Context, op: str, n: int, cache: dict, cpus=None, reps: int = 1,
-             one_vector: bool = False) -> dict:
+             one_vector: bool = False, steady_s: float = 0.0) -> dict:
     n_in, flops_per, kernel, _ = OPS[op]
     a, b, out = _arrays(ctx, n, cache, cpus)
     b = b if n_in == 2 else None
@@ -223,7 +227,10 @@ def _measure(ctx: Context, op: str, n: int, cache: dict, cpus=None, reps: int = 
     out.fill_(float("nan"))  # what the kernel leaves unwritten shows
     first_s = ctx.first_call(lambda: call(0))
     err = _check(op, a, b, out, ctx.dtype)
-    stats = ctx.time(call, warm_call_s=first_s)  # a long first call is the estimate (a DRAM size)
+    # a long first call is the estimate (a DRAM size); `steady_s`: sample at least that long
+    steady = {"min_point_s": steady_s, "point_budget_s": max(ctx.point_budget_s, steady_s)} \
+        if steady_s else {}
+    stats = ctx.time(call, warm_call_s=first_s, **steady)
     return stats | {"rel_error": err, "check_passed": True}
 
 
@@ -241,19 +248,23 @@ def run(cfg: BandwidthConfig, ctx: Context):
                 n_in, flops_per = OPS[op][:2]
                 moved = (n_in + 1) * n * size
                 reps = max(1, -(-cfg.call_bytes * len(cpus) // moved)) if cpus else 1
+                dram = ctx.device.type == "cpu" and in_dram_window(moved, _llc(ctx))
                 # DRAM's points step one vector at a time, the caches' as LLVM unrolls
                 # (cpu_stream.ONE_VECTOR says why)
-                one = bool(cpus) and in_dram_window(moved, _llc(ctx))
+                one = bool(cpus) and dram
+                # ...and sample dram_steady_s each (config/experiment/bandwidth.yaml says why)
+                steady = cfg.dram_steady_s if dram else 0.0
                 base = {"op": op, "n": n, "working_set_bytes": moved,
                         "bytes": float(reps * moved), "flops": float(reps * flops_per * n),
                         "variant": "numba" if cpus else "torch",
                         "params": {"scope": scope, "passes": reps} | where | (
-                            {"one_vector_step": one} if cpus else {})}
+                            {"one_vector_step": one} if cpus else {}) | (
+                            {"min_point_s": steady} if dram else {})}
 
-                def body(op=op, n=n, cpus=cpus, reps=reps, one=one):
+                def body(op=op, n=n, cpus=cpus, reps=reps, one=one, steady=steady):
                     need_storage_dtype(ctx.dtype)
                     need_host_memory(ctx, 3 * n * size)  # a, b and out, whatever the op reads
-                    return _measure(ctx, op, n, cache, cpus, reps, one)
+                    return _measure(ctx, op, n, cache, cpus, reps, one, steady)
 
                 yield ctx.point(base, body)
         cache.clear()

@@ -32,6 +32,12 @@ def test_bandwidth_rejects_unknown_op(run_experiment):
         run_experiment("bandwidth", "float32", ["experiment.ops=[copy,memset]"])
 
 
+@pytest.mark.parametrize("value", ["-1", "nan", "60"])
+def test_bandwidth_rejects_a_bad_dram_steady_time(run_experiment, value):
+    with pytest.raises(Exception, match="experiment.dram_steady_s"):
+        run_experiment("bandwidth", "float32", [f"experiment.dram_steady_s={value}"])
+
+
 def test_bandwidth_tf32_is_not_a_storage_type(run_experiment):
     rows = run_experiment("bandwidth", "tf32", ["experiment.sizes=[4096]", "experiment.ops=[copy]"])
     assert list(rows.status) == ["not_applicable"]
@@ -40,7 +46,8 @@ def test_bandwidth_tf32_is_not_a_storage_type(run_experiment):
 def test_a_cpus_dram_points_step_one_vector_at_a_time(run_experiment, monkeypatch):
     """The team's points in the DRAM window run the kernels stepping one vector at a time
     (cpu_stream.ONE_VECTOR), those in a cache LLVM's four: a 16 KiB 'LLC' here puts the 64 KiB
-    arrays in the DRAM window and the 4 KiB ones in a cache, and both compute what they should."""
+    arrays in the DRAM window and the 4 KiB ones in a cache, and both compute what they should.
+    The DRAM window's points sample dram_steady_s each, the caches' their point budget."""
     pytest.importorskip("numba")
     from experiments import bandwidth
     from experiments.kernels import cpu_stream
@@ -51,9 +58,15 @@ def test_a_cpus_dram_points_step_one_vector_at_a_time(run_experiment, monkeypatc
         calls.append(one_vector)
         return run(*args, one_vector=one_vector, **kwargs)
     monkeypatch.setattr(cpu_stream, "run", recorded)
-    rows = run_experiment("bandwidth", "float32", ["experiment.sizes=[4096,65536]"])
+    rows = run_experiment("bandwidth", "float32", ["experiment.sizes=[4096,65536]",
+                                                   "experiment.dram_steady_s=0.3"])
     step = rows.params.map(lambda p: json.loads(p)["one_vector_step"])
     assert list(step) == [ws >= 4 * 16384 for ws in rows.working_set_bytes]
     assert step.any() and not step.all()
     assert (rows.status == "ok").all() and rows.check_passed.all()
     assert set(calls) == {True, False}
+    # DRAM's points sample dram_steady_s each (the job's point budget: 0.02 s), and say so
+    sampled = rows.samples * rows.inner_reps * rows.time_s_mean
+    steady = rows.params.map(lambda p: json.loads(p).get("min_point_s"))
+    assert list(steady.notna()) == list(step) and (steady[step] == 0.3).all()
+    assert (sampled[step] >= 0.2).all() and (sampled[~step] < 0.1).all(), sampled

@@ -89,8 +89,27 @@ def test_a_long_call_is_warmed_up_once_and_not_timed_again_a_short_one_twice():
             assert seen[:3] == [0, 1, 0] and len(seen) >= 5  # two warm-ups, then >= 3 timed
     for warm, calls in ((2 * WARM_ESTIMATE_S, 5), (WARM_ESTIMATE_S / 2, 10)):  # a check's call:
         seen = []  # the estimate when long (5 samples only), else warm-ups and estimate as ever
-        measure(lambda i: seen.append(i), torch.device("cpu"), 0.001, retries=0, warm_call_s=warm)
+        measure(lambda i: seen.append(i), torch.device("cpu"), 0.001, retries=0, warm_call_s=warm,
+                min_point_s=0)
         assert len(seen) == calls if warm > WARM_ESTIMATE_S else len(seen) >= calls, (warm, seen)
+
+
+def test_a_plan_made_on_a_slow_first_call_still_samples_min_point_s():
+    """A first call that compiled its kernel plans too few samples (5 of a call 100x faster):
+    sampling goes on until min_point_s, up to max_samples, and no further."""
+    import time as clock
+
+    from experiments.core.timer import WARM_ESTIMATE_S
+
+    def fast(i):
+        clock.sleep(0.001)
+
+    for min_point_s, cap, at_least, at_most in ((0.05, 200, 30, 60), (10.0, 40, 40, 40)):
+        t0 = clock.perf_counter()
+        stats = measure(fast, torch.device("cpu"), 0.001, retries=0, min_point_s=min_point_s,
+                        warm_call_s=100 * WARM_ESTIMATE_S, max_samples=cap).stats
+        assert at_least <= stats["samples"] <= at_most, (min_point_s, stats["samples"])
+        assert clock.perf_counter() - t0 < 1.0  # max_samples, not min_point_s, ended the 10 s one
 
 
 class _RecordingCudaTimer(CudaTimer):
@@ -122,7 +141,7 @@ def _slow_call(i):  # longer than GRAPH_BELOW_S, so only a forced graph replays 
 def test_force_graph_replays_long_calls(use_graph, force_graph, expect):
     timer = _RecordingCudaTimer()
     measure(_slow_call, torch.device("cpu"), point_budget_s=0.01, timer=timer, use_graph=use_graph,
-            force_graph=force_graph, min_samples=2)
+            force_graph=force_graph, min_samples=2, min_point_s=0)  # its samples take no time
     assert timer.asked == [expect]
 
 

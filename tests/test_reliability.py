@@ -338,7 +338,7 @@ def test_sizes_given_with_config_on_the_command_line_are_checked_too(tmp_path):
      "'bandwith' is not an experiment; allowed: ['bandwidth', 'collectives', 'decode'"),
     ({"bandwidth": {"dtypes": ["float32"], "cpu": {"sizez": [4096]}}},
      "experiments.bandwidth.cpu: unknown key 'sizez'; bandwidth has ['call_bytes', "
-     "'dram_arrays', 'from_machine', 'level_points', 'ops', 'sizes']"),
+     "'dram_arrays', 'dram_steady_s', 'from_machine', 'level_points', 'ops', 'sizes']"),
     ({"intensity": {"dtypes": ["float32"], "cuda": {"n": 1.5}}},
      "experiments.intensity.cuda: n: Value '1.5' of type 'float' could not be converted"),
     ({"decode": {"dtypes": ["float32"], "cpu": {"batches": [0]}}},

@@ -209,19 +209,23 @@ def estimate_call(fn, timer, warmup: int = 2) -> float:
 
 
 def sample(timer, fn, inner: int, samples: int, precision: float = 0.0,
-           min_point_s: float = 0.0, min_samples: int = 5) -> np.ndarray:
+           min_point_s: float = 0.0, min_samples: int = 5,
+           max_samples: int | None = None) -> np.ndarray:
     """Up to `samples` samples, in chunks; stops early once at least `min_samples` samples and
     `min_point_s` seconds are in and the median is known to `precision` (relative half-width of
-    its 95 % interval), as nvbench stops on its noise criterion. precision=0: all of them."""
+    its 95 % interval), as nvbench stops on its noise criterion. precision=0: all of them.
+    Samples short of `min_point_s` go on past `samples`, up to `max_samples`: a plan made on a
+    slow first call (a kernel compiled in it) would otherwise stop a point short of its time."""
     if not precision:
         return np.asarray(timer.run(fn, inner, samples), dtype=float)
     chunk = max(min_samples, 6, math.ceil(samples / 8))
     parts, taken, t0 = [], 0, time.perf_counter()
-    while taken < samples:
-        parts.append(np.asarray(timer.run(fn, inner, min(chunk, samples - taken)), dtype=float))
+    cap = max(samples, max_samples or 0)
+    while taken < samples or (taken < cap and time.perf_counter() - t0 < min_point_s):
+        left = samples - taken if taken < samples else cap - taken
+        parts.append(np.asarray(timer.run(fn, inner, min(chunk, left)), dtype=float))
         taken += parts[-1].size
-        if (taken < samples and taken >= min_samples
-                and time.perf_counter() - t0 >= min_point_s
+        if (taken >= min_samples and time.perf_counter() - t0 >= min_point_s
                 and median_rel_halfwidth(np.concatenate(parts)) <= precision):
             break
     return np.concatenate(parts)
@@ -267,7 +271,8 @@ def measure(fn: Callable[[int], object], device: torch.device, point_budget_s: f
     best = None
     for _ in range(retries + 1):
         with Conditions(device) as conditions:
-            times = sample(timer, fn, inner, samples, precision, min_point_s, min_samples)
+            times = sample(timer, fn, inner, samples, precision, min_point_s, min_samples,
+                           max_samples)
         timing = Timing(times, inner, timer.name)
         timing.conditions = conditions.summary(timing.stats["time_s"], contention_threshold)
         if best is None or timing.rank() < best.rank():
