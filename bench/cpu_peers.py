@@ -42,6 +42,15 @@ def _omp_env(threads: int) -> dict:
                          "OMP_PROC_BIND": "spread"}
 
 
+# STREAM's iterations per run (its NTIMES; its headline is their best). 50, not 20: a run then
+# samples 10-14 s (the VM 10, the node 13), as long as rooflab's DRAM window (ten points of
+# experiment.bandwidth dram_steady_s, 1.5 s). Both tools report a best over time on machines whose
+# DRAM rate moves second by second; a best over 1.5 s of triads against one over 15 s favours the
+# longer (the node at b03e443: rooflab 117.6 GB/s, STREAM's four 20-iteration runs 88.8-95.3).
+# Chosen after seeing that data: docs/benchmarks.md "A DRAM window of 15 s" has both sides.
+STREAM_NTIMES = 50
+
+
 def stream_doubles(llc: int) -> int:
     """STREAM's doubles per array: 8x the LLC's bytes, at least 10^8, a round decimal (build)."""
     return max(100_000_000, -(-llc // 10_000_000) * 10_000_000)
@@ -69,7 +78,8 @@ def build(src: Path, out: Path) -> None:
         streams["stream512"] = ["-mprefer-vector-width=512"]
     for name, extra in streams.items():
         subprocess.run(["gcc", *flags, *extra, "-mcmodel=medium", f"-DSTREAM_ARRAY_SIZE={n}",
-                        "-DNTIMES=20", str(src / "STREAM" / "stream.c"), "-o", str(out / name)],
+                        f"-DNTIMES={STREAM_NTIMES}", str(src / "STREAM" / "stream.c"), "-o",
+                        str(out / name)],
                        check=True)
     mix = src / "mixbench" / "mixbench-cpu"
     (out / "version_info.h").write_text('#define VERSION_INFO "rooflab-peers"\n')
@@ -171,23 +181,23 @@ def _torch_mm(dtypes=MM_DTYPES, sizes=(2048, 4096, 8192)) -> dict:
     return out
 
 
-# Rounds: STREAM's headline is the best of its 20 iterations, over a few seconds; on a machine
-# shared with neighbours that moves from one run to the next. The node's DRAM rate flips between
-# two levels within seconds, for STREAM and rooflab alike (the two alternated for 3 rounds:
-# STREAM's triad read 84.9-87.0 GB/s in 7 runs and 104.0-106.9 in 2; rooflab's triad, best of 8
-# calls, 79-84 or 99-111, with 256- or 512-bit vectors, on huge or 4 KiB pages alike), and can
-# stay at one for a whole bandwidth job (at 97a2628 the sweep's DRAM points read at most 91.5,
+# Rounds: STREAM's headline is the best of its iterations (STREAM_NTIMES), over seconds; on a
+# machine shared with neighbours that moves from one run to the next. The node's DRAM rate flips
+# between two levels within seconds, for STREAM and rooflab alike (the two alternated for 3
+# rounds: STREAM's triad read 84.9-87.0 GB/s in 7 runs and 104.0-106.9 in 2; rooflab's triad, best
+# of 8 calls, 79-84 or 99-111, with 256- or 512-bit vectors, on huge or 4 KiB pages alike), and
+# can stay at one for a whole bandwidth job (at 97a2628 the sweep's DRAM points read at most 91.5,
 # STREAM 89.0-106.8 in six runs over the two minutes after); the 2-core VM's triad 22-47 GB/s
 # seconds apart. The node's torch.mm moves as much (float16 1.17-1.55 TFLOP/s from call to call).
 # So the bench runs ROUNDS rounds (env ROUNDS overrides) of: STREAM, rooflab's own DRAM points
 # once more (its bandwidth job over the sweep's DRAM arrays), STREAM again, rooflab's GEMM points
 # once more (its matmul job over torch.mm's sizes, per dtype), torch.mm, then one of the other
 # peers. Each is taken at its best over the rounds: both tools in the same minutes. STREAM runs
-# twice a round because one 8-s run met the node's fast level in 6 of 16 runs (12:21 UTC
-# 2026-12-03, four array placements alike: docs/benchmarks.md), rooflab's DRAM job, some 50 calls
-# over two sizes and five ops, in 4 of 4 beside them. Three rounds (one per other peer): on a
-# node whose sweep took 230 s, five did not finish within a device call's 600 s (four took over
-# 340 s).
+# twice a round because one 8-s run (20 iterations then) met the node's fast level in 6 of 16 runs
+# (12:21 UTC 2026-12-03, four array placements alike: docs/benchmarks.md), rooflab's DRAM job,
+# some 50 calls over two sizes and five ops, in 4 of 4 beside them. Three rounds (one per other
+# peer): on a node whose sweep took 230 s, five did not finish within a device call's 600 s (four
+# took over 340 s).
 ROUNDS = int(os.environ.get("ROUNDS", 3))
 MM_SIZES = (2048, 4096, 8192)
 
