@@ -248,7 +248,7 @@ def run(cfg: BandwidthConfig, ctx: Context):
                 n_in, flops_per = OPS[op][:2]
                 moved = (n_in + 1) * n * size
                 reps = max(1, -(-cfg.call_bytes * len(cpus) // moved)) if cpus else 1
-                dram = ctx.device.type == "cpu" and in_dram_window(moved, _llc(ctx))
+                dram = _cpu_dram(ctx, moved)
                 # DRAM's points step one vector at a time, the caches' as LLVM unrolls
                 # (cpu_stream.ONE_VECTOR says why)
                 one = bool(cpus) and dram
@@ -278,8 +278,30 @@ def placement(cpus=None) -> dict:
     return where | {"threads": torch.get_num_threads()}
 
 
-def points(cfg: BandwidthConfig, ctx: Context) -> int:
-    """Rows `run` yields (the progress a job shows)."""
+def _cpu_dram(ctx: Context, moved: float) -> bool:
+    """Whether a point moving `moved` bytes is a CPU's DRAM-window point."""
+    return ctx.device.type == "cpu" and in_dram_window(moved, _llc(ctx))
+
+
+def _planned_sizes(cfg: BandwidthConfig, ctx: Context) -> list[int]:
+    """Bytes per array of every point `run` yields, per op (a size once per team)."""
     sizes = _sizes(cfg, ctx)
     teams = _teams(ctx, sizes) if _numba(ctx) else [("machine", None, _torch_sizes(ctx, sizes))]
-    return len(cfg.ops) * sum(len(s) for _, _, s in teams)
+    return [nbytes for _, _, team_sizes in teams for nbytes in team_sizes]
+
+
+def points(cfg: BandwidthConfig, ctx: Context) -> int:
+    """Rows `run` yields (the progress a job shows)."""
+    return len(cfg.ops) * len(_planned_sizes(cfg, ctx))
+
+
+def sampling_s(cfg: BandwidthConfig, ctx: Context) -> float:
+    """Seconds `run`'s points sample at most, before warm-ups (the job's start line): the point
+    budget each, dram_steady_s for a CPU's DRAM-window points."""
+    size = itemsize(ctx.dtype)
+    total = 0.0
+    for nbytes in _planned_sizes(cfg, ctx):
+        for op in cfg.ops:
+            moved = (OPS[op][0] + 1) * max(1, nbytes // size) * size
+            total += max(ctx.point_budget_s, cfg.dram_steady_s if _cpu_dram(ctx, moved) else 0)
+    return total

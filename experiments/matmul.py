@@ -221,3 +221,10 @@ def run(cfg: MatmulConfig, ctx: Context):
 def points(cfg: MatmulConfig, ctx: Context) -> int:
     """Rows `run` yields (the progress a job shows): one per size, skipped ones included."""
     return len(cfg.sizes)
+
+
+def sampling_s(cfg: MatmulConfig, ctx: Context) -> float:
+    """Seconds the points sample at most, before warm-ups (the job's start line): a CPU's points
+    fill steady_s at least (run's `steady`)."""
+    cpu = ctx.device.type == "cpu"
+    return len(cfg.sizes) * (max(ctx.point_budget_s, cfg.steady_s) if cpu else ctx.point_budget_s)

@@ -1,7 +1,10 @@
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import torch
+from conftest import compose_job
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
@@ -70,3 +73,8 @@ def test_a_cpus_dram_points_step_one_vector_at_a_time(run_experiment, monkeypatc
     steady = rows.params.map(lambda p: json.loads(p).get("min_point_s"))
     assert list(steady.notna()) == list(step) and (steady[step] == 0.3).all()
     assert (sampled[step] >= 0.2).all() and (sampled[~step] < 0.1).all(), sampled
+    # and the job's start line counts them so (5 cache points x 0.02 s, 5 DRAM points x 0.3 s)
+    cfg = compose_job(["experiment=bandwidth", "experiment.sizes=[4096,65536]",
+                       "experiment.dram_steady_s=0.3"]).experiment
+    ctx = SimpleNamespace(device=torch.device("cpu"), dtype="float32", point_budget_s=0.02)
+    assert bandwidth.sampling_s(cfg, ctx) == pytest.approx(5 * 0.02 + 5 * 0.3)

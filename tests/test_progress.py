@@ -34,6 +34,26 @@ def test_start_line_names_the_job_its_points_and_says_the_time_is_an_estimate(
     assert "an estimate: 4 points x point_budget_s 0.02 s" in first
 
 
+def test_start_line_counts_the_points_that_sample_longer_than_the_budget():
+    """A CPU's DRAM-window points sample dram_steady_s, a CPU GEMM steady_s: the estimate adds
+    them (experiments' sampling_s), and says that some points sample longer."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from experiments.core.runner import start_line
+    job = compose_job(["experiment=matmul", "device=cpu", "dtype=float32", "point_budget_s=0.15",
+                       "experiment.sizes=[64,128,256,512]", "experiment.steady_s=30"])
+    cpu = SimpleNamespace(device=torch.device("cpu"), point_budget_s=0.15)
+    seconds = MODULES["matmul"].sampling_s(job.experiment, cpu)
+    assert seconds == 4 * 30
+    line = start_line("matmul", "cpu", "float32", 4, 0.15, seconds)
+    assert "at most about 2 min" in line and "some sampling longer" in line
+    assert "at most about 1 s" in start_line("matmul", "cpu", "float32", 4, 0.15, 0.3)
+    cuda = SimpleNamespace(device=torch.device("cuda"), point_budget_s=0.4)
+    assert MODULES["matmul"].sampling_s(job.experiment, cuda) == 4 * 0.4
+
+
 def test_bar_only_in_a_terminal(tmp_path, monkeypatch):
     piped = io.StringIO()  # Snakemake's jobs: stderr is a file, no bar
     _run(tmp_path, monkeypatch, piped)

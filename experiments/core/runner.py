@@ -220,14 +220,20 @@ def planned_points(module, cfg, ctx: Context) -> int | None:
 
 
 def start_line(name: str, device: str, dtype: str, total: int | None,
-               point_budget_s: float) -> str:
-    """The job's first log line: what it measures and roughly for how long."""
+               point_budget_s: float, sampling_s: float | None = None) -> str:
+    """The job's first log line: what it measures and roughly for how long. `sampling_s`: the
+    experiment's own sum (`sampling_s(cfg, ctx)`, where some points sample longer than the
+    budget), else total x point_budget_s."""
     head = f"{name} on {device} in {dtype}:"
     if total is None:
         return f"{head} points not known up front"
-    return (f"{head} {total} points, at most about {_duration(total * point_budget_s)} (an estimate: "
-            f"{total} points x point_budget_s {point_budget_s:g} s, before warm-ups and retries; a "
-            "point stops sooner once its median is known)")
+    how = f"{total} points x point_budget_s {point_budget_s:g} s"
+    if sampling_s is not None and sampling_s > total * point_budget_s:
+        how += ", some sampling longer (the experiment's minimum)"
+    else:
+        sampling_s = total * point_budget_s
+    return (f"{head} {total} points, at most about {_duration(sampling_s)} (an estimate: {how}, "
+            "before warm-ups and retries; a point stops sooner once its median is known)")
 
 
 def _duration(seconds: float) -> str:
@@ -291,7 +297,9 @@ def _measure(job, module, device: str, dev: torch.device, devs, measured_on,
     started = datetime.now(timezone.utc)
     state_start, load_start = device_state(dev), loadavg()
     total = planned_points(module, job.experiment, ctx)
-    log.info("%s", start_line(module.NAME, measured_on, ctx.dtype, total, ctx.point_budget_s))
+    sampling = getattr(module, "sampling_s", None)
+    log.info("%s", start_line(module.NAME, measured_on, ctx.dtype, total, ctx.point_budget_s,
+                              sampling(job.experiment, ctx) if sampling and total else None))
     log.info("%s", held_line(measured_on, start))
     t0 = time.perf_counter()
     rows = []
