@@ -64,6 +64,25 @@ def test_quiet_machine_gives_a_small_other_share():
     assert 0 <= stats["steal_share"] <= 1
 
 
+@pytest.mark.parametrize("steal, other, contended", [
+    (60, 0, True),  # the host took 30 % of the VM's CPU time: contended
+    (6, 0, False),  # 3 %: not
+    (0, 60, True),  # another process here took 30 %
+])
+def test_a_host_stealing_the_vms_cpus_flags_the_point_contended(steal, other, contended,
+                                                                 monkeypatch):
+    """Two CPUs over one second at 100 Hz: 200 jiffies, the jiffy error 4 / 200."""
+    monkeypatch.setattr(conditions, "_hz", lambda: 100)
+    c = Conditions(CPU)
+    c.t0, c.t1, c.cpus = 0.0, 1.0, None
+    c.stat0 = {"busy": 0, "steal": 0, "total": 0, "ncpu": 2}
+    c.stat1 = {"busy": 140 + other, "steal": steal, "total": 200, "ncpu": 2}
+    c.self0, c.self1 = 0, 140
+    summary = c.summary(contention_threshold=0.1)
+    assert summary["steal_share"] == pytest.approx(steal / 200)
+    assert summary["contended"] is contended
+
+
 def test_a_window_too_short_for_jiffies_is_not_judged():
     with Conditions(CPU) as c:
         pass

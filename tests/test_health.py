@@ -79,8 +79,8 @@ def test_system_conditions_counts_loaded_and_throttled_points():
     s = system_conditions(dataset.from_rows(cpu + gpu).rows)
     c = next(v for v in s.values() if v["device_kind"] == "cpu")
     assert c["loaded_share"] == 0.5 and c["contended_share"] == 0.5 and c["max_other_cpu_share"] == 0.5
-    assert c["summary"] == ("measured under load: 50 % of CPU points had other processes using "
-                            "> 10 % of the cores (max 50 %)")
+    assert c["summary"] == ("measured under load: 50 % of CPU points had other processes (or the "
+                            "VM's host) using > 10 % of the cores (max 50 %)")
     g = next(v for v in s.values() if v["device_kind"] == "cuda")
     assert g["throttled_share"] == 0.25 and g["power_capped_share"] == 0.5
     assert g["median_sm_clock_mhz"] == 1375.0 and g["throttle_reasons"] == ["hw_thermal", "sw_power_cap"]
@@ -88,6 +88,12 @@ def test_system_conditions_counts_loaded_and_throttled_points():
     assert "host CPU" not in g["summary"]  # its rows recorded no CPU share
     quiet = system_conditions(dataset.from_rows([_row(other_cpu_share=0.02, time_s=1.0)]).rows)
     assert next(iter(quiet.values()))["summary"].startswith("quiet: no CPU point")
+    # a VM's host taking its CPUs (steal) is load as much as a process beside the job
+    stolen = system_conditions(dataset.from_rows(
+        [_row(other_cpu_share=0.0, steal_share=0.3, time_s=1.0)]).rows)
+    assert next(iter(stolen.values()))["summary"].startswith(
+        "measured under load: 100 % of CPU points") and "(max 30 %)" in next(
+        iter(stolen.values()))["summary"]
 
 
 def test_a_gpu_system_whose_host_cpu_was_loaded_says_so():
@@ -99,7 +105,7 @@ def test_a_gpu_system_whose_host_cpu_was_loaded_says_so():
     (g,) = system_conditions(dataset.from_rows(gpu).rows).values()
     assert g["loaded_share"] == 0.25
     assert g["summary"].endswith("; measured under load: 25 % of host-clocked points had other "
-                                 "processes using > 10 % of the cores (max 40 %)")
+                                 "processes (or the VM's host) using > 10 % of the cores (max 40 %)")
 
 
 def test_a_busy_host_does_not_load_points_timed_on_the_gpu():

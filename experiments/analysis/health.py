@@ -114,9 +114,10 @@ def _cpu_text(share: pd.Series, threshold: float, points: str = "CPU points") ->
     loaded = float((judged > threshold).mean())
     most = f"max {_pct(judged.max())}"
     if loaded > 0:
-        return (f"measured under load: {_pct(loaded)} of {points} had other processes using "
-                f"> {_pct(threshold)} of the cores ({most})")
-    return f"quiet: no CPU point had other processes using > {_pct(threshold)} of the cores ({most})"
+        return (f"measured under load: {_pct(loaded)} of {points} had other processes (or the "
+                f"VM's host) using > {_pct(threshold)} of the cores ({most})")
+    return (f"quiet: no CPU point had other processes (or the VM's host) using > "
+            f"{_pct(threshold)} of the cores ({most})")
 
 
 def _gpu_text(g: pd.DataFrame, throttled: float, capped: float) -> str:
@@ -149,8 +150,11 @@ def system_conditions(rows: pd.DataFrame,
     out = {}
     for system, g in ok(_labelled(rows)).groupby("system", sort=False):
         kind = str(g.device_kind.iloc[0])
-        # on a GPU, only its host-clocked points can be disturbed by other processes
-        share = _num(g if kind == "cpu" else g[host_clocked(g)], "other_cpu_share")
+        # on a GPU, only its host-clocked points can be disturbed by other processes; the load
+        # of a point: other processes' share, or its VM's host's (steal), whichever is larger
+        judged_rows = g if kind == "cpu" else g[host_clocked(g)]
+        share = pd.concat([_num(judged_rows, "other_cpu_share"), _num(judged_rows, "steal_share")],
+                          axis=1).max(axis=1, skipna=True)
         reasons = _reasons(g)
         throttled = _mean(_flags(g, "throttled"))
         recorded = g.throttle_reasons.dropna() if "throttle_reasons" in g else pd.Series([], dtype=str)
