@@ -240,15 +240,16 @@ def run(cfg: BandwidthConfig, ctx: Context):
     numba = _numba(ctx)
     sizes = _sizes(cfg, ctx)
     teams = _teams(ctx, sizes) if numba else [("machine", None, _torch_sizes(ctx, sizes))]
+    llc = _dram_llc(ctx)
     for scope, cpus, team_sizes in teams:
         where = placement(cpus) if ctx.device.type == "cpu" else {}
         for nbytes in team_sizes:
             n = max(1, nbytes // size)
             for op in cfg.ops:
-                n_in, flops_per = OPS[op][:2]
-                moved = (n_in + 1) * n * size
+                flops_per = OPS[op][1]
+                moved = _moved(op, n, size)
                 reps = max(1, -(-cfg.call_bytes * len(cpus) // moved)) if cpus else 1
-                dram = _cpu_dram(ctx, moved)
+                dram = llc is not None and in_dram_window(moved, llc)
                 # DRAM's points step one vector at a time, the caches' as LLVM unrolls
                 # (cpu_stream.ONE_VECTOR says why)
                 one = bool(cpus) and dram
@@ -278,9 +279,14 @@ def placement(cpus=None) -> dict:
     return where | {"threads": torch.get_num_threads()}
 
 
-def _cpu_dram(ctx: Context, moved: float) -> bool:
-    """Whether a point moving `moved` bytes is a CPU's DRAM-window point."""
-    return ctx.device.type == "cpu" and in_dram_window(moved, _llc(ctx))
+def _moved(op: str, n: int, size: int) -> int:
+    """Bytes one pass of `op` over n elements moves: each input read once, the output written."""
+    return (OPS[op][0] + 1) * n * size
+
+
+def _dram_llc(ctx: Context) -> float | None:
+    """The LLC a CPU job's DRAM window is judged against (in_dram_window); None on a GPU."""
+    return _llc(ctx) if ctx.device.type == "cpu" else None
 
 
 def _planned_sizes(cfg: BandwidthConfig, ctx: Context) -> list[int]:
@@ -298,10 +304,10 @@ def points(cfg: BandwidthConfig, ctx: Context) -> int:
 def sampling_s(cfg: BandwidthConfig, ctx: Context) -> float:
     """Seconds `run`'s points sample at most, before warm-ups (the job's start line): the point
     budget each, dram_steady_s for a CPU's DRAM-window points."""
-    size = itemsize(ctx.dtype)
+    size, llc = itemsize(ctx.dtype), _dram_llc(ctx)
     total = 0.0
     for nbytes in _planned_sizes(cfg, ctx):
         for op in cfg.ops:
-            moved = (OPS[op][0] + 1) * max(1, nbytes // size) * size
-            total += max(ctx.point_budget_s, cfg.dram_steady_s if _cpu_dram(ctx, moved) else 0)
+            dram = llc is not None and in_dram_window(_moved(op, max(1, nbytes // size), size), llc)
+            total += max(ctx.point_budget_s, cfg.dram_steady_s if dram else 0)
     return total

@@ -172,9 +172,7 @@ def _measure(ctx: Context, cfg: MatmulConfig, n: int) -> dict:
             if not errors["arithmetic_error"] <= TOLERANCE[ctx.dtype]:
                 raise WrongResult(f"arithmetic error {errors['arithmetic_error']:.3g} "
                                   f"above {TOLERANCE[ctx.dtype]:g}")
-        steady = {"min_point_s": cfg.steady_s}
-        if ctx.device.type == "cpu":  # the budget too: a CPU's calls are planned to fill it
-            steady["point_budget_s"] = max(ctx.point_budget_s, cfg.steady_s)
+        steady = {"min_point_s": cfg.steady_s, "point_budget_s": _point_budget(cfg, ctx)}
         stats = ctx.time(lambda i: kernel(*triples[i % sets]), warm_call_s=first_s, **steady)
     params = {"operand_sets": sets, "tf32": ctx.dtype == "tf32",
               "input_rounding_error": errors["input_rounding_error"],
@@ -223,8 +221,13 @@ def points(cfg: MatmulConfig, ctx: Context) -> int:
     return len(cfg.sizes)
 
 
+def _point_budget(cfg: MatmulConfig, ctx: Context) -> float:
+    """A point's budget: on a CPU steady_s at least (a CPU's calls are planned to fill it)."""
+    if ctx.device.type == "cpu":
+        return max(ctx.point_budget_s, cfg.steady_s)
+    return ctx.point_budget_s
+
+
 def sampling_s(cfg: MatmulConfig, ctx: Context) -> float:
-    """Seconds the points sample at most, before warm-ups (the job's start line): a CPU's points
-    fill steady_s at least (run's `steady`)."""
-    cpu = ctx.device.type == "cpu"
-    return len(cfg.sizes) * (max(ctx.point_budget_s, cfg.steady_s) if cpu else ctx.point_budget_s)
+    """Seconds the points sample at most, before warm-ups (the job's start line)."""
+    return len(cfg.sizes) * _point_budget(cfg, ctx)
