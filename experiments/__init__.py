@@ -20,8 +20,20 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import sys
 from pathlib import Path
 from types import ModuleType
+
+from experiments.core.cpus import unbind_openmp
+
+# first, before anything loads torch (and its OpenMP runtime): core/cpus.py OPENMP_BINDING says why
+_UNBOUND = unbind_openmp()
+if _UNBOUND:
+    late = " (torch was loaded already: this process may be pinned to one CPU)" if (
+        "torch" in sys.modules) else ""
+    print(f"rooflab: {' '.join(_UNBOUND)} left out of this process's environment{late}: with "
+          "them OpenMP pins a process to one CPU when torch loads; rooflab places its own "
+          "threads (cpus= picks the CPUs)", file=sys.stderr)
 
 # modules at the top that are not experiments
 _NOT_EXPERIMENTS = {"__main__"}

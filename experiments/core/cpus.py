@@ -37,6 +37,20 @@ def pin_process(text) -> set[int]:
     return allowed
 
 
+# OpenMP's binding variables. With any of them set, libgomp pins the process's first thread to one
+# place as torch loads it, and every thread the process starts after inherits that one CPU: on the
+# H200 node (16 cores) a sweep run with OMP_PROC_BIND=spread OMP_PLACES=cores exported measured
+# each CPU job on core 0 (DRAM 12.5 GB/s, FMA float32 0.17 TFLOP/s). rooflab places its own
+# threads (its team, one per core; `cpus=` picks them), so a job's process goes without them.
+OPENMP_BINDING = ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY")
+
+
+def unbind_openmp(environ=os.environ) -> list[str]:
+    """Remove OpenMP's binding variables from `environ` (this process's, which its children
+    inherit), before an OpenMP runtime loads; returns 'NAME=value' of each removed."""
+    return [f"{name}={environ.pop(name)}" for name in OPENMP_BINDING if name in environ]
+
+
 def pin_from_argv(argv) -> None:
     """A job's `cpus=...` override, applied before anything else is imported."""
     for arg in argv:
