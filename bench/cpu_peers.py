@@ -4,6 +4,7 @@ mixbench-cpu's peak (vector FMA, fp32/fp64) and the best torch.mm over n = 2048,
 
   python bench/cpu_peers.py build SRC BUILD   # SRC holds STREAM/ and mixbench/ (.peers/)
   python bench/cpu_peers.py peers BUILD OUT   # runs them and torch.mm, writes OUT/peers.json
+                                              # (and OUT/peers.partial.json round by round)
   python bench/cpu_peers.py table OUT CEILINGS  # the side-by-side table (OUT/cpu_peers.csv)
 
 Peers run as their authors document them: gcc -O3 -march=native -fopenmp, one OpenMP thread per
@@ -266,10 +267,12 @@ def _rooflab_mm(work: Path, k: int, dtypes) -> dict:
     return out
 
 
-def _rounds(build_dir: Path, threads: int, others=(), work: Path | None = None) -> dict:
+def _rounds(build_dir: Path, threads: int, others=(), work: Path | None = None,
+            partial: Path | None = None) -> dict:
     """ROUNDS rounds of STREAM, rooflab's DRAM points and STREAM again, rooflab's GEMM points
     (where `work` is given: their files go there), torch.mm and one of `others` (callables;
-    their results merged in)."""
+    their results merged in). `partial`: each round's results written there as it ends (a run
+    cut short by a time limit keeps its finished rounds)."""
     runs, merged = [], {}
     dtypes, sizes = _mm_dtypes(), (_dram_sizes() if work is not None else None)
     for k in range(max(ROUNDS, len(others))):
@@ -285,6 +288,10 @@ def _rounds(build_dir: Path, threads: int, others=(), work: Path | None = None) 
         runs.append(run | _torch_mm(dtypes))
         if k < len(others):
             merged |= others[k]()
+        if partial is not None:
+            partial.write_text(json.dumps({"rounds": [{key: v for key, v in r.items()
+                                                       if not key.endswith("_log")} for r in runs],
+                                           "others": merged}, indent=1))
     keys = [k for k in runs[0] if not k.endswith("_log")]
     # a size (_n) has no best, nor the runs of a round (_each): only their rounds
     best = {k: max(r[k] for r in runs) for k in keys if not k.endswith(("_n", "_each"))}
@@ -307,7 +314,8 @@ def peers(build_dir: Path, out: Path) -> None:
     if (build_dir / "stream512").exists():  # the diagnostic build (build())
         others.insert(1, lambda: _stream(build_dir, threads, "stream512", "_512"))
     out.mkdir(parents=True, exist_ok=True)
-    res |= _rounds(build_dir, threads, others, work=build_dir)
+    res |= _rounds(build_dir, threads, others, work=build_dir,
+                   partial=out / "peers.partial.json")
     res["load_after"] = os.getloadavg()[0]
     (out / "peers.json").write_text(json.dumps(res, indent=1))
     print({k: v for k, v in res.items() if not k.endswith("_log")})
