@@ -249,7 +249,7 @@ def run(cfg: BandwidthConfig, ctx: Context):
                 flops_per = OPS[op][1]
                 moved = _moved(op, n, size)
                 reps = max(1, -(-cfg.call_bytes * len(cpus) // moved)) if cpus else 1
-                dram = llc is not None and in_dram_window(moved, llc)
+                dram = _dram_point(moved, llc)
                 # DRAM's points step one vector at a time, the caches' as LLVM unrolls
                 # (cpu_stream.ONE_VECTOR says why)
                 one = bool(cpus) and dram
@@ -289,6 +289,12 @@ def _dram_llc(ctx: Context) -> float | None:
     return _llc(ctx) if ctx.device.type == "cpu" else None
 
 
+def _dram_point(moved: int, llc: float | None) -> bool:
+    """Whether a point whose pass moves `moved` bytes lies in a CPU's DRAM window (`llc`: from
+    _dram_llc, None on a GPU): run() and sampling_s() judge it alike."""
+    return llc is not None and in_dram_window(moved, llc)
+
+
 def _planned_sizes(cfg: BandwidthConfig, ctx: Context) -> list[int]:
     """Bytes per array of every point `run` yields, per op (a size once per team)."""
     sizes = _sizes(cfg, ctx)
@@ -308,6 +314,6 @@ def sampling_s(cfg: BandwidthConfig, ctx: Context) -> float:
     total = 0.0
     for nbytes in _planned_sizes(cfg, ctx):
         for op in cfg.ops:
-            dram = llc is not None and in_dram_window(_moved(op, max(1, nbytes // size), size), llc)
+            dram = _dram_point(_moved(op, max(1, nbytes // size), size), llc)
             total += max(ctx.point_budget_s, cfg.dram_steady_s if dram else 0)
     return total
