@@ -93,9 +93,17 @@ def build(src: Path, out: Path) -> None:
 def _stream(build_dir: Path, threads: int, binary: str = "stream", suffix: str = "") -> dict:
     text = subprocess.run([str(build_dir / binary)], env=_omp_env(threads), check=True,
                           capture_output=True, text=True).stdout
-    rates = {m[1].lower(): float(m[2]) * 1e6 for m in
-             re.finditer(r"^(Copy|Scale|Add|Triad):\s+([\d.]+)", text, re.M)}
-    return {f"stream_{k}{suffix}": v for k, v in rates.items()} | {
+    found = {m[1].lower(): [float(x) for x in m.groups()[1:]] for m in
+             re.finditer(r"^(Copy|Scale|Add|Triad):\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)",
+                          text, re.M)}
+    rates = {k: best * 1e6 for k, (best, *_) in found.items()}
+    # the triad's mean and slowest iteration beside its best (rate x min time / time): on the node
+    # one run's triad read 97-109 GB/s for its first 10 iterations and 79-89 for its last 40, so
+    # a gap between two tools' bests can sit inside one tool's own run
+    best, mean_t, min_t, max_t = found["triad"]
+    spread = {f"stream_triad_mean{suffix}": best * 1e6 * min_t / mean_t,
+              f"stream_triad_slowest{suffix}": best * 1e6 * min_t / max_t}
+    return {f"stream_{k}{suffix}": v for k, v in rates.items()} | spread | {
         f"stream{suffix}_log": text[-1500:]}
 
 
@@ -373,6 +381,11 @@ def table(out: Path, ceilings: Path) -> None:
     elif "stream_triad_runs" in res:
         print("STREAM's triad, run by run: " + ", ".join(
             f"{v / 1e9:.1f}" for v in res["stream_triad_runs"]) + " (the table: their best)")
+    if "stream_triad_slowest_runs" in res:
+        print("STREAM's triad within its runs, round by round (mean, slowest iteration): " +
+              "; ".join(f"{m / 1e9:.1f}, {s / 1e9:.1f}" for m, s in zip(
+                  res["stream_triad_mean_runs"], res["stream_triad_slowest_runs"]))
+              + " (each the higher of its round's two runs)")
     for key, what in [("rooflab_dram", "rooflab's DRAM points"),
                       ("rooflab_dram_triad", "rooflab's DRAM triad points")] + [
             pair for d in MM_DTYPES for pair in (
