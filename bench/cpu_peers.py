@@ -275,6 +275,21 @@ def _rooflab_mm(work: Path, k: int, dtypes) -> dict:
     return out
 
 
+# the FMA chain's compute-bound points (config/config.yaml's CPU intensity sweep ends at 1024)
+FMA_TOP = (256, 512, 1024)
+
+
+def _rooflab_fma(work: Path) -> dict:
+    """The best FLOP/s of rooflab's FMA chain per dtype over its top points (FMA_TOP): the vector
+    ceiling's statistic, run right after mixbench-cpu (the same minute; on the 2-core VM the sweep's
+    float64 read 0.89 of a mixbench run minutes later, and its cores halve for seconds)."""
+    out = {}
+    for dtype in ("float32", "float64"):
+        ok = _rooflab_job(work, f"fma_{dtype}", "intensity", dtype, fmas=list(FMA_TOP))
+        out[f"rooflab_fma_{dtype}"] = float((ok.flops / ok.time_s_min).max())
+    return out
+
+
 def _rounds(build_dir: Path, threads: int, others=(), work: Path | None = None,
             partial: Path | None = None) -> dict:
     """ROUNDS rounds of STREAM, rooflab's DRAM points and STREAM again, rooflab's GEMM points
@@ -318,7 +333,8 @@ def peers(build_dir: Path, out: Path) -> None:
     topo, _ = _machine()
     threads = len(topo.team())
     res = {"threads": threads, "load_before": os.getloadavg()[0]}
-    others = [lambda: _stream_huge(build_dir, threads), lambda: _mixbench(build_dir, threads)]
+    others = [lambda: _stream_huge(build_dir, threads),
+              lambda: _mixbench(build_dir, threads) | _rooflab_fma(build_dir)]
     if (build_dir / "stream512").exists():  # the diagnostic build (build())
         others.insert(1, lambda: _stream(build_dir, threads, "stream512", "_512"))
     out.mkdir(parents=True, exist_ok=True)
@@ -352,13 +368,15 @@ def table(out: Path, ceilings: Path) -> None:
     alternated = [("rooflab_dram", None, "stream_triad", 0.95, 1.05),
                   ("rooflab_dram_triad", None, "stream_triad", 0.95, 1.05)] + [
         (f"rooflab_mm_{d}", d, f"torch_mm_{d}", 0.95, None)
-        for d in MM_DTYPES]
+        for d in MM_DTYPES] + [
+        (f"rooflab_fma_{d}", d, f"mixbench_{d}", 0.9, None) for d in ("float32", "float64")]
     alternated = [pair for pair in alternated if pair[0] in res]
     for ceiling, dtype, key, lo, hi in (PAIRS + extra if cpu is not None else []) + alternated:
         if key not in res:  # not run here (torch.mm float16 where the CPU has no half arithmetic)
             continue
-        if ceiling in res:  # an alternated row: its range over the rounds
-            ours, ci = res[ceiling], (min(res[f"{ceiling}_runs"]), max(res[f"{ceiling}_runs"]))
+        if ceiling in res:  # an alternated row: its range over the rounds (one run: itself)
+            runs = res.get(f"{ceiling}_runs", [res[ceiling]])
+            ours, ci = res[ceiling], (min(runs), max(runs))
         else:
             hit = cpu[(cpu.ceiling == ceiling) & ((cpu.dtype == dtype) if dtype else True)]
             ours = (float(hit.value.iloc[0]) if len(hit) and hit.value.notna().iloc[0]
