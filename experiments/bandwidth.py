@@ -152,7 +152,7 @@ def _teams(ctx: Context, sizes) -> list[tuple[str, list[int], list[int]]]:
 def _torch_sizes(ctx: Context, sizes) -> list[int]:
     """A CPU's torch (half) jobs stop before the DRAM window where numba's kernels stream it (this
     machine's float32 job, `_numba`): the DRAM ceiling and the claims read those alone
-    (analysis/levels.py dram_kernels), and on the 2-core VM beside a 480 MiB L3 the half dtype's
+    (analysis/levels.py own_kernels), and on the 2-core VM beside a 480 MiB L3 the half dtype's
     one DRAM size (three 2 GB arrays, drawn and first-touched) took 18 of the bfloat16 job's 26 s.
     Without numba they stop at the first DRAM size: drawing random gigabyte arrays takes longer
     than timing them."""

@@ -3,6 +3,7 @@ two-socket server (a sysfs tree in tmp_path): 2 sockets x 2 cores x 2 SMT thread
 per socket, 32 KiB L1 and 1 MiB L2 per core, a 16 MiB L3 per socket."""
 
 import json
+import math
 import os
 from types import SimpleNamespace
 
@@ -158,6 +159,34 @@ def test_dram_leaves_out_the_llc_shadow():
     dram = next(c for c in levels.fit_bandwidth(_rows(pts), facts) if c["ceiling"] == "dram_bw")
     assert dram["value"] == pytest.approx(34.5e9) and dram["ws_min"] == 512 * MIB
     assert dram["ci_high"] < 40e9
+
+
+def _host_rows(points):
+    """Host-clocked CPU bandwidth rows: (variant, working set, GB/s)."""
+    return pd.DataFrame({"working_set_bytes": [w for _, w, _ in points],
+                         "byte_per_s": [b * 1e9 for _, _, b in points],
+                         "variant": [v for v, _, _ in points], "op": "triad",
+                         "device_kind": "cpu", "timer": "perf_counter", "time_s": 1.0,
+                         "time_s_min": 1.0})
+
+
+def test_each_cache_level_is_fitted_from_the_cpus_own_kernels():
+    # the 2-core VM at 6d72f0a: numba's L2 206, L3 174; torch's bfloat16 ops 123 in the L2
+    # window and 184 in the L3's. Pooled, the L3 read 184 and the L2 stood 1.12x over it (no L2).
+    facts = {"kind": "cpu", "llc_bytes": 32 * MIB, "cache_bytes": {"L2": 2 * MIB, "L3": 32 * MIB}}
+    numba = ([("numba", w, b) for w, b in [(256 << 10, 200), (512 << 10, 206), (MIB, 204)]]
+             + [("numba", w, b) for w, b in [(4 * MIB, 170), (8 * MIB, 174), (16 * MIB, 172)]]
+             + [("numba", w, b) for w, b in [(256 * MIB, 40), (512 * MIB, 41)]])
+    torch = [("torch", w, b) for w, b in [(512 << 10, 123), (MIB, 120), (8 * MIB, 184),
+                                          (16 * MIB, 181)]]
+    fitted = {c["ceiling"]: c for c in levels.fit_bandwidth(_host_rows(numba + torch), facts)}
+    assert fitted["l3_bw"]["value"] == pytest.approx(174e9)
+    assert fitted["l2_bw"]["value"] == pytest.approx(206e9)
+    # where the CPU has no kernels of its own (numba missing), torch's points are its levels
+    alone = {c["ceiling"]: c for c in levels.fit_bandwidth(_host_rows(
+        [("torch", w, b) for _, w, b in numba] + torch), facts)}
+    assert alone["l3_bw"]["value"] == pytest.approx(184e9)
+    assert math.isnan(alone["l2_bw"]["value"]) and "1.15x" in alone["l2_bw"]["note"]
 
 
 def test_a_team_pins_each_worker_to_its_cpu():

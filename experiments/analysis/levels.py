@@ -111,11 +111,15 @@ def past_shadow(ws: np.ndarray, bw: np.ndarray, host: bool) -> np.ndarray:
     return np.ones(ws.size, bool) if host else below_shadow(ws, bw)
 
 
-def dram_kernels(pts: pd.DataFrame, inside: np.ndarray, host: bool) -> np.ndarray:
-    """A CPU's DRAM window: its own STREAM kernels' points (variant numba: pinned, one thread per
-    core) where it has any. Its half dtypes run torch's ops on torch's threads, short of the DRAM
-    window where numba is installed (bandwidth.py _torch_sizes); when they reached it, on the VM
-    their one triad point read 53 GB/s in a quiet second, where STREAM's best of three read 39.5."""
+def own_kernels(pts: pd.DataFrame, inside: np.ndarray, host: bool) -> np.ndarray:
+    """A CPU's window (each cache level's and DRAM's): its own STREAM kernels' points (variant
+    numba: pinned, one thread per core) where it has any, so that every level is one kernel's.
+    Its half dtypes run torch's ops on torch's threads. On the 2-core VM their bfloat16 points
+    read 100-134 GB/s in the L2 window and up to 183 in the L3's, above numba's 168-175 there:
+    they set the L3 ceiling in 5 of 7 sweeps, and the L2 (206, numba's) then stood 1.12x over it,
+    short of STEP. Where numba is installed they stop short of the DRAM window (bandwidth.py
+    _torch_sizes); when they reached it, on the VM their one triad point read 53 GB/s in a quiet
+    second, where STREAM's best of three read 39.5."""
     if not host or "variant" not in pts:
         return np.ones(len(pts), bool)
     own = (pts.variant == "numba").to_numpy()
@@ -138,8 +142,8 @@ def fit_levels(rows: pd.DataFrame, facts: dict, pooled: bool = False) -> list[di
             limit = f">= {lo:.3g} B" if math.isinf(hi) else f"in [{lo:.3g}, {hi:.3g}] B"
             fitted.append(missing_row(name, "B/s", f"no working set {limit}") | extra)
             continue
+        inside &= own_kernels(pts, inside, host)
         if name == "dram_bw":  # the asymptote, not the LLC's shadow; the fastest op's
-            inside &= dram_kernels(pts, inside, host)
             idx = np.flatnonzero(inside)
             fastest, op = fastest_op(pts.op.to_numpy(str)[idx], ws[idx], bw[idx], host) \
                 if not pooled and "op" in pts else (None, None)
