@@ -177,14 +177,14 @@ def test_each_cache_level_is_fitted_from_the_cpus_own_kernels():
     numba = ([("numba", w, b) for w, b in [(256 << 10, 200), (512 << 10, 206), (MIB, 204)]]
              + [("numba", w, b) for w, b in [(4 * MIB, 170), (8 * MIB, 174), (16 * MIB, 172)]]
              + [("numba", w, b) for w, b in [(256 * MIB, 40), (512 * MIB, 41)]])
-    torch = [("torch", w, b) for w, b in [(512 << 10, 123), (MIB, 120), (8 * MIB, 184),
-                                          (16 * MIB, 181)]]
-    fitted = {c["ceiling"]: c for c in levels.fit_bandwidth(_host_rows(numba + torch), facts)}
+    half = [("torch", w, b) for w, b in [(512 << 10, 123), (MIB, 120), (8 * MIB, 184),
+                                         (16 * MIB, 181)]]
+    fitted = {c["ceiling"]: c for c in levels.fit_bandwidth(_host_rows(numba + half), facts)}
     assert fitted["l3_bw"]["value"] == pytest.approx(174e9)
     assert fitted["l2_bw"]["value"] == pytest.approx(206e9)
     # where the CPU has no kernels of its own (numba missing), torch's points are its levels
     alone = {c["ceiling"]: c for c in levels.fit_bandwidth(_host_rows(
-        [("torch", w, b) for _, w, b in numba] + torch), facts)}
+        [("torch", w, b) for _, w, b in numba] + half), facts)}
     assert alone["l3_bw"]["value"] == pytest.approx(184e9)
     assert math.isnan(alone["l2_bw"]["value"]) and "1.15x" in alone["l2_bw"]["note"]
 
