@@ -265,29 +265,31 @@ def _rooflab_dram(work: Path, k: int, sizes) -> dict:
             "rooflab_dram_triad": float(rate[ok.op == "triad"].max())}
 
 
+def _best_flops(work: Path, name: str, experiment: str, dtype: str, **settings) -> float:
+    """The best FLOP/s of one rooflab job's points (a host-clocked CPU ceiling's statistic)."""
+    ok = _rooflab_job(work, name, experiment, dtype, **settings)
+    return float((ok.flops / ok.time_s_min).max())
+
+
 def _rooflab_mm(work: Path, k: int, dtypes) -> dict:
     """The best FLOP/s of rooflab's GEMM points per dtype over torch.mm's sizes (those within
     the sweep's max_call_s): the matrix ceiling's statistic."""
-    out = {}
-    for dtype in dtypes:
-        ok = _rooflab_job(work, f"mm_{dtype}_{k}", "matmul", dtype, sizes=list(MM_SIZES))
-        out[f"rooflab_mm_{dtype}"] = float((ok.flops / ok.time_s_min).max())
-    return out
+    return {f"rooflab_mm_{d}": _best_flops(work, f"mm_{d}_{k}", "matmul", d, sizes=list(MM_SIZES))
+            for d in dtypes}
 
 
-# the FMA chain's compute-bound points (config/config.yaml's CPU intensity sweep ends at 1024)
+# the FMA chain's compute-bound points (config/config.yaml's CPU intensity sweep ends at 1024),
+# in mixbench-cpu's two precisions
 FMA_TOP = (256, 512, 1024)
+FMA_DTYPES = ("float32", "float64")
 
 
 def _rooflab_fma(work: Path) -> dict:
     """The best FLOP/s of rooflab's FMA chain per dtype over its top points (FMA_TOP): the vector
     ceiling's statistic, run right after mixbench-cpu (the same minute; on the 2-core VM the sweep's
     float64 read 0.89 of a mixbench run minutes later, and its cores halve for seconds)."""
-    out = {}
-    for dtype in ("float32", "float64"):
-        ok = _rooflab_job(work, f"fma_{dtype}", "intensity", dtype, fmas=list(FMA_TOP))
-        out[f"rooflab_fma_{dtype}"] = float((ok.flops / ok.time_s_min).max())
-    return out
+    return {f"rooflab_fma_{d}": _best_flops(work, f"fma_{d}", "intensity", d, fmas=list(FMA_TOP))
+            for d in FMA_DTYPES}
 
 
 def _rounds(build_dir: Path, threads: int, others=(), work: Path | None = None,
@@ -369,7 +371,7 @@ def table(out: Path, ceilings: Path) -> None:
                   ("rooflab_dram_triad", None, "stream_triad", 0.95, 1.05)] + [
         (f"rooflab_mm_{d}", d, f"torch_mm_{d}", 0.95, None)
         for d in MM_DTYPES] + [
-        (f"rooflab_fma_{d}", d, f"mixbench_{d}", 0.9, None) for d in ("float32", "float64")]
+        (f"rooflab_fma_{d}", d, f"mixbench_{d}", 0.9, None) for d in FMA_DTYPES]
     alternated = [pair for pair in alternated if pair[0] in res]
     for ceiling, dtype, key, lo, hi in (PAIRS + extra if cpu is not None else []) + alternated:
         if key not in res:  # not run here (torch.mm float16 where the CPU has no half arithmetic)
