@@ -25,7 +25,7 @@ from experiments.core.dtypes import itemsize, torch_dtype
 from experiments.core.checks import check_close, has_nan, need_storage_dtype, relative_error
 from experiments.core.runner import Context, NotApplicable, WrongResult
 from experiments.core.conditions import Conditions
-from experiments.core.timer import summarize
+from experiments.core.timer import Timing, summarize
 
 NAME = "timing"
 DESCRIPTION = "a matmul timed without sync, with sync and with CUDA events; launch cost; stream order"
@@ -206,22 +206,35 @@ def _launch(ctx: Context, cfg: TimingConfig, variant: str) -> dict:
         body = graph.replay
     body()  # warm-up (the first replay uploads the graph)
     done += big_n
-    out = np.empty(cfg.launch_samples)
 
     def timed():
+        out = np.empty(cfg.launch_samples)
         for s in range(cfg.launch_samples):
             ctx.sync()
             t0 = time.perf_counter()
             body()
             ctx.sync()
             out[s] = (time.perf_counter() - t0) / big_n
-    _, cond = _conditions(ctx, timed)
-    done += big_n * cfg.launch_samples
+        return out
+
+    # measured again while noisy, contended or throttled, as ctx.time does (core/timer.py
+    # measure): the floor is this row's median, and a fit leaves a noisy median out (the node's
+    # eager rows read CV 0.11-0.14 in two sweeps at 426d0bf and dc870ed, so no eager floor)
+    best = None
+    for _ in range(ctx.retries + 1):
+        out, cond = _conditions(ctx, timed)
+        done += big_n * cfg.launch_samples
+        run = Timing(out, big_n, "perf_counter_sync")
+        run.conditions = cond(run.stats["time_s"])
+        if best is None or run.rank() < best.rank():
+            best = run
+        contended, throttled, cv = best.rank()
+        if not contended and not throttled and cv <= ctx.cv_threshold:
+            break
     if int(x.item()) != done:
         raise WrongResult(f"counter is {int(x.item())} after {done} adds: kernels were lost")
     row = {"check_passed": True, "rel_error": 0.0, "params": {"kernels": big_n}}
-    row |= _stats(out, "perf_counter_sync", ctx) | {"inner_reps": big_n}
-    row |= cond(row["time_s"])
+    row |= best.stats | {"noisy": bool(best.stats["cv"] > ctx.cv_threshold)}
     if cpu:
         row["message"] = "CPU analogue: per-op dispatch cost of a tiny eager op; nothing is launched"
     return row

@@ -100,3 +100,30 @@ def test_timing_rows_record_their_conditions():
     rows = list(timing.run(cfg, ctx))
     ok = [r for r in rows if r.get("status", "ok") == "ok" and r.get("time_s")]
     assert ok and all("cpu_freq_mhz" in r and "other_cpu_share" in r for r in ok)
+
+
+
+@pytest.mark.parametrize("retries, noisy", [(1, False), (0, True)])
+def test_a_noisy_launch_median_is_measured_again(monkeypatch, retries, noisy):
+    """The latency floor is the launch row's median, and a fit leaves a noisy one out: the row
+    is measured again (ctx.retries times) while noisy, as ctx.time's points are."""
+    from experiments.core.device import device_facts
+    from experiments.core.runner import Context
+    cpu = torch.device("cpu")
+    ctx = Context(device=cpu, dtype="float32", facts=device_facts(cpu), retries=retries)
+    cfg = experiment_config("timing", launch_kernels=50, launch_samples=6)
+    real, runs = timing._conditions, []
+    # the samples each run reports (the adds still run): a neighbour took every other sample
+    # of the first run (CV 0.55), then a quiet one (CV 0.004)
+    noisy_run, quiet_run = np.array([1e-6, 3e-6] * 3), np.array([1e-6, 1.01e-6] * 3)
+
+    def reported(ctx, run):
+        _, cond = real(ctx, run)
+        runs.append(quiet_run if runs else noisy_run)
+        return runs[-1], cond
+
+    monkeypatch.setattr(timing, "_conditions", reported)
+    row = timing._launch(ctx, cfg, "eager")
+    assert len(runs) == retries + 1 and row["noisy"] is noisy
+    assert row["time_s"] == pytest.approx(np.median(runs[-1]))
+    assert row["check_passed"]  # the counter counted every run's adds
