@@ -189,6 +189,26 @@ def test_each_cache_level_is_fitted_from_the_cpus_own_kernels():
     assert math.isnan(alone["l2_bw"]["value"]) and "1.15x" in alone["l2_bw"]["note"]
 
 
+
+def test_a_host_clocked_levels_lone_top_size_is_fitted_with_the_next_sizes_best():
+    # the node at fa54da6: its L2 window read 1130 GB/s at 2.4 MB (two ops), 708-902 at 1.6 to
+    # 17 MB; the plateau held one size and the L2 was left unfitted (at dc870ed 1063 vs 891)
+    facts = {"kind": "cpu", "llc_bytes": 150 * MIB, "cache_bytes": {"L2": 32 * MIB,
+                                                                    "L3": 150 * MIB}}
+    l2 = [(1.5, 871), (2.25, 1130), (2.25, 1050), (4, 867), (6, 708), (10.7, 902), (16, 709)]
+    pts = [("numba", int(w * MIB), b) for w, b in l2] + [
+        ("numba", w * MIB, b) for w, b in [(64, 185), (96, 289), (120, 187)]] + [
+        ("numba", w * MIB, b) for w, b in [(1200, 116), (1600, 118)]]
+    fitted = {c["ceiling"]: c for c in levels.fit_bandwidth(_host_rows(pts), facts)}
+    l2_bw = fitted["l2_bw"]
+    assert l2_bw["value"] == pytest.approx(1130e9) and l2_bw["ci_low"] == pytest.approx(902e9)
+    assert l2_bw["ws_max"] == pytest.approx(10.7 * MIB, rel=1e-3)
+    # ...and only where the window has another size: one size alone is still no plateau
+    one = [p for p in pts if p[1] != int(2.25 * MIB) or p[2] == 1130]
+    one = [p for p in one if not (MIB < p[1] <= 32 * MIB) or p[1] == int(2.25 * MIB)]
+    alone = {c["ceiling"]: c for c in levels.fit_bandwidth(_host_rows(one), facts)}
+    assert math.isnan(alone["l2_bw"]["value"])
+
 def test_a_team_pins_each_worker_to_its_cpu():
     cpus = sorted(os.sched_getaffinity(0))
     seen = {}

@@ -151,6 +151,14 @@ def fit_levels(rows: pd.DataFrame, facts: dict, pooled: bool = False) -> list[di
                 fastest = past_shadow(ws[idx], bw[idx], host)
             inside[idx[~fastest]] = False
         top = top_plateau(bw[inside], host)
+        if host and name != "dram_bw" and np.unique(ws[inside][top]).size < 2 <= np.unique(
+                ws[inside]).size:
+            # a lone top size, host-clocked: load only slows a point, so as top_plateau's lone
+            # top point it is no outlier, and the next size's best joins it (the node's L2 read
+            # 1063 and 1130 GB/s at 2.4 MB in two sweeps, 708-902 at 1.6-17 MB: fitted at
+            # 0.84x, not at 0.80x)
+            others = bw[inside][ws[inside] != ws[inside][top][0]]
+            top |= bw[inside] >= others.max()
         plateau, on = bw[inside][top], ws[inside][top]
         if np.unique(on).size < 2 and name != "dram_bw":
             fitted.append(missing_row(name, "B/s", "plateau spans a single size") | extra)
