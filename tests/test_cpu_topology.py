@@ -189,7 +189,6 @@ def test_each_cache_level_is_fitted_from_the_cpus_own_kernels():
     assert math.isnan(alone["l2_bw"]["value"]) and "1.15x" in alone["l2_bw"]["note"]
 
 
-
 def test_a_host_clocked_levels_lone_top_size_is_fitted_with_the_next_sizes_best():
     # the node at fa54da6: its L2 window read 1130 GB/s at 2.4 MB (two ops), 708-902 at 1.6 to
     # 17 MB; the plateau held one size and the L2 was left unfitted (at dc870ed 1063 vs 891)
@@ -208,6 +207,7 @@ def test_a_host_clocked_levels_lone_top_size_is_fitted_with_the_next_sizes_best(
     one = [p for p in one if not (MIB < p[1] <= 32 * MIB) or p[1] == int(2.25 * MIB)]
     alone = {c["ceiling"]: c for c in levels.fit_bandwidth(_host_rows(one), facts)}
     assert math.isnan(alone["l2_bw"]["value"])
+
 
 def test_a_team_pins_each_worker_to_its_cpu():
     cpus = sorted(os.sched_getaffinity(0))

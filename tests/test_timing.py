@@ -102,7 +102,6 @@ def test_timing_rows_record_their_conditions():
     assert ok and all("cpu_freq_mhz" in r and "other_cpu_share" in r for r in ok)
 
 
-
 @pytest.mark.parametrize("retries, noisy", [(1, False), (0, True)])
 def test_a_noisy_launch_median_is_measured_again(monkeypatch, retries, noisy):
     """The latency floor is the launch row's median, and a fit leaves a noisy one out: the row

@@ -153,10 +153,10 @@ def fit_levels(rows: pd.DataFrame, facts: dict, pooled: bool = False) -> list[di
         top = top_plateau(bw[inside], host)
         if host and name != "dram_bw" and np.unique(ws[inside][top]).size < 2 <= np.unique(
                 ws[inside]).size:
-            # a lone top size, host-clocked: load only slows a point, so as top_plateau's lone
-            # top point it is no outlier, and the next size's best joins it (the node's L2 read
-            # 1063 and 1130 GB/s at 2.4 MB in two sweeps, 708-902 at 1.6-17 MB: fitted at
-            # 0.84x, not at 0.80x)
+            # a lone top size, host-clocked: load only slows a point, so, as top_plateau's lone
+            # top point, it is no outlier, and the next size's best joins it (the node's L2 read
+            # 1063 and 1130 GB/s at 2.4 MB in two sweeps, its other sizes at most 891 and 902:
+            # at 0.84x the plateau held two sizes, at 0.80x one, and the L2 went unfitted)
             others = bw[inside][ws[inside] != ws[inside][top][0]]
             top |= bw[inside] >= others.max()
         plateau, on = bw[inside][top], ws[inside][top]
