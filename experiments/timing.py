@@ -228,8 +228,7 @@ def _launch(ctx: Context, cfg: TimingConfig, variant: str) -> dict:
         run.conditions = cond(run.stats["time_s"])
         if best is None or run.rank() < best.rank():
             best = run
-        contended, throttled, cv = best.rank()
-        if not contended and not throttled and cv <= ctx.cv_threshold:
+        if best.settled(ctx.cv_threshold):
             break
     if int(x.item()) != done:
         raise WrongResult(f"counter is {int(x.item())} after {done} adds: kernels were lost")

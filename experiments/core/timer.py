@@ -49,6 +49,12 @@ class Timing:
         return (self.conditions.get("contended") is True, self.conditions.get("throttled") is True,
                 self.stats["cv"])
 
+    def settled(self, cv_threshold: float, spread_matters: bool = True) -> bool:
+        """Neither contended nor throttled, and (where the spread matters) within cv_threshold:
+        no retry needed."""
+        contended, throttled, cv = self.rank()
+        return not contended and not throttled and (cv <= cv_threshold or not spread_matters)
+
 
 def summarize(samples_s) -> dict:
     """The one statistics layer: median, quantiles, spread. Every row's time columns come from here."""
@@ -277,7 +283,6 @@ def measure(fn: Callable[[int], object], device: torch.device, point_budget_s: f
         timing.conditions = conditions.summary(timing.stats["time_s"], contention_threshold)
         if best is None or timing.rank() < best.rank():
             best = timing
-        contended, throttled, cv = best.rank()
-        if not contended and not throttled and (cv <= cv_threshold or not spread_matters):
+        if best.settled(cv_threshold, spread_matters):
             break
     return best
