@@ -150,15 +150,8 @@ def fit_levels(rows: pd.DataFrame, facts: dict, pooled: bool = False) -> list[di
             if fastest is None:
                 fastest = past_shadow(ws[idx], bw[idx], host)
             inside[idx[~fastest]] = False
-        top = top_plateau(bw[inside], host)
-        if host and name != "dram_bw" and np.unique(ws[inside][top]).size < 2 <= np.unique(
-                ws[inside]).size:
-            # a lone top size, host-clocked: load only slows a point, so, as top_plateau's lone
-            # top point, it is no outlier, and the next size's best joins it (the node's L2 read
-            # 1063 and 1130 GB/s at 2.4 MB in two sweeps, its other sizes at most 891 and 902:
-            # at 0.84x the plateau held two sizes, at 0.80x one, and the L2 went unfitted)
-            others = bw[inside][ws[inside] != ws[inside][top][0]]
-            top |= bw[inside] >= others.max()
+        # a cache level's plateau spans two sizes (below); DRAM's is one op's, any size
+        top = top_plateau(bw[inside], host, ws[inside] if name != "dram_bw" else None)
         plateau, on = bw[inside][top], ws[inside][top]
         if np.unique(on).size < 2 and name != "dram_bw":
             fitted.append(missing_row(name, "B/s", "plateau spans a single size") | extra)
