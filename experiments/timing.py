@@ -25,7 +25,7 @@ from experiments.core.dtypes import itemsize, torch_dtype
 from experiments.core.checks import check_close, has_nan, need_storage_dtype, relative_error
 from experiments.core.runner import Context, NotApplicable, WrongResult
 from experiments.core.conditions import Conditions
-from experiments.core.timer import Timing, summarize
+from experiments.core.timer import Timing, best_run, summarize
 
 NAME = "timing"
 DESCRIPTION = "a matmul timed without sync, with sync and with CUDA events; launch cost; stream order"
@@ -217,19 +217,18 @@ def _launch(ctx: Context, cfg: TimingConfig, variant: str) -> dict:
             out[s] = (time.perf_counter() - t0) / big_n
         return out
 
-    # measured again while noisy, contended or throttled, as ctx.time does (core/timer.py
-    # measure): the floor is this row's median, and a fit leaves a noisy median out (the node's
+    # measured again while noisy, contended or throttled, by ctx.time's rule (core/timer.py
+    # best_run): the floor is this row's median, and a fit leaves a noisy median out (the node's
     # eager rows read CV 0.11-0.14 in two sweeps at 426d0bf and dc870ed, so no eager floor)
-    best = None
-    for _ in range(ctx.retries + 1):
+    def one_run() -> Timing:
+        nonlocal done
         out, cond = _conditions(ctx, timed)
         done += big_n * cfg.launch_samples
-        run = Timing(out, big_n, "perf_counter_sync")
-        run.conditions = cond(run.stats["time_s"])
-        if best is None or run.rank() < best.rank():
-            best = run
-        if best.settled(ctx.cv_threshold):
-            break
+        timing = Timing(out, big_n, "perf_counter_sync")
+        timing.conditions = cond(timing.stats["time_s"])
+        return timing
+
+    best = best_run(one_run, ctx.retries, ctx.cv_threshold)
     if int(x.item()) != done:
         raise WrongResult(f"counter is {int(x.item())} after {done} adds: kernels were lost")
     row = {"check_passed": True, "rel_error": 0.0, "params": {"kernels": big_n}}

@@ -274,13 +274,25 @@ def measure(fn: Callable[[int], object], device: torch.device, point_budget_s: f
     # a CPU point counts at its best time (analysis/roofline.py fit_view): a wide spread does
     # not move it, so only other load (contended) earns a retry; a median's spread does
     spread_matters = not (isinstance(timer, CpuTimer) and device.type == "cpu")
-    best = None
-    for _ in range(retries + 1):
+
+    def run() -> Timing:
         with Conditions(device) as conditions:
             times = sample(timer, fn, inner, samples, precision, min_point_s, min_samples,
                            max_samples)
         timing = Timing(times, inner, timer.name)
         timing.conditions = conditions.summary(timing.stats["time_s"], contention_threshold)
+        return timing
+
+    return best_run(run, retries, cv_threshold, spread_matters)
+
+
+def best_run(run: Callable[[], Timing], retries: int, cv_threshold: float,
+             spread_matters: bool = True) -> Timing:
+    """run() once, and again (at most `retries` times) until a run is settled; the best-ranked
+    run. The one retry rule of every point (measure) and of the launch rows (timing._launch)."""
+    best = None
+    for _ in range(retries + 1):
+        timing = run()
         if best is None or timing.rank() < best.rank():
             best = timing
         if best.settled(cv_threshold, spread_matters):
