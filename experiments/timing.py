@@ -25,7 +25,7 @@ from experiments.core.dtypes import itemsize, torch_dtype
 from experiments.core.checks import check_close, has_nan, need_storage_dtype, relative_error
 from experiments.core.runner import Context, NotApplicable, WrongResult
 from experiments.core.conditions import Conditions
-from experiments.core.timer import Timing, best_run, summarize
+from experiments.core.timer import MedianTiming, Timing, best_run, summarize
 
 NAME = "timing"
 DESCRIPTION = "a matmul timed without sync, with sync and with CUDA events; launch cost; stream order"
@@ -46,13 +46,13 @@ class TimingConfig(ExperimentConfig):
     kernel_sizes: list[int] = MISSING  # matrix side n
     max_samples: int = MISSING  # per method and size; fewer when point_budget_s runs out
     launch_kernels: int = MISSING  # tiny kernels per launch-overhead sample
-    launch_samples: int = MISSING
+    launch_samples: int = MISSING  # at least 6: a median's 95 % interval needs them (MedianTiming)
     stream_order_size: int = MISSING  # side of the long first matmul of the stream-order check
 
     def __post_init__(self):
         check_sizes("experiment.kernel_sizes", self.kernel_sizes)
         for key, low in (("max_samples", MIN_SAMPLES), ("launch_kernels", 1),
-                         ("launch_samples", 2), ("stream_order_size", 1)):
+                         ("launch_samples", 6), ("stream_order_size", 1)):
             value = getattr(self, key)
             if not isinstance(value, int) or value < low:
                 raise ConfigError(f"experiment.{key}={value!r} must be an integer >= {low}")
@@ -218,13 +218,14 @@ def _launch(ctx: Context, cfg: TimingConfig, variant: str) -> dict:
         return out
 
     # measured again while noisy, contended or throttled, by ctx.time's rule (core/timer.py
-    # best_run): the floor is this row's median, and a fit leaves a noisy median out (the node's
-    # eager rows read CV 0.11-0.14 in two sweeps at 426d0bf and dc870ed, so no eager floor)
+    # best_run): the floor is this row's median, and a fit leaves a noisy one out. Noisy here is
+    # a median known to no better than cv_threshold (MedianTiming), not a CV: the node's eager
+    # rows read CV 0.11-0.32 in four sweeps (426d0bf-cf9410a), so no eager floor there
     def one_run() -> Timing:
         nonlocal done
         out, cond = _conditions(ctx, timed)
         done += big_n * cfg.launch_samples
-        timing = Timing(out, big_n, "perf_counter_sync")
+        timing = MedianTiming(out, big_n, "perf_counter_sync")
         timing.conditions = cond(timing.stats["time_s"])
         return timing
 
@@ -232,7 +233,7 @@ def _launch(ctx: Context, cfg: TimingConfig, variant: str) -> dict:
     if int(x.item()) != done:
         raise WrongResult(f"counter is {int(x.item())} after {done} adds: kernels were lost")
     row = {"check_passed": True, "rel_error": 0.0, "params": {"kernels": big_n}}
-    row |= best.stats | {"noisy": bool(best.stats["cv"] > ctx.cv_threshold)}
+    row |= best.stats | {"noisy": bool(best.spread() > ctx.cv_threshold)}
     if cpu:
         row["message"] = "CPU analogue: per-op dispatch cost of a tiny eager op; nothing is launched"
     return row

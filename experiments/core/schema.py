@@ -46,7 +46,7 @@ SCHEMA = pa.schema(
         pa.field("samples", pa.int64()),
         pa.field("inner_reps", pa.int64()),
         pa.field("timer", pa.string()),
-        pa.field("noisy", pa.bool_()),  # CV stayed above the threshold after a retry
+        pa.field("noisy", pa.bool_()),  # CV past the threshold after a retry (launch rows: median)
         # what the timed run ran under (core/conditions.py); null where not readable
         pa.field("sm_clock_mhz", pa.float64()),  # GPU: median over the run (NVML)
         pa.field("mem_clock_mhz", pa.float64()),  # GPU: median
