@@ -13,8 +13,8 @@ Per system (source, host, device):
   A cache level is kept only if its plateau stands 15 % above the next level's: otherwise the
   curve shows no step there. Rows of one NUMA node's cores alone give dram_bw_numa<N>.
 * matrix_flops per dtype: the top plateau of the matmul experiment's FLOP/s; on host-clocked CPU
-  points a lone best size the curve came down from counts too, and a lone best whose calls
-  spread wide (`fit_top` says why).
+  points a lone best size counts too, with a note where it is the largest size (a burst, or a
+  curve that may still rise: the ceiling is at least that; `fit_top` says why).
 * vector_flops per dtype: a robust (soft-L1) least-squares fit of log min(P, B * I) to the
   intensity experiment's points places the ridge; each roof is the top plateau of the points on
   its side, identified only if >= 2 points lie there.
@@ -39,6 +39,7 @@ import pandas as pd
 from scipy import optimize
 
 from experiments.analysis.dataset import Dataset, ok
+from experiments.analysis.gemm import fit_top
 from experiments.analysis.levels import (DRAM_PAST, PAST, RESIDENT, RESIDENT_GPU, STEP,  # noqa: F401
                                          cache_windows, fit_bandwidth, fit_l1, l1_step, resident)
 from experiments.analysis.plateaus import (CONDITIONS, HOST_CLOCK, MIN_POINTS, TOP,  # noqa: F401
@@ -103,60 +104,6 @@ def fit_rows(rows: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
             bad |= hit
     note = f"left out {', '.join(left)} point(s) of {len(good)}" if left else None
     return good[~bad], note
-
-
-def past_its_peak(g: pd.DataFrame, top: np.ndarray) -> bool:
-    """A lone top point that is not the sweep's largest size: the curve came down after it (a
-    CPU GEMM library's cache-sized blocking: float16 on the H200 node's Xeon read 1.34 TFLOP/s
-    at n = 1024, 1.00-1.08 from 2048 to 8192). One at the largest size is a curve still rising,
-    not a ceiling."""
-    if "n" not in g or g.n.isna().any():
-        return False
-    return float(g.n.to_numpy(float)[top].max()) < float(g.n.max())
-
-
-def a_burst_on_top(g: pd.DataFrame, top: np.ndarray) -> bool:
-    """A lone top point flagged noisy (its calls' CV above cv_threshold): its best call is as
-    likely a burst as a rise, so it cannot say that the curve still rises (the H200 node's
-    float16 at n = 8192, the largest size its call budget allows: best call 1.65 TFLOP/s, median
-    1.33, CV 0.17; 4096's best 1.22; both read 1.17-1.25 between the node's AMX bursts)."""
-    return "noisy" in g and bool(g.noisy.fillna(False).astype(bool).to_numpy()[top].all())
-
-
-def fit_top(rows: pd.DataFrame, ceiling: str, what: str) -> list[dict]:
-    """Per dtype, the median of the top plateau of FLOP/s (GEMM: the large sizes); on host-clocked
-    CPU points its best point (the plateau's range as its interval). Load only ever slows such a
-    point, and a CPU GEMM library's sizes differ by their blocking, not by noise around one rate:
-    the best size is what the library reaches, as torch.mm's peers report it (the best over
-    sizes and calls); a lone best point past which the curve came down (`past_its_peak`) is
-    that too, the next best its interval's low end. So is a lone best at the largest size whose
-    calls spread wide (`a_burst_on_top`); one at the largest size with steady calls is a curve
-    still rising, not a ceiling. A GPU's plateau keeps its median: its points move with the
-    clock."""
-    out = []
-    for dtype, g in rows[rows.flop_per_s > 0].groupby("dtype"):
-        v = g.flop_per_s.to_numpy(float)
-        top = top_plateau(v)
-        host = bool(best_timed(g).all())
-        note = None
-        if host and top.sum() == 1:
-            past = past_its_peak(g, top)
-            if not past and a_burst_on_top(g, top):
-                at = f" (n = {g.n.to_numpy(float)[top][0]:g})" if "n" in g else ""
-                note = (f"its best point{at} stands alone on top with its calls spread wide "
-                        "(noisy): read as a burst, not a curve still rising; the next best "
-                        "point is its interval's low end")
-            if past or note:
-                top = top_two(v)  # the lone top and the next best: its interval
-        plateau = v[top]
-        if plateau.size < MIN_POINTS:
-            out.append(_missing(ceiling, "FLOP/s", f"a single point on the top plateau of {what}"
-                                " (a ceiling needs at least two)", dtype))
-            continue
-        value, ci, method = plateau_value(plateau, host, f" of {what}")
-        out.append(_row(ceiling, value, "FLOP/s", method, int(plateau.size), dtype, ci,
-                        points=g[top], note=note))
-    return out
 
 
 def _roof_fit(x, y, start=None):
@@ -265,7 +212,8 @@ def fit_latency(rows: pd.DataFrame) -> list[dict]:
 def fit_system(rows: pd.DataFrame, facts: dict) -> list[dict]:
     out = []
     for name, fit, first in (("bandwidth", lambda r: fit_bandwidth(r, facts), ("dram_bw", "B/s")),
-                             ("matmul", lambda r: fit_top(r, "matrix_flops", "GEMM FLOP/s"),
+                             ("matmul", lambda r: fit_top(r, "matrix_flops", "GEMM FLOP/s",
+                                                        ok(rows[rows.experiment == "matmul"])),
                               ("matrix_flops", "FLOP/s")),
                              ("intensity", fit_roof, ("vector_flops", "FLOP/s")),
                              ("timing", fit_latency, ("latency_graph", "s")),

@@ -1,0 +1,86 @@
+"""The GEMM (matrix-unit) ceiling per dtype: the top plateau of the matmul experiment's FLOP/s,
+and on host-clocked CPU points what a lone best size stands for (fit_top)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from experiments.analysis.plateaus import (MIN_POINTS, best_timed, ceiling_row, missing_row,
+                                           plateau_value, top_plateau, top_two)
+
+
+def past_its_peak(g: pd.DataFrame, top: np.ndarray) -> bool:
+    """A lone top point that is not the sweep's largest size: the curve came down after it (a
+    CPU GEMM library's cache-sized blocking: float16 on the H200 node's Xeon read 1.34 TFLOP/s
+    at n = 1024, 1.00-1.08 from 2048 to 8192). One at the largest size is a curve still rising,
+    not a ceiling."""
+    if "n" not in g or g.n.isna().any():
+        return False
+    return float(g.n.to_numpy(float)[top].max()) < float(g.n.max())
+
+
+def a_burst_on_top(g: pd.DataFrame, top: np.ndarray) -> bool:
+    """A lone top point flagged noisy (its calls' CV above cv_threshold): its best call is as
+    likely a burst as a rise, so it cannot say that the curve still rises (the H200 node's
+    float16 at n = 8192, the largest size its call budget allows: best call 1.65 TFLOP/s, median
+    1.33, CV 0.17; 4096's best 1.22; both read 1.17-1.25 between the node's AMX bursts)."""
+    return "noisy" in g and bool(g.noisy.fillna(False).astype(bool).to_numpy()[top].all())
+
+
+def larger_sizes_left_out(g: pd.DataFrame, top: np.ndarray, taken: pd.DataFrame | None) -> bool:
+    """Sizes above the lone top were measured (`taken`: this experiment's ok rows) and their
+    points left out (contended): where the curve goes past the top is unknown."""
+    if taken is None or "n" not in g or "n" not in taken:
+        return False
+    same = taken[taken.dtype == g.dtype.iloc[0]]
+    return bool(same.n.max() > g.n.to_numpy(float)[top].max())
+
+
+def fit_top(rows: pd.DataFrame, ceiling: str, what: str,
+            taken: pd.DataFrame | None = None) -> list[dict]:
+    """Per dtype, the median of the top plateau of FLOP/s (GEMM: the large sizes); on host-clocked
+    CPU points its best point (the plateau's range as its interval). Load only ever slows such a
+    point, and a CPU GEMM library's sizes differ by their blocking, not by noise around one rate:
+    the best size is what the library reaches, as torch.mm's peers report it (the best over
+    sizes and calls); a lone best point past which the curve came down (`past_its_peak`) is
+    that too, the next best its interval's low end. So is a lone best at the largest size: one
+    whose calls spread wide (`a_burst_on_top`) is as likely a burst, one with steady calls a
+    curve that may still rise past the largest size the call budget (max_call_s) allowed; it is
+    fitted with a note saying the ceiling is at least that (the node's float16 read 1.13
+    TFLOP/s at 4096 and 1.38 at 8192, CV 0.09, at 22ef919; 10240 would have taken 1.6 s a call,
+    and the bursty 8192 of 02b763f read CV 0.17: one phenomenon, fitted either way). Not where
+    larger sizes were measured and left out (`taken`: the ok rows, flagged or not; contended
+    ones): their rate is unknown, and so is the rise. A GPU's plateau keeps its median: its
+    points move with the clock."""
+    out = []
+    for dtype, g in rows[rows.flop_per_s > 0].groupby("dtype"):
+        v = g.flop_per_s.to_numpy(float)
+        top = top_plateau(v)
+        host = bool(best_timed(g).all())
+        note = None
+        if host and top.sum() == 1:
+            at = f" (n = {g.n.to_numpy(float)[top][0]:g})" if "n" in g else ""
+            past = past_its_peak(g, top)
+            if past or larger_sizes_left_out(g, top, taken):
+                pass  # the first: fitted as it is; the second: no ceiling (below)
+            elif a_burst_on_top(g, top):
+                note = (f"its best point{at} stands alone on top with its calls spread wide "
+                        "(noisy): read as a burst, not a curve still rising; the next best "
+                        "point is its interval's low end")
+            else:
+                note = (f"its best point{at} stands alone on top at the sweep's largest size, "
+                        "its calls steady: the curve may still rise past the sizes the call "
+                        "budget (max_call_s) allowed, so the ceiling is at least this; the next "
+                        "best point is its interval's low end")
+            if note or past:
+                top = top_two(v)  # the lone top and the next best: its interval
+        plateau = v[top]
+        if plateau.size < MIN_POINTS:
+            out.append(missing_row(ceiling, "FLOP/s", f"a single point on the top plateau of "
+                                   f"{what} (a ceiling needs at least two)", dtype))
+            continue
+        value, ci, method = plateau_value(plateau, host, f" of {what}")
+        out.append(ceiling_row(ceiling, value, "FLOP/s", method, int(plateau.size), dtype, ci,
+                               points=g[top], note=note))
+    return out
