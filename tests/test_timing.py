@@ -144,7 +144,8 @@ def test_two_stalls_leave_the_launch_median_known_and_unflagged(monkeypatch):
     def reported(ctx, run):
         _, cond = real(ctx, run)
         runs.append(stalled)
-        return stalled, cond
+        # a quiet machine, whatever else runs beside the test: only the spread may retry
+        return stalled, lambda t: cond(t) | {"contended": False, "throttled": False}
 
     monkeypatch.setattr(timing, "_conditions", reported)
     row = timing._launch(ctx, cfg, "eager")

@@ -13,8 +13,7 @@ from experiments.analysis.plateaus import (MIN_POINTS, best_timed, ceiling_row, 
 def past_its_peak(g: pd.DataFrame, top: np.ndarray) -> bool:
     """A lone top point that is not the sweep's largest size: the curve came down after it (a
     CPU GEMM library's cache-sized blocking: float16 on the H200 node's Xeon read 1.34 TFLOP/s
-    at n = 1024, 1.00-1.08 from 2048 to 8192). One at the largest size is a curve still rising,
-    not a ceiling."""
+    at n = 1024, 1.00-1.08 from 2048 to 8192). One at the largest size may still rise (fit_top)."""
     if "n" not in g or g.n.isna().any():
         return False
     return float(g.n.to_numpy(float)[top].max()) < float(g.n.max())
