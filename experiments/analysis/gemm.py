@@ -59,21 +59,18 @@ def fit_top(rows: pd.DataFrame, ceiling: str, what: str,
         host = bool(best_timed(g).all())
         note = None
         if host and top.sum() == 1:
-            at = f" (n = {g.n.to_numpy(float)[top][0]:g})" if "n" in g else ""
             past = past_its_peak(g, top)
-            if past or larger_sizes_left_out(g, top, taken):
-                pass  # the first: fitted as it is; the second: no ceiling (below)
-            elif a_burst_on_top(g, top):
+            if not past and not larger_sizes_left_out(g, top, taken):  # say what it may be
+                at = f" (n = {g.n.to_numpy(float)[top][0]:g})" if "n" in g else ""
                 note = (f"its best point{at} stands alone on top with its calls spread wide "
                         "(noisy): read as a burst, not a curve still rising; the next best "
-                        "point is its interval's low end")
-            else:
-                note = (f"its best point{at} stands alone on top at the sweep's largest size, "
+                        "point is its interval's low end" if a_burst_on_top(g, top) else
+                        f"its best point{at} stands alone on top at the sweep's largest size, "
                         "its calls steady: the curve may still rise past the sizes the call "
                         "budget (max_call_s) allowed, so the ceiling is at least this; the next "
                         "best point is its interval's low end")
-            if note or past:
-                top = top_two(v)  # the lone top and the next best: its interval
+            if past or note:  # the lone top and the next best: its interval
+                top = top_two(v)
         plateau = v[top]
         if plateau.size < MIN_POINTS:
             out.append(missing_row(ceiling, "FLOP/s", f"a single point on the top plateau of "
