@@ -241,7 +241,7 @@ def _scripted_conditions(monkeypatch, states):
         def __exit__(self, *exc):
             return False
 
-        def summary(self, time_s, threshold):
+        def summary(self, time_s, threshold, team_off=None):
             return dict.fromkeys(conditions.COLUMNS) | next(script)
 
     monkeypatch.setattr(timer, "Conditions", Scripted)

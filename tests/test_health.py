@@ -80,7 +80,7 @@ def test_system_conditions_counts_loaded_and_throttled_points():
     c = next(v for v in s.values() if v["device_kind"] == "cpu")
     assert c["loaded_share"] == 0.5 and c["contended_share"] == 0.5 and c["max_other_cpu_share"] == 0.5
     assert c["summary"] == ("measured under load: 50 % of CPU points had other processes (or the "
-                            "VM's host) using > 10 % of the cores (max 50 %)")
+                            "VM's host) using > 10 % of the cores, or of a team thread's time (max 50 %)")
     g = next(v for v in s.values() if v["device_kind"] == "cuda")
     assert g["throttled_share"] == 0.25 and g["power_capped_share"] == 0.5
     assert g["median_sm_clock_mhz"] == 1375.0 and g["throttle_reasons"] == ["hw_thermal", "sw_power_cap"]
@@ -94,6 +94,12 @@ def test_system_conditions_counts_loaded_and_throttled_points():
     assert next(iter(stolen.values()))["summary"].startswith(
         "measured under load: 100 % of CPU points") and "(max 30 %)" in next(
         iter(stolen.values()))["summary"]
+    # ...and so is a team thread kept off its CPU (one CPU of many: the machine-wide shares low)
+    waited = system_conditions(dataset.from_rows(
+        [_row(other_cpu_share=0.06, steal_share=0.0, team_off_cpu_share=0.4, time_s=1.0)]).rows)
+    (w,) = waited.values()
+    assert w["loaded_share"] == 1.0 and "(max 40 %)" in w["summary"]
+    assert w["max_team_off_cpu_share"] == 0.4
 
 
 def test_a_gpu_system_whose_host_cpu_was_loaded_says_so():
@@ -105,7 +111,8 @@ def test_a_gpu_system_whose_host_cpu_was_loaded_says_so():
     (g,) = system_conditions(dataset.from_rows(gpu).rows).values()
     assert g["loaded_share"] == 0.25
     assert g["summary"].endswith("; measured under load: 25 % of host-clocked points had other "
-                                 "processes (or the VM's host) using > 10 % of the cores (max 40 %)")
+                                 "processes (or the VM's host) using > 10 % of the cores, or of a team "
+                                 "thread's time (max 40 %)")
 
 
 def test_a_busy_host_does_not_load_points_timed_on_the_gpu():

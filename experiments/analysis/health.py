@@ -115,9 +115,10 @@ def _cpu_text(share: pd.Series, threshold: float, points: str = "CPU points") ->
     most = f"max {_pct(judged.max())}"
     if loaded > 0:
         return (f"measured under load: {_pct(loaded)} of {points} had other processes (or the "
-                f"VM's host) using > {_pct(threshold)} of the cores ({most})")
+                f"VM's host) using > {_pct(threshold)} of the cores, or of a team thread's time "
+                f"({most})")
     return (f"quiet: no CPU point had other processes (or the VM's host) using > "
-            f"{_pct(threshold)} of the cores ({most})")
+            f"{_pct(threshold)} of the cores, or of a team thread's time ({most})")
 
 
 def _gpu_text(g: pd.DataFrame, throttled: float, capped: float) -> str:
@@ -151,10 +152,11 @@ def system_conditions(rows: pd.DataFrame,
     for system, g in ok(_labelled(rows)).groupby("system", sort=False):
         kind = str(g.device_kind.iloc[0])
         # on a GPU, only its host-clocked points can be disturbed by other processes; the load
-        # of a point: other processes' share, or its VM's host's (steal), whichever is larger
+        # of a point: other processes' share, its VM's host's (steal), or the share of its CPU
+        # team's time a thread spent off its CPU, whichever is largest
         judged_rows = g if kind == "cpu" else g[host_clocked(g)]
-        share = pd.concat([_num(judged_rows, "other_cpu_share"), _num(judged_rows, "steal_share")],
-                          axis=1).max(axis=1, skipna=True)
+        share = pd.concat([_num(judged_rows, c) for c in (
+            "other_cpu_share", "steal_share", "team_off_cpu_share")], axis=1).max(axis=1, skipna=True)
         reasons = _reasons(g)
         throttled = _mean(_flags(g, "throttled"))
         recorded = g.throttle_reasons.dropna() if "throttle_reasons" in g else pd.Series([], dtype=str)
@@ -169,6 +171,7 @@ def system_conditions(rows: pd.DataFrame,
             "power_capped_share": capped,
             "max_other_cpu_share": _max(_num(g, "other_cpu_share")),
             "max_steal_share": _max(_num(g, "steal_share")),
+            "max_team_off_cpu_share": _max(_num(g, "team_off_cpu_share")),
             "median_cpu_freq_mhz": _median(_num(g, "cpu_freq_mhz")),
             "median_sm_clock_mhz": _median(_num(g, "sm_clock_mhz")),
             "median_power_w": _median(_num(g, "power_w")),

@@ -130,9 +130,12 @@ def timing_warnings(row: dict) -> list[str]:
                    f"{n} samples; run again on a quieter machine")
     if row.get("contended"):
         other, steal = row.get("other_cpu_share"), row.get("steal_share")
+        off = row.get("team_off_cpu_share")
         out.append(f"warning: the CPU was contended while timing: other processes used "
                    f"{pct(other or 0.0)} of it"
-                   + (f", the hypervisor stole {pct(steal)}" if steal else "") + f" ({spread})")
+                   + (f", the hypervisor stole {pct(steal)}" if steal else "")
+                   + (f", a team thread was off its CPU {pct(off)} of the time" if off else "")
+                   + f" ({spread})")
     return out
 
 

@@ -19,12 +19,11 @@ from __future__ import annotations
 import functools
 import math
 import operator
-import os
 import statistics
 import threading
 import time
-from pathlib import Path
 
+from experiments.core.cpu_time import _hz, cpu_freq_mhz, own_cpus, proc_stat, self_ticks
 from experiments.core.power import (  # noqa: F401  (re-exported: the analysis reads them here)
     ABOVE_LIMIT, ENERGY_UNRESOLVED, POWER_LIMITS_W, POWER_TOLERANCE, drop_impossible_power,
     window_power)
@@ -51,7 +50,7 @@ EXPLAINS_LOW_CLOCK = {"sw_power_cap", "gpu_idle"}
 
 GPU_COLUMNS = ("sm_clock_mhz", "mem_clock_mhz", "power_w", "temperature_c", "throttle_reasons",
                "energy_j")
-CPU_COLUMNS = ("cpu_freq_mhz", "other_cpu_share", "steal_share")
+CPU_COLUMNS = ("cpu_freq_mhz", "other_cpu_share", "steal_share", "team_off_cpu_share")
 FLAGS = ("contended", "throttled")
 COLUMNS = GPU_COLUMNS + CPU_COLUMNS + FLAGS
 
@@ -120,83 +119,6 @@ class _Nvml:
     def power_limit_w(self):
         mw = self.call("nvmlDeviceGetEnforcedPowerLimit")
         return None if mw is None else mw / 1000
-
-
-# -- /proc ------------------------------------------------------------------------------------
-
-def _hz() -> int:
-    try:
-        return os.sysconf("SC_CLK_TCK")
-    except (ValueError, OSError, AttributeError):
-        return 100
-
-
-def own_cpus() -> set[int] | None:
-    """The CPUs this process may run on (a job pinned beside GPU jobs has fewer than all)."""
-    try:
-        return set(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return None
-
-
-def proc_stat(path: str = "/proc/stat", cpus: set[int] | None = None) -> dict | None:
-    """Jiffies of the given CPUs (all of them when None): busy (user, nice, system, irq,
-    softirq), steal, total, and the CPU count. None off Linux."""
-    try:
-        lines = Path(path).read_text().splitlines()
-    except OSError:
-        return None
-    if not lines or lines[0].split()[0] != "cpu":
-        return None
-    per_cpu = {int(line.split()[0][3:]): line.split() for line in lines
-               if line.startswith("cpu") and line[3:4].isdigit()}
-    chosen = [per_cpu[c] for c in sorted(cpus or ()) if c in per_cpu] if cpus else []
-    rows = chosen or [lines[0].split()]  # the first line sums every CPU
-    # user nice system idle iowait irq softirq steal (guest time is already inside user and nice)
-    v = [sum(int(r[i]) if i < len(r) else 0 for r in rows) for i in range(1, 9)]
-    ncpu = len(chosen) or len(per_cpu) or os.cpu_count() or 1
-    return {"busy": v[0] + v[1] + v[2] + v[5] + v[6], "steal": v[7], "total": sum(v),
-            "ncpu": ncpu}
-
-
-def self_ticks(path: str = "/proc/self/stat") -> int | None:
-    """utime + stime of this process, all its threads, in jiffies."""
-    try:
-        text = Path(path).read_text()
-    except OSError:
-        return None
-    fields = text[text.rindex(")") + 2:].split()  # the command name may hold spaces
-    return int(fields[11]) + int(fields[12])  # fields 14 and 15 of proc(5)
-
-
-def cpu_freq_mhz() -> float | None:
-    """Mean current frequency of the CPUs this process may run on (cpufreq, else /proc/cpuinfo)."""
-    try:
-        cpus = sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = list(range(os.cpu_count() or 1))
-    khz = []
-    for cpu in cpus:
-        try:
-            khz.append(int(Path(f"/sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_cur_freq")
-                           .read_text()))
-        except (OSError, ValueError):
-            break
-    if len(khz) == len(cpus) and khz:
-        return sum(khz) / len(khz) / 1000
-    try:  # VMs often lack cpufreq; cpuinfo's "cpu MHz" is the kernel's estimate
-        mhz = [float(line.split(":")[1]) for line in Path("/proc/cpuinfo").read_text().splitlines()
-               if line.startswith("cpu MHz")]
-    except (OSError, ValueError, IndexError):
-        return None
-    return sum(mhz) / len(mhz) if mhz else None
-
-
-def loadavg() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except (AttributeError, OSError):
-        return None
 
 
 # -- the window ---------------------------------------------------------------------------------
@@ -320,16 +242,19 @@ class Conditions:
         return power * time_s if power is not None else None
 
     def summary(self, time_s: float | None = None,
-                contention_threshold: float | None = None) -> dict:
+                contention_threshold: float | None = None,
+                team_off: float | None = None) -> dict:
         """The row's condition columns; `time_s` (one call's median) apportions the energy;
-        `contention_threshold` None: config/job.yaml's."""
+        `contention_threshold` None: config/job.yaml's; `team_off`: the off-CPU share of the
+        CPU team's calls in the sample the point is read at (timer.measure), None without a
+        team."""
         if contention_threshold is None:
             from experiments.core.config import job_default
             contention_threshold = job_default("contention_threshold")
         share, error, steal = self.cpu_shares()
         out = dict.fromkeys(COLUMNS)
         out |= {"cpu_freq_mhz": _median(self.freqs), "other_cpu_share": share,
-                "steal_share": steal}
+                "steal_share": steal, "team_off_cpu_share": team_off}
         if self.gpu:
             samples = self.window_samples()
             masks = [int(s["reasons"]) for s in samples if s["reasons"] is not None]
@@ -349,10 +274,14 @@ class Conditions:
             # other processes here or, in a VM, its host (steal: the host ran something else on
             # this VM's CPUs; on the 2-core VM 13-32 % of every L2 point's time in one sweep, its
             # L2 read 191 GB/s against 209-217 quiet). Flagged only when a share is above the
-            # threshold by more than its jiffy error.
-            out["contended"] = None if share is None else bool(
+            # threshold by more than its jiffy error. A team's off-CPU share is exact to a few
+            # microseconds a call (the GIL's hand-overs): judged as it is.
+            seen = [] if share is None else [
                 share - error > contention_threshold
-                or (steal is not None and steal - error > contention_threshold))
+                or (steal is not None and steal - error > contention_threshold)]
+            if team_off is not None:
+                seen.append(team_off > contention_threshold)
+            out["contended"] = any(seen) if seen else None
         return out
 
 
@@ -381,11 +310,13 @@ def job_conditions(rows: list[dict], contention_threshold: float, loadavg_start,
     contended, throttled_ = values("contended"), values("throttled")
     sm, power, temp = values("sm_clock_mhz"), values("power_w"), values("temperature_c")
     share, steal = values("other_cpu_share"), values("steal_share")
+    team_off = values("team_off_cpu_share")
     return {
         "contention_threshold": contention_threshold,
         "loadavg_start": loadavg_start, "loadavg_end": loadavg_end,
         "max_other_cpu_share": max(share) if share else None,
         "max_steal_share": max(steal) if steal else None,
+        "max_team_off_cpu_share": max(team_off) if team_off else None,
         "points_judged_contended": len(contended), "points_contended": sum(contended),
         "points_judged_throttled": len(throttled_), "points_throttled": sum(throttled_),
         "any_contended": any(contended), "any_throttled": any(throttled_),

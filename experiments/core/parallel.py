@@ -10,7 +10,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 
-from experiments.core.conditions import own_cpus
+from experiments.core.cpu_time import own_cpus
 
 
 def cpus() -> int:

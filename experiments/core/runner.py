@@ -20,7 +20,8 @@ from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from experiments.core.cpus import parse_cpus, pin_process
-from experiments.core.conditions import job_conditions, loadavg, own_cpus
+from experiments.core.conditions import job_conditions
+from experiments.core.cpu_time import loadavg, own_cpus
 from experiments.core.config import job_defaults
 from experiments.core.device import (DeviceFacts, claim_device, context_ahead, device_facts,
                                      device_state)

@@ -20,6 +20,7 @@ import torch
 
 from experiments.core.conditions import Conditions
 from experiments.core.config import job_defaults
+from experiments.core.cpu_time import SampleOffCpu
 
 # One sample should last at least this long, so timer resolution and launch gaps are noise.
 SAMPLE_TARGET_S = {"cuda": 1e-3, "cpu": 2e-3}
@@ -120,6 +121,7 @@ class CpuTimer:
 
     def __init__(self, clock: Callable[[], float] = time.perf_counter):
         self.clock = clock
+        self._team_off: list[float] = []
 
     def sync(self):
         pass
@@ -127,13 +129,22 @@ class CpuTimer:
     def run(self, fn: Callable[[int], object], inner: int, samples: int) -> np.ndarray:
         out = np.empty(samples)
         calls = getattr(self, "_calls", 0)  # i runs on across samples and runs: every buffer
+        watch = SampleOffCpu()
         for s in range(samples):             # rotates in
+            watch.start()
             t0 = self.clock()
             for i in range(calls + s * inner, calls + (s + 1) * inner):
                 fn(i)
             out[s] = self.clock() - t0
+            self._team_off.append(watch.stop())
         self._calls = calls + samples * inner
         return out / inner
+
+    def take_team_off(self) -> list[float]:
+        """Per sample since the last take, the share of its time its CPU team was kept off its
+        CPUs (core/cpu_time.py SampleOffCpu; NaN where it ran none: torch ops)."""
+        out, self._team_off = self._team_off, []
+        return out
 
 
 class CudaTimer:
@@ -194,6 +205,16 @@ class CudaTimer:
                 for _ in range(inner):
                     fn(next(calls))
         return body
+
+
+def best_sample_team_off(times, team_off) -> float | None:
+    """The off-CPU share of the CPU team in the fastest sample: a CPU point counts at its best
+    time, so it is that sample's disturbance that matters (others' only ever slowed theirs).
+    None where no team ran or the shares do not match the samples one to one."""
+    if len(team_off) != len(times) or not len(times):
+        return None
+    off = team_off[int(np.argmin(times))]
+    return None if math.isnan(off) else float(off)
 
 
 def make_timer(device: torch.device, use_graph: bool = True):
@@ -290,11 +311,16 @@ def measure(fn: Callable[[int], object], device: torch.device, point_budget_s: f
     spread_matters = not (isinstance(timer, CpuTimer) and device.type == "cpu")
 
     def run() -> Timing:
+        if isinstance(timer, CpuTimer):
+            timer.take_team_off()  # what the warm-up left
         with Conditions(device) as conditions:
             times = sample(timer, fn, inner, samples, precision, min_point_s, min_samples,
                            max_samples)
         timing = Timing(times, inner, timer.name)
-        timing.conditions = conditions.summary(timing.stats["time_s"], contention_threshold)
+        team_off = best_sample_team_off(times, timer.take_team_off()) \
+            if isinstance(timer, CpuTimer) else None
+        timing.conditions = conditions.summary(timing.stats["time_s"], contention_threshold,
+                                               team_off)
         return timing
 
     return best_run(run, retries, cv_threshold, spread_matters)

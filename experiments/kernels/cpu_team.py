@@ -12,6 +12,9 @@ from __future__ import annotations
 import atexit
 import os
 import threading
+import time
+
+from experiments.core.cpu_time import record_team_call
 
 
 class Team:
@@ -23,6 +26,8 @@ class Team:
         self._start, self._done = threading.Barrier(size), threading.Barrier(size)
         self._job = None
         self._errors: list[BaseException] = []
+        self._took = [(0, 0)] * len(self.cpus)  # each worker's last part: (wall ns, CPU ns)
+        self.tids = [0] * len(self.cpus)  # the workers' thread ids (core/cpu_time.py reads them)
         self._threads = [threading.Thread(target=self._work, args=(i,), daemon=True,
                                           name=f"rooflab-cpu{cpu}")
                          for i, cpu in enumerate(self.cpus)]
@@ -30,6 +35,7 @@ class Team:
             t.start()
 
     def _work(self, i: int) -> None:
+        self.tids[i] = threading.get_native_id()
         if hasattr(os, "sched_setaffinity"):
             try:
                 os.sched_setaffinity(0, {self.cpus[i]})  # 0: this thread (Linux)
@@ -40,10 +46,13 @@ class Team:
             if self._job is None:
                 return
             fn, parts = self._job
+            w0, c0 = time.perf_counter_ns(), time.thread_time_ns()
             try:
                 fn(*parts[i])
             except BaseException as exc:  # re-raised by run() in the caller
                 self._errors.append(exc)
+            c1 = time.thread_time_ns()
+            self._took[i] = (time.perf_counter_ns() - w0, c1 - c0)
             self._done.wait()
 
     def run(self, fn, parts) -> None:
@@ -55,6 +64,9 @@ class Team:
         self._done.wait()
         if self._errors:
             raise self._errors[0]
+        # the call's wall time and its most delayed thread's time off its CPU (core/cpu_time.py)
+        record_team_call(self, max(w for w, _ in self._took),
+                         max(max(0, w - c) for w, c in self._took))
 
     def close(self) -> None:
         if self._threads:

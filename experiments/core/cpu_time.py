@@ -1,0 +1,155 @@
+"""CPU time as Linux counts it, for the conditions of a CPU point (core/conditions.py): jiffies
+of /proc/stat and /proc/self/stat, the CPUs this process may use, their frequency, the load
+average, and the time a CPU team's threads spent off their CPUs (kernels/cpu_team.py). Anything
+unreadable (off Linux) is None."""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from pathlib import Path
+
+
+def _hz() -> int:
+    try:
+        return os.sysconf("SC_CLK_TCK")
+    except (ValueError, OSError, AttributeError):
+        return 100
+
+
+def own_cpus() -> set[int] | None:
+    """The CPUs this process may run on (a job pinned beside GPU jobs has fewer than all)."""
+    try:
+        return set(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+
+
+def proc_stat(path: str = "/proc/stat", cpus: set[int] | None = None) -> dict | None:
+    """Jiffies of the given CPUs (all of them when None): busy (user, nice, system, irq,
+    softirq), steal, total, and the CPU count. None off Linux."""
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError:
+        return None
+    if not lines or lines[0].split()[0] != "cpu":
+        return None
+    per_cpu = {int(line.split()[0][3:]): line.split() for line in lines
+               if line.startswith("cpu") and line[3:4].isdigit()}
+    chosen = [per_cpu[c] for c in sorted(cpus or ()) if c in per_cpu] if cpus else []
+    rows = chosen or [lines[0].split()]  # the first line sums every CPU
+    # user nice system idle iowait irq softirq steal (guest time is already inside user and nice)
+    v = [sum(int(r[i]) if i < len(r) else 0 for r in rows) for i in range(1, 9)]
+    ncpu = len(chosen) or len(per_cpu) or os.cpu_count() or 1
+    return {"busy": v[0] + v[1] + v[2] + v[5] + v[6], "steal": v[7], "total": sum(v),
+            "ncpu": ncpu}
+
+
+def self_ticks(path: str = "/proc/self/stat") -> int | None:
+    """utime + stime of this process, all its threads, in jiffies."""
+    try:
+        text = Path(path).read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()  # the command name may hold spaces
+    return int(fields[11]) + int(fields[12])  # fields 14 and 15 of proc(5)
+
+
+def cpu_freq_mhz() -> float | None:
+    """Mean current frequency of the CPUs this process may run on (cpufreq, else /proc/cpuinfo)."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = list(range(os.cpu_count() or 1))
+    khz = []
+    for cpu in cpus:
+        try:
+            khz.append(int(Path(f"/sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_cur_freq")
+                           .read_text()))
+        except (OSError, ValueError):
+            break
+    if len(khz) == len(cpus) and khz:
+        return sum(khz) / len(khz) / 1000
+    try:  # VMs often lack cpufreq; cpuinfo's "cpu MHz" is the kernel's estimate
+        mhz = [float(line.split(":")[1]) for line in Path("/proc/cpuinfo").read_text().splitlines()
+               if line.startswith("cpu MHz")]
+    except (OSError, ValueError, IndexError):
+        return None
+    return sum(mhz) / len(mhz) if mhz else None
+
+
+def loadavg() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
+
+
+# -- a CPU team's time off its CPUs -----------------------------------------------------------------
+# A team kernel (kernels/cpu_team.py) waits for its slowest thread: one CPU of 16 taken by another
+# process, or by the VM's host, slows every call while the machine-wide shares above read ~6 %
+# (and jiffies cannot resolve a 0.1 s point's 16 CPUs anyway). Two clocks say where a sample's
+# threads were kept from running, to the nanosecond:
+# - schedstat's run_delay: the time a thread was ready but waited on its run queue (another task
+#   on its CPU), waking at a call's start included. GIL and barrier waits are sleep, not counted;
+# - within a call, each worker's wall time less its thread's CPU time: the CPU clock also leaves
+#   out what a VM's host stole, where the guest's kernel accounts steal (the paravirtual steal
+#   clock of KVM guests), which no run queue shows.
+# A sample's off time: its most delayed worker's (the larger of the two readings), over the
+# sample's wall time. Not the calling thread's run_delay: unpinned, it waits beside a worker
+# while that worker computes (0.4-5 ms of a quiet 2-core VM's 19-ms samples), which delays nothing.
+_TEAM_NS = [0, 0]  # team calls' wall time, their most delayed worker's wall less CPU time
+_LAST_TEAM = [None]  # the team that ran last: its `tids`, the workers' thread ids
+_SCHEDSTAT: dict[int, int | None] = {}  # thread id -> an open schedstat file (pread re-reads it)
+
+
+def record_team_call(team, call_ns: int, off_ns: int) -> None:
+    _TEAM_NS[0] += call_ns
+    _TEAM_NS[1] += off_ns
+    _LAST_TEAM[0] = team
+
+
+def team_ns() -> tuple[int, int]:
+    """(wall ns of every team call so far, the part of it their most delayed thread was off
+    its CPU by its wall and CPU clocks)."""
+    return _TEAM_NS[0], _TEAM_NS[1]
+
+
+def run_delay_ns(tids) -> list[int] | None:
+    """Each thread's time so far waiting on a run queue (ns; /proc/self/task/TID/schedstat's
+    second field), None where any is unreadable. The files stay open: a pread costs ~1 us."""
+    out = []
+    for tid in tids:
+        if tid not in _SCHEDSTAT:
+            try:
+                _SCHEDSTAT[tid] = os.open(f"/proc/self/task/{tid}/schedstat", os.O_RDONLY)
+            except OSError:
+                _SCHEDSTAT[tid] = None
+        try:
+            out.append(int(os.pread(_SCHEDSTAT[tid], 64, 0).split()[1]))
+        except (OSError, TypeError, ValueError, IndexError):
+            return None
+    return out
+
+
+class SampleOffCpu:
+    """Around one sample (start(), then stop()): the share of its wall time that the CPU team
+    which ran in it was kept off its CPUs; NaN where no team ran (torch ops)."""
+
+    def _read(self):
+        team = _LAST_TEAM[0]
+        return team, run_delay_ns(getattr(team, "tids", ())), team_ns(), time.perf_counter_ns()
+
+    def start(self) -> None:
+        self.before = self._read()
+
+    def stop(self) -> float:
+        (team0, delay0, (call0, off0), t0), (team1, delay1, (call1, off1), t1) = \
+            self.before, self._read()
+        if call1 == call0 or t1 <= t0:
+            return math.nan
+        off = off1 - off0
+        if team1 is team0 and delay0 and delay1:  # the same workers at both ends
+            off = max(off, max(b - a for a, b in zip(delay0, delay1)))
+        return off / (t1 - t0)
