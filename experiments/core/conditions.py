@@ -245,9 +245,9 @@ class Conditions:
                 contention_threshold: float | None = None,
                 team_off: float | None = None) -> dict:
         """The row's condition columns; `time_s` (one call's median) apportions the energy;
-        `contention_threshold` None: config/job.yaml's; `team_off`: the off-CPU share of the
-        CPU team's calls in the sample the point is read at (timer.measure), None without a
-        team."""
+        `contention_threshold` None: config/job.yaml's; `team_off`: the share of the fastest
+        sample's time that its CPU team was kept off its CPUs (timer.measure, cpu_time.py),
+        None without a team."""
         if contention_threshold is None:
             from experiments.core.config import job_default
             contention_threshold = job_default("contention_threshold")
@@ -274,8 +274,8 @@ class Conditions:
             # other processes here or, in a VM, its host (steal: the host ran something else on
             # this VM's CPUs; on the 2-core VM 13-32 % of every L2 point's time in one sweep, its
             # L2 read 191 GB/s against 209-217 quiet). Flagged only when a share is above the
-            # threshold by more than its jiffy error. A team's off-CPU share is exact to a few
-            # microseconds a call (the GIL's hand-overs): judged as it is.
+            # threshold by more than its jiffy error. A team's off-CPU share is read in ns, with
+            # no jiffy error: judged as it is (quiet: at most 0.05 on the VM, 0.09 on the node).
             seen = [] if share is None else [
                 share - error > contention_threshold
                 or (steal is not None and steal - error > contention_threshold)]
