@@ -207,10 +207,9 @@ def test_a_samples_off_time_is_its_most_delayed_workers_by_either_clock(monkeypa
     team, delays = Team(), iter([[0, 0], [2_000_000, 5_000_000], [0, 0], [100, 300]])
     monkeypatch.setattr(cpu_time, "run_delay_ns", lambda tids: next(delays))
     clock = iter([0, 20_000_000, 0, 20_000_000, 0, 10_000_000])
-    monkeypatch.setattr(cpu_time.time, "perf_counter_ns", lambda: next(clock))
     monkeypatch.setattr(cpu_time, "_LAST_TEAM", [team])
     monkeypatch.setattr(cpu_time, "_TEAM_NS", [0, 0])
-    watch = cpu_time.SampleOffCpu()
+    watch = cpu_time.SampleOffCpu(clock_ns=lambda: next(clock))
     watch.start()
     cpu_time.record_team_call(team, 20_000_000, 1_000_000)  # 1 ms off within the call
     assert watch.stop() == pytest.approx(5 / 20)  # worker 12 waited 5 ms to run

@@ -137,9 +137,12 @@ class SampleOffCpu:
     """Around one sample (start(), then stop()): the share of its wall time that the CPU team
     which ran in it was kept off its CPUs; NaN where no team ran (torch ops)."""
 
+    def __init__(self, clock_ns=time.perf_counter_ns):
+        self.clock_ns = clock_ns
+
     def _read(self):
         team = _LAST_TEAM[0]
-        return team, run_delay_ns(getattr(team, "tids", ())), team_ns(), time.perf_counter_ns()
+        return team, run_delay_ns(getattr(team, "tids", ())), team_ns(), self.clock_ns()
 
     def start(self) -> None:
         self.before = self._read()
