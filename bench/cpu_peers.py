@@ -324,11 +324,19 @@ def _rounds(build_dir: Path, threads: int, others=(), work: Path | None = None,
         "stream_log": runs[-1]["stream_log"]}
 
 
-def _mm_dtypes() -> tuple[str, ...]:
-    """torch.mm's dtypes here: float16 only where the CPU has half arithmetic (as rooflab's
-    matrix sweep fits it), else torch converts every element and times the conversion."""
+# LLVM features of bfloat16 arithmetic (x86's AVX512-BF16 and AMX, Arm's BF16)
+BF16_FEATURES = ("+avx512bf16", "+amx-bf16", "+bf16")
+
+
+def _mm_dtypes(features: str | None = None) -> tuple[str, ...]:
+    """torch.mm's dtypes here: float16 and bfloat16 only where the CPU has their arithmetic,
+    else torch converts every element and times the conversion (on the 2-core Zen 1 VM, AVX2
+    only, rooflab's bfloat16 GEMM job over n = 2048-8192 ran 12 minutes and was stopped)."""
     from experiments.kernels.cpu_fma_half import native
-    return tuple(d for d in MM_DTYPES if d != "float16" or native())
+    from experiments.kernels.numba_host import target_features
+    flags = (features or target_features()).split(",")
+    has = {"float16": native(features), "bfloat16": any(f in flags for f in BF16_FEATURES)}
+    return tuple(d for d in MM_DTYPES if has.get(d, True))
 
 
 def peers(build_dir: Path, out: Path) -> None:

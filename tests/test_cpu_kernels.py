@@ -198,3 +198,18 @@ def test_arrays_ask_for_huge_pages_only_short_of_the_dram_window():
     huge = cpu_stream.host_empty(2 << 20, torch.float32, huge_pages=True)
     plain = cpu_stream.host_empty(2 << 20, torch.float32, huge_pages=False)
     assert _thp_eligible(huge.data_ptr()) and not _thp_eligible(plain.data_ptr())
+
+
+def test_the_peer_bench_times_half_gemms_only_where_the_cpu_has_their_arithmetic():
+    """bench/cpu_peers.py: torch.mm in float16 / bfloat16 on a CPU without them times the
+    conversion of every element (the Zen 1 VM's bfloat16 job ran 12 minutes)."""
+    import importlib.util
+    from pathlib import Path
+    spec = importlib.util.spec_from_file_location(
+        "cpu_peers", Path(__file__).resolve().parents[1] / "bench" / "cpu_peers.py")
+    peers = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(peers)
+    assert peers._mm_dtypes("+avx2,+fma") == ("float32",)
+    assert peers._mm_dtypes("+avx512f,+avx512bf16,+amx-bf16") == ("float32", "bfloat16")
+    assert peers._mm_dtypes("+avx512f,+avx512bf16,+avx512fp16") == ("float32", "bfloat16",
+                                                                     "float16")
