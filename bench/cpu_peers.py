@@ -334,7 +334,8 @@ def _mm_dtypes(features: str | None = None) -> tuple[str, ...]:
     only, rooflab's bfloat16 GEMM job over n = 2048-8192 ran 12 minutes and was stopped)."""
     from experiments.kernels.cpu_fma_half import native
     from experiments.kernels.numba_host import target_features
-    flags = (features or target_features()).split(",")
+    features = features or target_features()
+    flags = features.split(",")
     has = {"float16": native(features), "bfloat16": any(f in flags for f in BF16_FEATURES)}
     return tuple(d for d in MM_DTYPES if has.get(d, True))
 

@@ -135,7 +135,8 @@ def run_delay_ns(tids) -> list[int] | None:
 
 class SampleOffCpu:
     """Around one sample (start(), then stop()): the share of its wall time that the CPU team
-    which ran in it was kept off its CPUs; NaN where no team ran (torch ops)."""
+    which ran in it was kept off its CPUs; NaN where no team ran (torch ops). stop() also
+    starts the next sample, so back-to-back samples read the counters once between them."""
 
     def __init__(self, clock_ns=time.perf_counter_ns):
         self.clock_ns = clock_ns
@@ -148,8 +149,8 @@ class SampleOffCpu:
         self.before = self._read()
 
     def stop(self) -> float:
-        (team0, delay0, (call0, off0), t0), (team1, delay1, (call1, off1), t1) = \
-            self.before, self._read()
+        (team0, delay0, (call0, off0), t0) = self.before
+        self.before = (team1, delay1, (call1, off1), t1) = self._read()
         if call1 == call0 or t1 <= t0:
             return math.nan
         off = off1 - off0

@@ -130,8 +130,8 @@ class CpuTimer:
         out = np.empty(samples)
         calls = getattr(self, "_calls", 0)  # i runs on across samples and runs: every buffer
         watch = SampleOffCpu()
+        watch.start()
         for s in range(samples):             # rotates in
-            watch.start()
             t0 = self.clock()
             for i in range(calls + s * inner, calls + (s + 1) * inner):
                 fn(i)
