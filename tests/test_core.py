@@ -231,3 +231,30 @@ def test_the_slow_point_guard_skips_by_the_best_rates_so_far():
     guard.update({"status": "error", "flops": 1e9, "bytes": 1e6, "time_s": 1e-9})  # not learnt
     assert guard.skip(2e12, 1e6) is not None
 
+
+def test_the_slow_point_guard_scales_by_the_last_points_shortfall():
+    """A rate that falls with size (an emulated dtype out of cache) predicts from the last point,
+    not from the small size's best: the Zen 1 VM's bfloat16 GEMM, 1.78 GFLOP/s at n = 256, 1.02
+    at 512, skips 1024 (predicted 2.1 s; the best rate alone said 1.2 s, and it took 3.2)."""
+    from experiments.core.budget import SlowPointGuard
+
+    def gemm(n, gflops):
+        return {"status": "ok", "flops": 2.0 * n**3, "bytes": 6.0 * n * n,
+                "time_s": 2.0 * n**3 / (gflops * 1e9)}
+
+    guard = SlowPointGuard(max_call_s=1.5)
+    guard.update(gemm(256, 1.78))
+    assert guard.skip(2.0 * 1024**3, 6.0 * 1024**2) is None  # 1.2 s at the best rate
+    guard.update(gemm(512, 1.02))
+    skipped = guard.skip(2.0 * 1024**3, 6.0 * 1024**2)
+    assert skipped is not None and "predicted 2.1 s" in skipped["message"]
+    # rising rates (a GEMM climbing to its roof) predict as before: no shortfall
+    rising = SlowPointGuard(max_call_s=1.5)
+    for n, rate in ((256, 50.0), (512, 60.0), (1024, 65.0)):
+        rising.update(gemm(n, rate))
+    assert rising.shortfall == 1.0
+    assert rising.skip(2.0 * 2048**3, 6.0 * 2048**2) is None  # 0.26 s
+    # a contended point's slowness is not its size's: it moves no shortfall
+    guard.update(gemm(512, 1.78) | {"time_s": 10.0, "contended": True})
+    assert guard.shortfall == pytest.approx(1.78 / 1.02)  # 512's, unchanged
+

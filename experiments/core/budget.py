@@ -22,28 +22,39 @@ def rotation_copies(set_bytes: float, llc_bytes: float, rotate_bytes_factor: flo
 
 class SlowPointGuard:
     """Skips a point whose predicted call is longer than max_call_s. The prediction is this job's
-    roofline so far: max(FLOPs / best FLOP/s, bytes / best byte/s) over the points measured ok.
+    roofline so far, max(FLOPs / best FLOP/s, bytes / best byte/s) over the points measured ok,
+    times how far the last clean point fell short of that roofline: a small size's rate, in
+    cache, must not stand for a larger one's (the Zen 1 VM's emulated bfloat16 GEMM: 1.8 GFLOP/s
+    at n = 256, 1.0 at 512, and a 1024 predicted at 1.2 s took 3.2 s a call, 22 s its point).
     Points run smallest first, so the rates climb towards the device's ceilings; a guard for slow
     CPUs (fp16 on a CPU without fp16 units), not a model."""
 
     def __init__(self, max_call_s: float):
         self.max_call_s, self.flop_rate, self.byte_rate = max_call_s, 0.0, 0.0
+        self.shortfall = 1.0  # the last clean point's time over the roofline's (>= 1)
+
+    def _roofline_s(self, flops: float, nbytes: float) -> float:
+        return max(flops / self.flop_rate if self.flop_rate else 0.0,
+                   nbytes / self.byte_rate if self.byte_rate else 0.0)
 
     def skip(self, flops: float, nbytes: float) -> dict | None:
         """The skipped row's status and message if the point would take too long, else None."""
-        predicted = max(flops / self.flop_rate if self.flop_rate else 0.0,
-                        nbytes / self.byte_rate if self.byte_rate else 0.0)
+        predicted = self._roofline_s(flops, nbytes) * self.shortfall
         if predicted > self.max_call_s:
             return {"status": "skipped",
-                    "message": f"predicted {predicted:.2g} s per call at this job's best rates so "
+                    "message": f"predicted {predicted:.2g} s per call at this job's rates so "
                                f"far > max_call_s={self.max_call_s}"}
         return None
 
     def update(self, row: dict) -> None:
-        """Learn from a measured row (only an ok one with a time counts)."""
+        """Learn from a measured row (only an ok one with a time counts; a contended one's time
+        moves no shortfall: another process slowed it, not its size)."""
         if row.get("status") == "ok" and row.get("time_s"):
             self.flop_rate = max(self.flop_rate, row["flops"] / row["time_s"])
             self.byte_rate = max(self.byte_rate, row["bytes"] / row["time_s"])
+            if not row.get("contended"):
+                roof = self._roofline_s(row["flops"], row["bytes"])
+                self.shortfall = max(1.0, row["time_s"] / roof) if roof else 1.0
 
     def point(self, ctx, base: dict, body) -> dict:
         """ctx.point(base, body), unless the guard skips it; `base` holds flops and bytes."""
