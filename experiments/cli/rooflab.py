@@ -154,9 +154,18 @@ def run(args, extra: list[str]) -> int:
                                          if a.startswith("results=")), "results"))
     if status == 0 and not {"-n", "--dry-run", "--dryrun"} & set(extra) \
             and (results / "report.html").is_file():
-        from experiments.report.summary import summary
-        print(summary(results, detail=args.claims))
+        print(_summary(results, args.claims))
     return status
+
+
+def _summary(results: Path, detail: bool) -> str:
+    """The report step's summary.txt, where it is as new as the report (the analysis is not
+    loaded again); else computed."""
+    written, report = results / "summary.txt", results / "report.html"
+    if not detail and written.is_file() and written.stat().st_mtime >= report.stat().st_mtime:
+        return written.read_text().rstrip("\n")
+    from experiments.report.summary import summary
+    return summary(results, detail=detail)
 
 
 def report(args) -> int:

@@ -12,7 +12,7 @@
         --outdir results/figures
     python -m experiments.analysis report DATASET --ceilings C --knees K --claims CL
         --placements P --workload-knees WK --datasheet-predictions DP --figures DIR
-        --out report.html
+        --out report.html [--summary summary.txt]
 
 DATASET is the merged file `collect` writes (results/measurements.parquet). The command is
 experiments/analysis/__main__.py's name; its code lives here, with the steps it runs."""
@@ -41,7 +41,9 @@ OPTIONAL = {("claims", "claims"): "writes claims.parquet here; without it, only 
                                               "it, they are not computed",
             ("placements", "datasheet_predictions"): "writes every call predicted on the "
                                                      "datasheet devices here; without it, not "
-                                                     "computed"}
+                                                     "computed",
+            ("report", "summary"): "writes the one-screen summary (ceilings, claims tally) "
+                                   "here; without it, not written"}
 
 
 def parser() -> argparse.ArgumentParser:

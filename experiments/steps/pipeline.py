@@ -10,7 +10,7 @@
     figures   dataset, ceilings, knees, decode model, datasheets -> figures/ (SVG, index.json)
     report    dataset, ceilings, knees, claims, placements, workload knees, datasheet predictions,
               datasheets, figures -> report.html (it renders: it computes nothing a step before
-              it writes)
+              it writes), summary.txt (what `rooflab run` prints at the end)
 
 Everything that runs them reads this table: `python -m experiments.analysis STEP` (its options,
 experiments/steps/command.py), the workflow's aggregate rules (their commands,
@@ -47,6 +47,7 @@ class Files:
     datasheet_predictions: str | None = None
     figures: str | None = None  # a folder
     report: str | None = None
+    summary: str | None = None  # the one-screen summary `rooflab run` prints
     datasheets: str = DATASHEETS
 
     @classmethod
@@ -59,7 +60,8 @@ class Files:
                    workload_knees=f"{r}/workload_knees.parquet",
                    datasheet_predictions=f"{r}/datasheet_predictions.parquet",
                    figures=f"{r}/figures",
-                   report=f"{r}/report.html", datasheets=datasheets or DATASHEETS)
+                   report=f"{r}/report.html", summary=f"{r}/summary.txt",
+                   datasheets=datasheets or DATASHEETS)
 
     def but(self, **changes) -> "Files":
         return replace(self, **changes)
@@ -165,9 +167,15 @@ def _report(f: Files) -> str:
     from experiments.analysis.compute import Placed
     from experiments.report import render
     placed = Placed.read(f.placements, f.workload_knees, f.datasheet_predictions)
-    render.render(_dataset(f), _frame(f.ceilings), _sheets(f), f.figures, _frame(f.claims),
-                  _frame(f.knees), placed, out=f.report)
-    return f"report -> {f.report}"
+    ceilings, claims = _frame(f.ceilings), _frame(f.claims)
+    render.render(_dataset(f), ceilings, _sheets(f), f.figures, claims, _frame(f.knees), placed,
+                  out=f.report)
+    if not f.summary:
+        return f"report -> {f.report}"
+    from experiments.core.store import write_text_atomic
+    from experiments.report import summary
+    write_text_atomic(f.summary, summary.text(ceilings, claims, Path(f.report)) + "\n")
+    return f"report -> {f.report}, its summary -> {f.summary}"
 
 
 @dataclass(frozen=True)
@@ -217,8 +225,8 @@ STEPS: dict[str, Step] = {s.name: s for s in (
          _DATA | {"ceilings": "--ceilings", "knees": "--knees", "claims": "--claims",
                   "placements": "--placements", "workload_knees": "--workload-knees",
                   "datasheet_predictions": "--datasheet-predictions",
-                  "datasheets": "--datasheets", "figures": "--figures"}, {"report": "--out"},
-         _report),
+                  "datasheets": "--datasheets", "figures": "--figures"},
+         {"report": "--out", "summary": "--summary"}, _report),
 )}
 AFTER_COLLECT = tuple(STEPS)  # in order: each reads only what the ones before it wrote
 

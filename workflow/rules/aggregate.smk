@@ -162,6 +162,7 @@ rule report:
             caption="../report/report.rst",
             category="Report",
         ),
+        summary=FILES.summary,  # what `rooflab run` prints at the end
     conda:
         "../../environment.yml"
     log:
