@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 
 from experiments.analysis import datasheets, roofline
 from experiments.analysis.claims.base import (PHYSICAL, NotMeasurable, Result, article_sheet,
@@ -144,10 +145,19 @@ def c11(s):
                   f"matmul: gemm float32 n = {int(row.n)}; {source}; DRAM bandwidth", 1)
 
 
+FIT_COLUMNS = ("dtype", "variant", "flop_per_s", "intensity", "device_kind", "timer", "time_s",
+               "time_s_min")
+
+
 def _peaks_without_each(g, P: float) -> np.ndarray:
     """Per point, the compute roof fitted from the sweep's other points (P where they identify
     none): a roof at the plateau's best point (a CPU's) could never be crossed by the points
     that set it."""
+    # only what fit_roof reads for a roof's value, text as plain objects: a copy of every
+    # column (Arrow-backed text each a take of its own) per refit took most of the claims step
+    # (6 s of a 2-core VM's 7)
+    g = g[[c for c in FIT_COLUMNS if c in g]]
+    g = g.astype({c: object for c in g if pd.api.types.is_string_dtype(g[c])})
     out = []
     for i in g.index:
         c = next((c for c in roofline.fit_roof(g.drop(index=i))
