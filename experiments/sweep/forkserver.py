@@ -125,7 +125,7 @@ def _commit(pending: int, ok: bool) -> int:
 
 def serve(path: str, modules=None, later=None) -> None:
     """Listen on `path`; fork one child per request, after loading `modules` (and `later` between
-    requests; both default to this machine's plan()). Returns when the parent process exits or on
+    requests; both default to warm.plan()'s). Returns when the parent process exits or on
     SIGTERM, ending the jobs still running."""
     if modules is None:
         modules, later = plan()

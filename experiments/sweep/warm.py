@@ -1,5 +1,5 @@
 """What the fork server (forkserver.py) loads and does ahead for its jobs: the modules they import
-(PRELOAD, NUMBA, PRELOAD_LATER: plan() orders them for this machine) and work named as
+(PRELOAD, then PRELOAD_LATER and NUMBA: plan() orders them) and work named as
 "experiments.sweep.warm:<function>". Each function is a generator, one step of work per next():
 the server interleaves the steps with the jobs it forks, so a job asking meanwhile waits for one
 step at most.
@@ -11,8 +11,6 @@ do itself, the same way. Nothing here touches a GPU or starts a thread (the jobs
 from __future__ import annotations
 
 import importlib
-import os
-from pathlib import Path
 
 from experiments.sweep import child
 
@@ -34,10 +32,12 @@ PRELOAD = (
     "experiments.sweep.warm:compose_once", "experiments.sweep.warm:package_metadata",
     "pynvml",  # a GPU job's NVML (imported, not initialised)
 )
-# The numba kernels of a CPU job of bandwidth or intensity, compiled (2.4 s of a 2-core VM):
-# before "ready" on a CPU-only machine, where every job is a CPU job and nothing is loaded while
-# one measures (forkserver.py); after it where there are GPUs, whose jobs the sweep runs first
-# (the measure rule's priority), so the kernels compile beside them, off the start-up (plan()).
+# The numba kernels of a CPU job of bandwidth or intensity, compiled (5.8 s of a 2-core Zen 1
+# VM), last of all: each serves one job (bandwidth's float32 ops, intensity's chain per dtype),
+# so compiling one in the server saves no more than that job would spend on it, while before
+# "ready" they held every job back (the Zen 1 VM's first job started 13.9 s into the run, 8.1 s
+# with them after). The server compiles them while Snakemake finishes its DAG and between jobs;
+# a job that comes first compiles its own. What PRELOAD_LATER imports serves many jobs.
 NUMBA = ("numba", "experiments.sweep.warm:cpu_kernels")
 PRELOAD_LATER = (
     # a workload job: the profiler, and what FlopCounterMode's first call imports (dynamo, sympy:
@@ -79,23 +79,9 @@ def preload(modules=PRELOAD) -> None:
         pass
 
 
-def nvidia_gpus(proc: str = "/proc/driver/nvidia/gpus") -> bool:
-    """Whether CUDA may see an NVIDIA GPU here, read without initialising anything (the server
-    must not touch CUDA): the driver lists one, and CUDA_VISIBLE_DEVICES does not hide them all."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None and visible.strip() in ("", "-1"):
-        return False
-    try:
-        return any(Path(proc).iterdir())
-    except OSError:
-        return False
-
-
-def plan(gpus: bool | None = None) -> tuple[tuple, tuple]:
-    """(what the server loads before "ready", what it loads after): NUMBA's kernels before on a
-    CPU-only machine, first after where GPU jobs run first."""
-    gpus = nvidia_gpus() if gpus is None else gpus
-    return (PRELOAD, NUMBA + PRELOAD_LATER) if gpus else (PRELOAD + NUMBA, PRELOAD_LATER)
+def plan() -> tuple[tuple, tuple]:
+    """(what the server loads before "ready", what it loads after, between jobs)."""
+    return PRELOAD, PRELOAD_LATER + NUMBA
 
 
 JOB_DTYPES = ("float32", "float64")  # the CPU kernels' dtypes (numba has no half arithmetic)

@@ -146,10 +146,10 @@ def job_threads(wildcards):
 
 def measure_priority(wildcards):
     """GPU jobs first, then the CPU's (which take every core, so the two phases never overlap
-    unless cpu_gpu_overlap). The GPU jobs need no numba kernels: the fork server compiles them
-    beside those jobs instead of before the first (sweep/warm.py plan()), and meanwhile loads
-    what workload jobs import (dynamo, sympy): those come last of a GPU's jobs (on the H200 node
-    the first ones, started before it was in, took 4.5-6.4 s to their first row)."""
+    unless cpu_gpu_overlap). Beside the GPU jobs the fork server loads what workload jobs import
+    (dynamo, sympy) and compiles the CPU jobs' numba kernels (sweep/warm.py plan()): workload
+    jobs come last of a GPU's jobs (on the H200 node the first ones, started before dynamo was
+    in, took 4.5-6.4 s to their first row)."""
     if wildcards.device == "cpu":
         return 0
     return 1 if wildcards.experiment == "workload" else 2
