@@ -1,7 +1,8 @@
 """rooflab: measure how a CPU drives a GPU and where each operation sits on the roofline.
 
 The experiments are the modules at this package's top, one per experiment: the list is the
-folder. Each has NAME, DESCRIPTION, Config, run(cfg, ctx) and points(cfg, ctx), and a
+folder. Each has NAME, DESCRIPTION, Config, run(cfg, ctx) and points(cfg, ctx) (and may say
+where a sweep plans no job of it: NOT_ON, NOT_ON_DTYPES, planned()), and a
 config/experiment/<name>.yaml with its defaults. Everything else sits in a room named for what
 it does:
 
@@ -69,6 +70,17 @@ def experiment_config(name: str, config_dir=None, **overrides):
                              yaml_layer(Path(config_dir or CONFIG_DIR, "experiment", f"{name}.yaml")),
                              overrides)
     return OmegaConf.to_object(merged)
+
+
+def planned(name: str, kind: str, dtype: str) -> bool:
+    """Whether a sweep plans a job of experiment `name` on a `kind` device ("cpu", "cuda") in
+    `dtype`: not where its module says no row could measure anything (NOT_ON: the kinds a
+    GPU-only experiment has nothing to time on; NOT_ON_DTYPES: kind -> dtypes no such device has).
+    Such a job run by hand still writes its rows, each saying why; the sweep spares the ~0.6 s of
+    start-up each cost (7 of a 2-core VM's 29 jobs)."""
+    module = experiment(name)
+    return kind not in getattr(module, "NOT_ON", ()) and \
+        dtype not in getattr(module, "NOT_ON_DTYPES", {}).get(kind, ())
 
 
 def holds_all_gpus(name: str) -> bool:

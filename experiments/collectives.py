@@ -58,6 +58,7 @@ from experiments.core.runner import Context  # noqa: E402
 NAME = "collectives"
 DESCRIPTION = "NCCL all-reduce, all-gather, reduce-scatter over all GPUs: algbw and busbw by size"
 ALL_GPUS = True  # the job holds every GPU of its pool (core.runner.run_job)
+NOT_ON = ("cpu",)  # no collective of one: a sweep plans no CPU job
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter")
 NO_GPU = "not measurable here: a CPU job has no GPUs for a collective"

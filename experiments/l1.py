@@ -28,6 +28,7 @@ from experiments.kernels.occupancy import blocks_per_sm
 
 NAME = "l1"
 DESCRIPTION = "each block rereads its own tiles: L1 bandwidth, and where the sets spill to L2"
+NOT_ON = ("cpu",)  # a CPU's L1 is the bandwidth experiment's: a sweep plans no CPU job
 
 # relative error of passes x a float32 sum of the tiles against float64: at most about one
 # rounding per add (loads x 6e-8, under 1e-3 for the sweep's loads); garbage lands near 1

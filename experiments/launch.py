@@ -28,6 +28,7 @@ from experiments.kernels.occupancy import blocks_per_sm
 
 NAME = "launch"
 DESCRIPTION = "fixed work per block vs grid size (0.5 to 4 waves over the SMs) and warps per block"
+NOT_ON = ("cpu",)  # a CPU has no SMs or warps: a sweep plans no CPU job
 
 @dataclass
 class LaunchConfig(ExperimentConfig):

@@ -40,6 +40,7 @@ from experiments.core.runner import Context, Unsupported, WrongResult
 NAME = "peer_copy"
 DESCRIPTION = "GPU-to-GPU copy matrix: every ordered pair, copy engine and SM kernel, uni and bi"
 ALL_GPUS = True  # the job holds every GPU of its pool (core.runner.run_job)
+NOT_ON = ("cpu",)  # no pair of GPUs: a sweep plans no CPU job
 
 METHODS = ("copy_engine", "copy_kernel")
 DIRECTIONS = ("uni", "bi")

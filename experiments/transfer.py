@@ -32,6 +32,7 @@ from experiments.core.timer import CpuTimer
 
 NAME = "transfer"
 DESCRIPTION = "host<->device copies by size, pageable/pinned, blocking or not, vs device bandwidth"
+NOT_ON = ("cpu",)  # no device memory apart from the host's: a sweep plans no CPU job
 
 DIRECTIONS = ("h2d", "d2h")
 MEMORIES = ("pageable", "pinned")

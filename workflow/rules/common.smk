@@ -9,7 +9,7 @@ import sys
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from experiments import holds_all_gpus
+from experiments import holds_all_gpus, planned
 from experiments.core.config import ConfigError, parse_cpus
 from experiments.core.paths import config_dir
 from experiments.sweep.checks import (check_results, check_sweep, check_workloads, coerce_nested,
@@ -68,13 +68,15 @@ for _slug in DEVICES:
 
 
 def grid():
-    """(experiment, device, case) of every measurement job in the sweep: each experiment's dtypes,
-    and each workload's as experiment `workload`, case <workload>-<dtype>."""
+    """(experiment, device, case) of every measurement job in the sweep: each experiment's dtypes
+    (where its module has something to measure: experiments.planned), and each workload's as
+    experiment `workload`, case <workload>-<dtype>."""
     return [
         (exp, dev, dtype)
         for exp, spec in config["experiments"].items()
         for dev in DEVICES
         for dtype in spec["dtypes"]
+        if planned(exp, device_kind(dev), dtype)
     ] + [
         ("workload", dev, f"{name}-{dtype}")
         for name, spec in (config.get("workloads") or {}).items()
