@@ -300,10 +300,22 @@ def roofline_plot(ds: Dataset, ceilings: pd.DataFrame, points: list, title: str 
     return interactive.figure(glance.roofs(ceilings, systems, dtypes or None), points, title)
 
 
+def interactive_parts(ds: Dataset, ceilings: pd.DataFrame, placed: Placed) -> dict:
+    """The interactive roofline as the page embeds it, {"script", "divs"} (Bokeh's components):
+    its own step (experiments/steps/pipeline.py), so that it is built beside the figures and the
+    claims, not after them (4-5 s of a 2-core VM's report step of 7-8)."""
+    mine = workloads.section(placed)
+    script, divs = interactive.embed(
+        {"roofline": roofline_plot(ds, ceilings, mine.get("points", []))})
+    return {"script": script, "divs": divs}
+
+
 def render(ds: Dataset, ceilings: pd.DataFrame, sheets: list, figures_dir,
-           table: pd.DataFrame, knees: pd.DataFrame, placed: Placed, out=None) -> str:
+           table: pd.DataFrame, knees: pd.DataFrame, placed: Placed, out=None,
+           plot: dict | None = None) -> str:
     """Render the report from the claims table, decode knees and workloads (`placed`: the
-    placements step's files, Placed.read) the workflow wrote; writes `out`."""
+    placements step's files, Placed.read) the workflow wrote; writes `out`. `plot`: the
+    interactive roofline's parts (interactive_parts) where a step built them, else built here."""
     figures_dir = Path(figures_dir)
     index = figures_dir / "index.json"
     placeholders = json.loads(index.read_text()) if index.exists() else {}
@@ -315,8 +327,8 @@ def render(ds: Dataset, ceilings: pd.DataFrame, sheets: list, figures_dir,
     mine = workloads.section(placed)
     if mine:
         mine["knees"] = _notes(mine["knees"])
-    plot_script, divs = interactive.embed(
-        {"roofline": roofline_plot(ds, ceilings, mine.get("points", []))})
+    plot = plot if plot is not None else interactive_parts(ds, ceilings, placed)
+    plot_script, divs = plot["script"], plot["divs"]
     fitted, unfitted = _ceiling_table(ceilings, shown, sheets)
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent),
                              autoescape=True, undefined=jinja2.StrictUndefined)

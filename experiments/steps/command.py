@@ -8,11 +8,13 @@
     python -m experiments.analysis placements DATASET --ceilings C --out results/placements.parquet
         --workload-knees results/workload_knees.parquet
         --datasheet-predictions results/datasheet_predictions.parquet
+    python -m experiments.analysis interactive DATASET --ceilings C --placements P
+        --workload-knees WK --datasheet-predictions DP --out results/roofline/interactive.json
     python -m experiments.analysis figures DATASET --ceilings C --knees K --decode-model M
         --outdir results/figures
     python -m experiments.analysis report DATASET --ceilings C --knees K --claims CL
         --placements P --workload-knees WK --datasheet-predictions DP --figures DIR
-        --out report.html [--summary summary.txt]
+        --interactive I --out report.html [--summary summary.txt]
 
 DATASET is the merged file `collect` writes (results/measurements.parquet). The command is
 experiments/analysis/__main__.py's name; its code lives here, with the steps it runs."""
@@ -35,7 +37,8 @@ HELP = {"dataset": "merged measurements (from `collect`)",
         "workload_knees": "workload_knees.parquet (from `placements --workload-knees`)",
         "datasheet_predictions": "datasheet_predictions.parquet (from `placements "
                                  "--datasheet-predictions`)",
-        "figures": "directory holding the figures", "datasheets": "reference devices (YAML)"}
+        "figures": "directory holding the figures", "datasheets": "reference devices (YAML)",
+        "interactive": "interactive.json (from `interactive`)"}
 OPTIONAL = {("claims", "claims"): "writes claims.parquet here; without it, only print",
             ("placements", "workload_knees"): "writes the workloads' batch knees here; without "
                                               "it, they are not computed",

@@ -7,9 +7,11 @@
     placements  dataset, ceilings, datasheets -> placements.parquet (every workload call and op,
               predicted), workload_knees.parquet (each workload's batch knee, measured and
               predicted), datasheet_predictions.parquet (each call on the datasheet devices)
+    interactive  dataset, ceilings, placements, workload knees, datasheet predictions ->
+              roofline/interactive.json (the report's Bokeh roofline, built beside the figures)
     figures   dataset, ceilings, knees, decode model, datasheets -> figures/ (SVG, index.json)
     report    dataset, ceilings, knees, claims, placements, workload knees, datasheet predictions,
-              datasheets, figures -> report.html (it renders: it computes nothing a step before
+              datasheets, figures, interactive -> report.html (it renders: it computes nothing a step before
               it writes), summary.txt (what `rooflab run` prints at the end)
 
 Everything that runs them reads this table: `python -m experiments.analysis STEP` (its options,
@@ -46,6 +48,7 @@ class Files:
     workload_knees: str | None = None
     datasheet_predictions: str | None = None
     figures: str | None = None  # a folder
+    interactive: str | None = None  # the report's interactive roofline, as it embeds it
     report: str | None = None
     summary: str | None = None  # the one-screen summary `rooflab run` prints
     datasheets: str = DATASHEETS
@@ -59,7 +62,7 @@ class Files:
                    claims=f"{r}/claims.parquet", placements=f"{r}/placements.parquet",
                    workload_knees=f"{r}/workload_knees.parquet",
                    datasheet_predictions=f"{r}/datasheet_predictions.parquet",
-                   figures=f"{r}/figures",
+                   figures=f"{r}/figures", interactive=f"{r}/roofline/interactive.json",
                    report=f"{r}/report.html", summary=f"{r}/summary.txt",
                    datasheets=datasheets or DATASHEETS)
 
@@ -163,13 +166,27 @@ def _figures(f: Files) -> str:
                      for name, why in status.items())
 
 
+def _interactive(f: Files) -> str:
+    import json
+
+    from experiments.analysis.compute import Placed
+    from experiments.core.store import write_text_atomic
+    from experiments.report import render
+    placed = Placed.read(f.placements, f.workload_knees, f.datasheet_predictions)
+    parts = render.interactive_parts(_dataset(f), _frame(f.ceilings), placed)
+    write_text_atomic(f.interactive, json.dumps(parts))
+    return f"interactive roofline -> {f.interactive}"
+
+
 def _report(f: Files) -> str:
+    import json
+
     from experiments.analysis.compute import Placed
     from experiments.report import render
     placed = Placed.read(f.placements, f.workload_knees, f.datasheet_predictions)
     ceilings, claims = _frame(f.ceilings), _frame(f.claims)
     render.render(_dataset(f), ceilings, _sheets(f), f.figures, claims, _frame(f.knees), placed,
-                  out=f.report)
+                  out=f.report, plot=json.loads(Path(f.interactive).read_text()))
     if not f.summary:
         return f"report -> {f.report}"
     from experiments.core.store import write_text_atomic
@@ -218,6 +235,11 @@ STEPS: dict[str, Step] = {s.name: s for s in (
          _DATA | {"ceilings": "--ceilings", "datasheets": "--datasheets"},
          {"placements": "--out", "workload_knees": "--workload-knees",
           "datasheet_predictions": "--datasheet-predictions"}, _placements),
+    Step("interactive", "build the report's interactive roofline (Bokeh)",
+         _DATA | {"ceilings": "--ceilings", "placements": "--placements",
+                  "workload_knees": "--workload-knees",
+                  "datasheet_predictions": "--datasheet-predictions"},
+         {"interactive": "--out"}, _interactive),
     Step("figures", "draw every figure (SVG)",
          _DATA | {"ceilings": "--ceilings", "knees": "--knees", "decode_model": "--decode-model",
                   "datasheets": "--datasheets"}, {"figures": "--outdir"}, _figures),
@@ -225,7 +247,8 @@ STEPS: dict[str, Step] = {s.name: s for s in (
          _DATA | {"ceilings": "--ceilings", "knees": "--knees", "claims": "--claims",
                   "placements": "--placements", "workload_knees": "--workload-knees",
                   "datasheet_predictions": "--datasheet-predictions",
-                  "datasheets": "--datasheets", "figures": "--figures"},
+                  "datasheets": "--datasheets", "figures": "--figures",
+                  "interactive": "--interactive"},
          {"report": "--out", "summary": "--summary"}, _report),
 )}
 AFTER_COLLECT = tuple(STEPS)  # in order: each reads only what the ones before it wrote

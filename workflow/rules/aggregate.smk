@@ -1,6 +1,7 @@
 # Collect every measurement file (this run's and the published sets) into one dataset, fit the
 # roofline, predict and measure the decode knees, judge the claims, place the workloads (their
-# batch knees, their predictions on the datasheet devices), draw the figures, render the report.
+# batch knees, their predictions on the datasheet devices), build the interactive roofline, draw
+# the figures, render the report.
 # Each rule is one `python -m experiments.analysis` command, its files and command from the
 # step's one definition (experiments/steps/pipeline.py); the logic lives in experiments/analysis
 # and experiments/report.
@@ -29,6 +30,7 @@ localrules:
     decode_knees,
     claims,
     placements,
+    interactive,
     figures,
     report,
 
@@ -115,6 +117,24 @@ rule placements:
         STEPS["placements"].shell() + " > {log:q} 2>&1"
 
 
+# The report's interactive roofline (Bokeh), built beside the figures and the claims.
+rule interactive:
+    input:
+        dataset=FILES.dataset,
+        ceilings=FILES.ceilings,
+        placements=FILES.placements,
+        workload_knees=FILES.workload_knees,
+        datasheet_predictions=FILES.datasheet_predictions,
+    output:
+        interactive=FILES.interactive,
+    conda:
+        "../../environment.yml"
+    log:
+        f"{RESULTS}/logs/aggregate/interactive.log",
+    shell:
+        STEPS["interactive"].shell() + " > {log:q} 2>&1"
+
+
 rule figures:
     input:
         dataset=FILES.dataset,
@@ -156,6 +176,7 @@ rule report:
         datasheets=FILES.datasheets,
         figures=expand(f"{FILES.figures}/{{name}}.svg", name=FIGURES),
         index=f"{FILES.figures}/index.json",
+        interactive=FILES.interactive,
     output:
         report=report(
             FILES.report,
