@@ -158,6 +158,9 @@ rule figures:
         "../../environment.yml"
     log:
         f"{RESULTS}/logs/aggregate/figures.log",
+    # first of the steps ready with it (claims, interactive): the longest, its figures drawn on
+    # every core (on 2 cores, started after the claims it ended 2 s after the others)
+    priority: 1
     params:
         figures=lambda wildcards, output: os.path.dirname(output.index),
     shell:
