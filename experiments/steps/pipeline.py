@@ -11,8 +11,8 @@
               roofline/interactive.json (the report's Bokeh roofline, built beside the figures)
     figures   dataset, ceilings, knees, decode model, datasheets -> figures/ (SVG, index.json)
     report    dataset, ceilings, knees, claims, placements, workload knees, datasheet predictions,
-              datasheets, figures, interactive -> report.html (it renders: it computes nothing a step before
-              it writes), summary.txt (what `rooflab run` prints at the end)
+              datasheets, figures, interactive -> report.html (it renders: it computes nothing a
+              step before it writes), summary.txt (what `rooflab run` prints at the end)
 
 Everything that runs them reads this table: `python -m experiments.analysis STEP` (its options,
 experiments/steps/command.py), the workflow's aggregate rules (their commands,
