@@ -31,8 +31,10 @@ from experiments.core.runner import Context, Unsupported, WrongResult
 
 NAME = "matmul"
 DESCRIPTION = "square C = A @ B from 256 to 16384 per dtype, with its error against float64"
-# no CPU has either (cpu_supports says why, by hand): a sweep plans no such CPU job
-NOT_ON_DTYPES = {"cpu": ("tf32", "float8_e4m3")}
+# dtypes no CPU has, and why (cpu_supports' rows, by hand): a sweep plans no such CPU job
+NO_CPU_HAS = {"tf32": "TF32 is a mode of NVIDIA tensor cores; a CPU has no TF32 matmul",
+              "float8_e4m3": "no CPU has float8 matrix arithmetic: torch emulates float8 matmul"}
+NOT_ON_DTYPES = {"cpu": tuple(NO_CPU_HAS)}
 
 # arithmetic_error ||C - C64|| / ||C64|| a correct GEMM stays under, C64 computed in float64 from
 # the very inputs the kernel saw: the error of the arithmetic (TF32 rounding, accumulation, output
@@ -130,10 +132,8 @@ def _kernel(ctx: Context, cfg: MatmulConfig):
 def cpu_supports(dtype: str, flags=None) -> None:
     """Raise Unsupported, saying why, for a dtype the CPU has no arithmetic for: torch emulates
     it, and an emulation's rate is no ceiling (float16 read 1-3 GFLOP/s on a 2-core EPYC VM)."""
-    if dtype == "tf32":
-        raise Unsupported("TF32 is a mode of NVIDIA tensor cores; a CPU has no TF32 matmul")
-    if dtype == "float8_e4m3":
-        raise Unsupported("no CPU has float8 matrix arithmetic: torch emulates float8 matmul")
+    if dtype in NO_CPU_HAS:
+        raise Unsupported(NO_CPU_HAS[dtype])
     if dtype == "float16" and not (HALF_ARITHMETIC & (isa_flags() if flags is None else flags)):
         raise Unsupported("this CPU has no half-precision arithmetic (AVX512-FP16, AMX-FP16, ARM "
                           "FP16): torch emulates float16 matmul")
