@@ -88,3 +88,38 @@ def test_a_cpus_dram_ceiling_comes_from_its_own_stream_kernels():
         r["variant"] = "torch"  # no kernels of its own (numba missing): every point counts
     _, table = _fit({"bandwidth": own + half}, dev)
     assert _ceiling(table, "dram_bw").value > 1.25 * dev["dram_bw"]
+
+
+def _levels(**values):
+    """Fitted level rows as fit_levels makes them, smallest level first."""
+    from experiments.analysis.plateaus import ceiling_row
+    return [ceiling_row(name, v, "B/s", "best point", 5, ci=(0.9 * v, v), ws_min=1.0,
+                        ws_max=2.0, capacity_bytes=3.0) for name, v in values.items()]
+
+
+def test_a_cache_level_at_the_next_ones_rate_is_kept_above_dram():
+    """Zen 1 streams from L1 as fast as its L2 fills it (32 bytes a cycle, both): an L1 at or a
+    little above its L2, well above DRAM, is a level of its own, with a note saying it has no
+    step; one below the L2, or an LLC at DRAM's rate, is not."""
+    from experiments.analysis.levels import kept_levels
+    gb = 1e9
+    # the Zen 1 VM's: L1 152, L2 140, L3 100, DRAM 20 GB/s
+    l1, l2, l3, dram = kept_levels(_levels(l1_bw=152 * gb, l2_bw=140 * gb, l3_bw=100 * gb,
+                                           dram_bw=20 * gb))
+    assert l1["value"] == 152 * gb and "no step over the next level: 1.09x" in l1["note"]
+    assert l2["value"] == 140 * gb and not l2.get("note") and l3["value"] == 100 * gb
+    # one a little below (within AT_RATE): at its rate
+    l1, *_ = kept_levels(_levels(l1_bw=139 * gb, l2_bw=140 * gb, l3_bw=100 * gb, dram_bw=20 * gb))
+    assert l1["value"] == 139 * gb and "0.99x" in l1["note"]
+    # an L1 further below its L2 ran slower than the L2 fills it: not its own
+    l1, l2, *_ = kept_levels(_levels(l1_bw=130 * gb, l2_bw=140 * gb, l3_bw=100 * gb,
+                                     dram_bw=20 * gb))
+    assert math.isnan(l1["value"]) and "no plateau of its own" in l1["note"]
+    assert l2["value"] == 140 * gb
+    # an LLC at DRAM's rate is no cache of its own, nor a level at its rate above it
+    l2, llc, dram = kept_levels(_levels(l2_bw=22 * gb, l3_bw=21 * gb, dram_bw=20 * gb))
+    assert math.isnan(l2["value"]) and math.isnan(llc["value"]) and dram["value"] == 20 * gb
+    # without a DRAM value, only a step keeps a level
+    l1, l2 = kept_levels(_levels(l1_bw=152 * gb, l2_bw=140 * gb) + [
+        _levels(dram_bw=math.nan)[0]])[:2]
+    assert math.isnan(l1["value"]) and l2["value"] == 140 * gb

@@ -25,6 +25,9 @@ from experiments.analysis.plateaus import (MIN_POINTS, best_timed, bootstrap_med
                                            missing_row, plateau_value, top_plateau)
 
 STEP = 1.15  # a cache plateau must stand this much above the next level's
+# ...or at least this much of it, to run at its rate (kept_levels): a level's best point moves
+# by 3-4 % from run to run on a quiet 2-core VM (its L2 135-141 GB/s in five fresh clones)
+AT_RATE = 0.95
 RESIDENT, PAST, DRAM_PAST = 0.5, 2.0, 4.0
 # A GPU's L2 is one level shared by every SM: its window reaches the whole capacity, and the top
 # plateau inside it finds where the curve really sits (an H200 moves 5.9 TB/s at 34 MB of its
@@ -165,15 +168,32 @@ def fit_levels(rows: pd.DataFrame, facts: dict, pooled: bool = False) -> list[di
         fitted.append(ceiling_row(name, value, "B/s", f"{method} ({how})", int(plateau.size),
                                   ci=ci, points=pts[inside][top], ws_min=float(on.min()),
                                   ws_max=float(on.max()), capacity_bytes=cap))
-    # Keep a cache level only where the curve steps up above the next (larger) kept level.
+    return kept_levels(fitted)
+
+
+def kept_levels(fitted: list[dict]) -> list[dict]:
+    """Keep a cache level where its plateau steps up STEP above the next (larger) kept level's,
+    or where it runs at that level's rate (AT_RATE) and STEP above DRAM's: caches that the
+    core's own ports bound alike. Zen 1's two address units issue two 16-byte loads or
+    stores a cycle, so its L1 streams 32 bytes a cycle, as fast as its L2 fills it (the 2-core
+    Zen 1 VM: L1 151-153 GB/s, L2 121-148, L3 73-117); such a level says it has no step. A level
+    further below the next's, or no faster than DRAM, has no plateau of its own: its window's points ran
+    at the next level's rate (sizes too small to time, or cache sizes that lie)."""
+    dram = next((r["value"] for r in fitted if r["ceiling"] == "dram_bw"), math.nan)
     kept, below = [], None
     for r in reversed(fitted):
-        if below is not None and not math.isnan(r["value"]) and r["value"] < STEP * below:
+        value = r["value"]
+        if below is None or math.isnan(value) or value >= STEP * below:
+            pass
+        elif value >= AT_RATE * below and value >= STEP * dram:  # no DRAM: False
+            r = r | {"note": f"no step over the next level: {value / below:.2f}x its "
+                             f"{below:.3g} B/s ({value / dram:.1f}x DRAM's)"}
+        else:
             r = missing_row(r["ceiling"], "B/s",
-                            f"no plateau of its own: {r['value']:.3g} B/s is not {STEP:.2f}x "
+                            f"no plateau of its own: {value:.3g} B/s is not {STEP:.2f}x "
                             f"the next level's {below:.3g} B/s") | {
                 k: r[k] for k in ("ws_min", "ws_max", "capacity_bytes")}
-        elif not math.isnan(r["value"]):
+        if not math.isnan(r["value"]):
             below = r["value"]
         kept.append(r)
     return kept[::-1]

@@ -10,8 +10,9 @@ Per system (source, host, device):
   the most (STREAM's headline is its triad: a CPU's copy-like ops also read every line they
   write, traffic no op counts); on a GPU, its window first drops the points faster than 1.1x its
   largest working set's median (still in the L2's shadow).
-  A cache level is kept only if its plateau stands 15 % above the next level's: otherwise the
-  curve shows no step there. Rows of one NUMA node's cores alone give dram_bw_numa<N>.
+  A cache level is kept where its plateau stands 15 % above the next level's, or runs at its
+  rate and 15 % above DRAM's (noted: no step; levels.kept_levels); otherwise it has no plateau
+  of its own. Rows of one NUMA node's cores alone give dram_bw_numa<N>.
 * matrix_flops per dtype: the top plateau of the matmul experiment's FLOP/s; on host-clocked CPU
   points a lone best size counts too, with a note where it is the largest size (a burst, or a
   curve that may still rise: the ceiling is at least that; `fit_top` says why).

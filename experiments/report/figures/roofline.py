@@ -9,6 +9,7 @@ import pandas as pd
 import seaborn as sns
 
 from experiments.analysis import datasheets
+from experiments.analysis.levels import STEP
 from experiments.analysis.units import si
 from experiments.report.figures.common import (NOTE, Grid, bytes_label, ceiling_rows, figure, freeze_layout, legend_below,
                      log_ticks, palette, title, tooltips)
@@ -66,13 +67,19 @@ def roofline(g: Grid):
         ylo, yhi = p.flop_per_s.min() / 3, max([p.flop_per_s.max()] + peaks + list(
             flops.value)) * 2.5
         x = np.logspace(math.log10(xlo), math.log10(xhi), 200)
+        caches = []  # [(value, label)] of cache lines, one label for levels at one rate
         for _, c in bws.sort_values("value").iterrows():
             main = c.ceiling == "dram_bw"
             ax.plot(x, np.minimum(c.value * x, roof), color="black" if main else "0.45",
                     lw=1.6 if main else 1.0, ls="-" if main else "-.", zorder=1)
-            diagonals.append((ax, c.value, roof, 0.55 if main else 0.3,
-                              f"{c.ceiling.split('_')[0].upper()} {si(c.value, 'B/s')}",
-                              "black" if main else "0.35"))
+            text = f"{c.ceiling.split('_')[0].upper()} {si(c.value, 'B/s')}"
+            if main:
+                diagonals.append((ax, c.value, roof, 0.55, text, "black"))
+            elif caches and c.value < STEP * caches[-1][0]:  # kept_levels' pair
+                caches[-1] = (c.value, f"{text}, {caches[-1][1]}")
+            else:
+                caches.append((c.value, text))
+        diagonals += [(ax, v, roof, 0.3, text, "0.35") for v, text in caches]
         labels = []
         for _, c in flops.iterrows():
             dtype = c["dtype"]  # (c.dtype would be the Series' own dtype)
