@@ -176,9 +176,10 @@ def kept_levels(fitted: list[dict]) -> list[dict]:
     or where it runs at that level's rate (AT_RATE) and STEP above DRAM's: caches that the
     core's own ports bound alike. Zen 1's two address units issue two 16-byte loads or
     stores a cycle, so its L1 streams 32 bytes a cycle, as fast as its L2 fills it (the 2-core
-    Zen 1 VM: L1 151-153 GB/s, L2 121-148, L3 73-117); such a level says it has no step. A level
-    further below the next's, or no faster than DRAM, has no plateau of its own: its window's points ran
-    at the next level's rate (sizes too small to time, or cache sizes that lie)."""
+    Zen 1 VM: L1 151-153 GB/s, L2 121-148, L3 73-117); such a level says it has no step. A
+    level further below the next's, or no faster than DRAM, has no plateau of its own: its
+    window's points ran at the next level's rate (sizes too small to time, or cache sizes that
+    lie)."""
     dram = next((r["value"] for r in fitted if r["ceiling"] == "dram_bw"), math.nan)
     kept, below = [], None
     for r in reversed(fitted):

@@ -41,8 +41,9 @@ from scipy import optimize
 
 from experiments.analysis.dataset import Dataset, ok
 from experiments.analysis.gemm import fit_top
-from experiments.analysis.levels import (DRAM_PAST, PAST, RESIDENT, RESIDENT_GPU, STEP,  # noqa: F401
-                                         cache_windows, fit_bandwidth, fit_l1, l1_step, resident)
+from experiments.analysis.levels import (AT_RATE, DRAM_PAST, PAST, RESIDENT,  # noqa: F401
+                                         RESIDENT_GPU, STEP, cache_windows, fit_bandwidth, fit_l1,
+                                         l1_step, resident)
 from experiments.analysis.plateaus import (CONDITIONS, HOST_CLOCK, MIN_POINTS, TOP,  # noqa: F401
                                            best_timed, bootstrap_median, ceiling_row as _row,
                                            missing_row as _missing, plateau_value, top_plateau,
