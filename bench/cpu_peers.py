@@ -324,19 +324,14 @@ def _rounds(build_dir: Path, threads: int, others=(), work: Path | None = None,
         "stream_log": runs[-1]["stream_log"]}
 
 
-# LLVM features of bfloat16 arithmetic (x86's AVX512-BF16 and AMX, Arm's BF16)
-BF16_FEATURES = ("+avx512bf16", "+amx-bf16", "+bf16")
-
-
-def _mm_dtypes(features: str | None = None) -> tuple[str, ...]:
-    """torch.mm's dtypes here: float16 and bfloat16 only where the CPU has their arithmetic,
-    else torch converts every element and times the conversion (on the 2-core Zen 1 VM, AVX2
-    only, rooflab's bfloat16 GEMM job over n = 2048-8192 ran 12 minutes and was stopped)."""
-    from experiments.kernels.cpu_fma_half import native
-    from experiments.kernels.numba_host import target_features
-    features = features or target_features()
-    flags = features.split(",")
-    has = {"float16": native(features), "bfloat16": any(f in flags for f in BF16_FEATURES)}
+def _mm_dtypes(flags: set[str] | None = None) -> tuple[str, ...]:
+    """torch.mm's dtypes here: float16 and bfloat16 only where the CPU has their arithmetic (its
+    ISA flags, as matmul.cpu_supports reads them), else torch converts every element and times
+    the conversion (on the 2-core Zen 1 VM, AVX2 only, rooflab's bfloat16 GEMM job over n =
+    2048-8192 ran 12 minutes and was stopped)."""
+    from experiments.core.cpus import BF16_ARITHMETIC, HALF_ARITHMETIC, isa_flags
+    flags = isa_flags() if flags is None else flags
+    has = {"float16": bool(HALF_ARITHMETIC & flags), "bfloat16": bool(BF16_ARITHMETIC & flags)}
     return tuple(d for d in MM_DTYPES if has.get(d, True))
 
 

@@ -209,7 +209,8 @@ def test_the_peer_bench_times_half_gemms_only_where_the_cpu_has_their_arithmetic
         "cpu_peers", Path(__file__).resolve().parents[1] / "bench" / "cpu_peers.py")
     peers = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(peers)
-    assert peers._mm_dtypes("+avx2,+fma") == ("float32",)
-    assert peers._mm_dtypes("+avx512f,+avx512bf16,+amx-bf16") == ("float32", "bfloat16")
-    assert peers._mm_dtypes("+avx512f,+avx512bf16,+avx512fp16") == ("float32", "bfloat16",
-                                                                     "float16")
+    assert peers._mm_dtypes({"avx2", "fma"}) == ("float32",)  # the Zen 1 VM
+    assert peers._mm_dtypes({"avx512f", "avx512_bf16"}) == ("float32", "bfloat16")  # a Zen 4
+    assert peers._mm_dtypes({"avx512f", "avx512_bf16", "amx_bf16", "avx512_fp16"}) == (
+        "float32", "bfloat16", "float16")  # Sapphire Rapids
+    assert peers._mm_dtypes({"asimd", "asimdhp", "bf16"}) == ("float32", "bfloat16", "float16")

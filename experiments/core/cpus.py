@@ -174,3 +174,5 @@ def isa_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> set[str]:
 
 # ISA flags of half-precision arithmetic: x86 AVX512-FP16 or AMX-FP16, ARM FP16 (fphp/asimdhp)
 HALF_ARITHMETIC = {"avx512_fp16", "amx_fp16", "fphp", "asimdhp"}
+# ...and of bfloat16 arithmetic: x86 AVX512-BF16 or AMX-BF16, ARM BF16
+BF16_ARITHMETIC = {"avx512_bf16", "amx_bf16", "bf16"}
