@@ -26,8 +26,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# the GEMM dtypes compared with torch.mm (float16 only where the CPU has half arithmetic)
+# the GEMM dtypes compared with torch.mm (float16 only where the CPU has half arithmetic), and
+# torch.mm's sizes, as a user's own comparison would take them
 MM_DTYPES = ("float32", "bfloat16", "float16")
+MM_SIZES = (2048, 4096, 8192)
 sys.path.insert(0, str(ROOT))
 
 
@@ -164,7 +166,7 @@ def mm_call_times(a, b, out=None, secs: float = 1.0) -> list[float]:
     return times
 
 
-def _torch_mm(dtypes=MM_DTYPES, sizes=(2048, 4096, 8192)) -> dict:
+def _torch_mm(dtypes=MM_DTYPES, sizes=MM_SIZES) -> dict:
     """The best FLOP/s of torch.mm over `sizes` (its default threads: all of this process's
     CPUs), at least 3 calls and 1 s per size; a size whose call would pass 10 s is left out.
     Beside it the median call at the best call's size (`_median`): a best far above its median
@@ -208,7 +210,6 @@ def _torch_mm(dtypes=MM_DTYPES, sizes=(2048, 4096, 8192)) -> dict:
 # peer): on a node whose sweep took 230 s, five did not finish within a device call's 600 s (four
 # took over 340 s).
 ROUNDS = int(os.environ.get("ROUNDS", 3))
-MM_SIZES = (2048, 4096, 8192)
 
 
 def _override(value) -> str:
@@ -272,10 +273,9 @@ def _best_flops(work: Path, name: str, experiment: str, dtype: str, **settings) 
 
 
 def _rooflab_mm(work: Path, k: int, dtypes) -> dict:
-    """The best FLOP/s of rooflab's GEMM points per dtype over torch.mm's sizes (those within
-    the sweep's max_call_s): the matrix ceiling's statistic."""
-    return {f"rooflab_mm_{d}": _best_flops(work, f"mm_{d}_{k}", "matmul", d, sizes=list(MM_SIZES))
-            for d in dtypes}
+    """The best FLOP/s of rooflab's GEMM points per dtype over the sweep's sizes, under its rules
+    (max_call_s, rising_call_s, the plateau's stop): the matrix ceiling's statistic."""
+    return {f"rooflab_mm_{d}": _best_flops(work, f"mm_{d}_{k}", "matmul", d) for d in dtypes}
 
 
 # the FMA chain's compute-bound points (config/config.yaml's CPU intensity sweep ends at 1024),

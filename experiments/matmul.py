@@ -42,6 +42,9 @@ NOT_ON_DTYPES = {"cpu": tuple(NO_CPU_HAS)}
 TOLERANCE = {"float64": 1e-12, "float32": 1e-5, "tf32": 5e-3, "float16": 5e-3,
              "bfloat16": 2e-2, "float8_e4m3": 2e-2}
 OUT_DTYPE = {"float8_e4m3": torch.bfloat16}
+# timed calls of a size past max_call_s that the rising curve let in (rising_call_s): its best
+# of two, not min_samples' five (a 2-core VM's float32 at 4096: 2.3-3.5 s a call)
+RISING_SAMPLES = 2
 
 
 @dataclass
@@ -49,6 +52,12 @@ class MatmulConfig(ExperimentConfig):
     name: str = NAME
     sizes: list[int] = MISSING
     max_call_s: float = MISSING  # skip a size whose predicted single call is longer (slow CPUs)
+    # ...except the next size while the curve still rises (the last clean size gained at least
+    # plateau_gain over the one before it): it runs if predicted under rising_call_s a call,
+    # sampled RISING_SAMPLES calls. The plateau is what the ceiling needs (a 2-core Zen 1 VM's
+    # float32: 47-57 GFLOP/s at n = 2048 and still rising, 4096 predicted 3.1 s a call, where
+    # torch.mm's best over 2048-8192 read 60.9). Up to max_call_s: no such size.
+    rising_call_s: float = MISSING
     check_max: int = MISSING  # check the result against float64 up to this size
     # a point samples at least this long. A GPU's GEMMs are power-bound: a short run times the
     # clock before the power cap pulls it down (an H200's bf16 GEMM read 795 TFLOP/s at 1958 MHz
@@ -72,6 +81,8 @@ class MatmulConfig(ExperimentConfig):
         check_sizes("experiment.sizes", self.sizes)
         if self.max_call_s <= 0:
             raise ValueError(f"experiment.max_call_s={self.max_call_s} must be > 0")
+        if not self.rising_call_s > 0:
+            raise ValueError(f"experiment.rising_call_s={self.rising_call_s} must be > 0")
         if not isinstance(self.plateau_gain, (int, float)) or not self.plateau_gain >= 0:
             raise ValueError(f"experiment.plateau_gain={self.plateau_gain} must be >= 0")
         if not isinstance(self.plateau_flat, int) or self.plateau_flat < 1:
@@ -153,7 +164,7 @@ def error_parts(a, b, c, a_full, b_full) -> dict:
             "arithmetic_error": arithmetic}
 
 
-def _measure(ctx: Context, cfg: MatmulConfig, n: int) -> dict:
+def _measure(ctx: Context, cfg: MatmulConfig, n: int, min_samples: int | None = None) -> dict:
     if ctx.device.type == "cpu":
         cpu_supports(ctx.dtype)
     kernel = _kernel(ctx, cfg)
@@ -175,6 +186,8 @@ def _measure(ctx: Context, cfg: MatmulConfig, n: int) -> dict:
                 raise WrongResult(f"arithmetic error {errors['arithmetic_error']:.3g} "
                                   f"above {TOLERANCE[ctx.dtype]:g}")
         steady = {"min_point_s": cfg.steady_s, "point_budget_s": _point_budget(cfg, ctx)}
+        if min_samples is not None:
+            steady["min_samples"] = min_samples
         stats = ctx.time(lambda i: kernel(*triples[i % sets]), warm_call_s=first_s, **steady)
     params = {"operand_sets": sets, "tf32": ctx.dtype == "tf32",
               "input_rounding_error": errors["input_rounding_error"],
@@ -187,6 +200,9 @@ def _measure(ctx: Context, cfg: MatmulConfig, n: int) -> dict:
 def run(cfg: MatmulConfig, ctx: Context):
     guard = SlowPointGuard(cfg.max_call_s)
     best, flat = None, 0  # the best FLOP/s so far; sizes in a row that gained < plateau_gain
+    # the last clean size gained >= plateau_gain over the clean size before it (not over the
+    # best: a 2-core VM's small sizes burst in cache, float32 at 256 57 GFLOP/s, 40 at 1024)
+    rising, last = False, None
     where = {}
     if ctx.device.type == "cpu":
         from experiments.bandwidth import placement
@@ -201,7 +217,14 @@ def run(cfg: MatmulConfig, ctx: Context):
             yield base | {"status": "skipped", "message": f"the plateau showed: {flat} sizes in "
                           f"a row gained less than {cfg.plateau_gain:.0%} over the best before"}
             continue
-        row = guard.point(ctx, base, lambda n=n: _measure(ctx, cfg, n))
+        past_max = guard.skip(base["flops"], base["bytes"])
+        if rising and past_max and cfg.rising_call_s > cfg.max_call_s:
+            row = guard.point(ctx, base, lambda n=n: _measure(ctx, cfg, n, RISING_SAMPLES),
+                              limit_s=cfg.rising_call_s, limit_name="rising_call_s")
+            if row["status"] == "ok":
+                row["params"] = (row.get("params") or {}) | {"past_max_call_s": True}
+        else:
+            row = guard.point(ctx, base, lambda n=n: _measure(ctx, cfg, n))
         if where:
             row["params"] = (row.get("params") or {}) | where
         # only clean rows count either way: a contended (or a GPU's noisy) one neither gains
@@ -213,8 +236,9 @@ def run(cfg: MatmulConfig, ctx: Context):
             new = 2.0 * n**3 / row["time_s_min" if cpu else "time_s"]
             # a drop counts as no gain: past the plateau a CPU's GEMM falls off (a 16-core
             # Xeon's bf16: 3.8 TFLOP/s at 2048, 3.7 at 4096 and 8192, 3.3 at 10240)
+            rising = last is not None and new >= last * (1 + cfg.plateau_gain)
             flat = 0 if best is None or new >= best * (1 + cfg.plateau_gain) else flat + 1
-            best = max(best or 0.0, new)
+            best, last = max(best or 0.0, new), new
         yield row
 
 
@@ -231,5 +255,7 @@ def _point_budget(cfg: MatmulConfig, ctx: Context) -> float:
 
 
 def sampling_s(cfg: MatmulConfig, ctx: Context) -> float:
-    """Seconds the points sample at most, before warm-ups (the job's start line)."""
-    return len(cfg.sizes) * _point_budget(cfg, ctx)
+    """Seconds the points sample at most, before warm-ups (the job's start line): one size may be
+    a rising one past max_call_s (RISING_SAMPLES calls of up to rising_call_s)."""
+    rising = RISING_SAMPLES * cfg.rising_call_s if cfg.rising_call_s > cfg.max_call_s else 0.0
+    return len(cfg.sizes) * _point_budget(cfg, ctx) + rising

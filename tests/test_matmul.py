@@ -107,7 +107,8 @@ def test_a_size_predicted_past_the_time_limit_is_skipped(run_experiment):
     assert "max_call_s" in rows.message.iloc[1] and np.isnan(rows.time_s.iloc[1])
 
 
-@pytest.mark.parametrize("key, value", [("max_call_s", 0), ("plateau_flat", 0),
+@pytest.mark.parametrize("key, value", [("max_call_s", 0), ("rising_call_s", 0),
+                                        ("plateau_flat", 0),
                                         ("plateau_past", -1),
                                         ("rotate_bytes_factor", -1), ("steady_s", -0.1)])
 def test_bad_settings_are_rejected_by_name(run_experiment, key, value):
@@ -164,6 +165,43 @@ def test_no_size_up_to_plateau_past_is_skipped():
     rate.update({2048: 2.19, 4096: 2.16, 8192: 1.86})
     rows = list(matmul.run(cfg, ctx))
     assert [r["status"] for r in rows][-1] == "skipped"
+
+
+@pytest.mark.parametrize("at_2048, statuses, limit", [
+    (47, ["ok"] * 5 + ["skipped"], "rising_call_s"),  # 1024 -> 2048 rose: 4096 runs, 8192 not
+    (41, ["ok"] * 4 + ["skipped"] * 2, "max_call_s")])  # 41 < 1.05 x 40: no rise, no 4096
+def test_a_size_past_max_call_s_runs_while_the_curve_still_rises(monkeypatch, at_2048, statuses,
+                                                                 limit):
+    """The 2-core Zen 1 VM's float32 (GFLOP/s at each size's best call, 22:05 UTC 2026-12-04):
+    a burst at 256 tops them, but 1024 -> 2048 still rose, so 4096 (predicted 2.9 s a call,
+    past max_call_s 1.5, under rising_call_s 4) runs on RISING_SAMPLES calls; 8192 (8x) does
+    not. Where 2048 gained under plateau_gain over 1024, max_call_s stops the sweep as before."""
+    from types import SimpleNamespace
+    from experiments import matmul
+    sizes = [256, 512, 1024, 2048, 4096, 8192]
+    rate = dict(zip(sizes, [57e9, 48e9, 40e9, at_2048 * 1e9, 55e9, 56e9]))
+    asked = {}
+
+    def measure(ctx, cfg, n, min_samples=None):
+        asked[n] = min_samples
+        t = 2.0 * n**3 / rate[n]
+        return {"time_s": t, "time_s_min": t}
+
+    monkeypatch.setattr(matmul, "_measure", measure)
+    ctx = SimpleNamespace(device=SimpleNamespace(type="cpu"), dtype="float32",
+                          point=lambda base, body: base | {"status": "ok"} | body())
+    cfg = SimpleNamespace(sizes=sizes, max_call_s=1.5, rising_call_s=4.0, plateau_gain=0.05,
+                          plateau_flat=2, plateau_past=8192)
+    rows = list(matmul.run(cfg, ctx))
+    assert [r["status"] for r in rows] == statuses
+    assert limit in rows[-1]["message"]
+    ran = {r["n"]: r for r in rows if r["status"] == "ok"}
+    assert all(asked[n] is None for n in (256, 512, 1024, 2048))
+    if 4096 in ran:
+        assert asked[4096] == matmul.RISING_SAMPLES and ran[4096]["params"]["past_max_call_s"]
+    # rising_call_s at max_call_s: no size past it, however the curve rises
+    cfg.rising_call_s = cfg.max_call_s
+    assert [r["status"] for r in matmul.run(cfg, ctx)][4] == "skipped"
 
 
 def test_a_cpus_plateau_is_judged_at_each_sizes_best_call():

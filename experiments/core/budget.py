@@ -37,13 +37,16 @@ class SlowPointGuard:
         return max(flops / self.flop_rate if self.flop_rate else 0.0,
                    nbytes / self.byte_rate if self.byte_rate else 0.0)
 
-    def skip(self, flops: float, nbytes: float) -> dict | None:
-        """The skipped row's status and message if the point would take too long, else None."""
+    def skip(self, flops: float, nbytes: float, limit_s: float | None = None,
+             limit_name: str = "max_call_s") -> dict | None:
+        """The skipped row's status and message if the point would take longer than `limit_s`
+        a call (max_call_s unless given), else None."""
+        limit_s = self.max_call_s if limit_s is None else limit_s
         predicted = self._roofline_s(flops, nbytes) * self.shortfall
-        if predicted > self.max_call_s:
+        if predicted > limit_s:
             return {"status": "skipped",
                     "message": f"predicted {predicted:.2g} s per call at this job's rates so "
-                               f"far > max_call_s={self.max_call_s}"}
+                               f"far > {limit_name}={limit_s}"}
         return None
 
     def update(self, row: dict) -> None:
@@ -56,9 +59,10 @@ class SlowPointGuard:
                 roof = self._roofline_s(row["flops"], row["bytes"])
                 self.shortfall = max(1.0, row["time_s"] / roof) if roof else 1.0
 
-    def point(self, ctx, base: dict, body) -> dict:
-        """ctx.point(base, body), unless the guard skips it; `base` holds flops and bytes."""
-        if skipped := self.skip(base["flops"], base["bytes"]):
+    def point(self, ctx, base: dict, body, **limit) -> dict:
+        """ctx.point(base, body), unless the guard skips it; `base` holds flops and bytes;
+        `limit`: skip()'s limit_s and limit_name."""
+        if skipped := self.skip(base["flops"], base["bytes"], **limit):
             return base | skipped
         row = ctx.point(base, body)
         self.update(row)
