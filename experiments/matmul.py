@@ -55,8 +55,8 @@ class MatmulConfig(ExperimentConfig):
     # ...except the next size while the curve still rises (the last clean size gained at least
     # plateau_gain over the one before it): it runs if predicted under rising_call_s a call,
     # sampled RISING_SAMPLES calls. The plateau is what the ceiling needs (a 2-core Zen 1 VM's
-    # float32: 47-57 GFLOP/s at n = 2048 and still rising, 4096 predicted 3.1 s a call, where
-    # torch.mm's best over 2048-8192 read 60.9). Up to max_call_s: no such size.
+    # float32: 40 GFLOP/s at n = 1024, 47 at 2048, 4096 predicted 3.1 s a call and skipped,
+    # where torch.mm read its best, 60.9). Up to max_call_s: no such size.
     rising_call_s: float = MISSING
     check_max: int = MISSING  # check the result against float64 up to this size
     # a point samples at least this long. A GPU's GEMMs are power-bound: a short run times the
