@@ -53,10 +53,10 @@ class MatmulConfig(ExperimentConfig):
     sizes: list[int] = MISSING
     max_call_s: float = MISSING  # skip a size whose predicted single call is longer (slow CPUs)
     # ...except the next size while the curve still rises (the last clean size gained at least
-    # plateau_gain over the one before it): it runs if predicted under rising_call_s a call,
-    # sampled RISING_SAMPLES calls. The plateau is what the ceiling needs (a 2-core Zen 1 VM's
-    # float32: 40 GFLOP/s at n = 1024, 47 at 2048, 4096 predicted 3.1 s a call and skipped,
-    # where torch.mm read its best, 60.9). Up to max_call_s: no such size.
+    # plateau_gain over the one before it, and is the best so far): it runs if predicted under
+    # rising_call_s a call, sampled RISING_SAMPLES calls. The plateau is what the ceiling needs
+    # (a 2-core Zen 1 VM's float32 stopped at n = 2048 in every run, 4096 predicted 3.1-3.3 s a
+    # call, where torch.mm read its best, 60.9 GFLOP/s). Up to max_call_s: no such size.
     rising_call_s: float = MISSING
     check_max: int = MISSING  # check the result against float64 up to this size
     # a point samples at least this long. A GPU's GEMMs are power-bound: a short run times the
@@ -200,8 +200,10 @@ def _measure(ctx: Context, cfg: MatmulConfig, n: int, min_samples: int | None = 
 def run(cfg: MatmulConfig, ctx: Context):
     guard = SlowPointGuard(cfg.max_call_s)
     best, flat = None, 0  # the best FLOP/s so far; sizes in a row that gained < plateau_gain
-    # the last clean size gained >= plateau_gain over the clean size before it (not over the
-    # best: a 2-core VM's small sizes burst in cache, float32 at 256 57 GFLOP/s, 40 at 1024)
+    # the curve rises into the call budget's edge: the last clean size gained >= plateau_gain
+    # over the clean size before it and tops every size so far. Only then can a larger size
+    # lift the ceiling (its best point): where a burst tops it (a 2-core VM's float32 at 256 in
+    # cache: 57-71 GFLOP/s, 40-47 at 1024-2048), the next size's seconds buy nothing
     rising, last = False, None
     where = {}
     if ctx.device.type == "cpu":
@@ -236,7 +238,7 @@ def run(cfg: MatmulConfig, ctx: Context):
             new = 2.0 * n**3 / row["time_s_min" if cpu else "time_s"]
             # a drop counts as no gain: past the plateau a CPU's GEMM falls off (a 16-core
             # Xeon's bf16: 3.8 TFLOP/s at 2048, 3.7 at 4096 and 8192, 3.3 at 10240)
-            rising = last is not None and new >= last * (1 + cfg.plateau_gain)
+            rising = last is not None and new >= max(last * (1 + cfg.plateau_gain), best)
             flat = 0 if best is None or new >= best * (1 + cfg.plateau_gain) else flat + 1
             best, last = max(best or 0.0, new), new
         yield row

@@ -167,19 +167,28 @@ def test_no_size_up_to_plateau_past_is_skipped():
     assert [r["status"] for r in rows][-1] == "skipped"
 
 
-@pytest.mark.parametrize("at_2048, statuses, limit", [
-    (47, ["ok"] * 5 + ["skipped"], "rising_call_s"),  # 1024 -> 2048 rose: 4096 runs, 8192 not
-    (41, ["ok"] * 4 + ["skipped"] * 2, "max_call_s")])  # 41 < 1.05 x 40: no rise, no 4096
-def test_a_size_past_max_call_s_runs_while_the_curve_still_rises(monkeypatch, at_2048, statuses,
+@pytest.mark.parametrize("rates, statuses, limit", [
+    # 1024 -> 2048 rose to the best so far: 4096 runs; it rose again, but 8192 (8x) is past
+    # rising_call_s too
+    ([31.5, 32.8, 29.1, 46.3, 55, 56], ["ok"] * 5 + ["skipped"], "rising_call_s"),
+    # ...or 4096 did not rise: 8192 is past max_call_s
+    ([31.5, 32.8, 29.1, 46.3, 45.7, 46], ["ok"] * 5 + ["skipped"], "max_call_s"),
+    # a rise of 17 % that tops 512's 46 by 2 %: a rise all the same
+    ([31.5, 46, 40, 47, 45.7, 46], ["ok"] * 5 + ["skipped"], "max_call_s"),
+    # it rose, but a burst at 256 tops it: 4096 could not lift the ceiling
+    ([57, 48, 40, 47, 55, 56], ["ok"] * 4 + ["skipped"] * 2, "max_call_s"),
+    # the best so far, but 45 gained under 5 % over 44: no rise
+    ([31.5, 32.8, 44, 45, 55, 56], ["ok"] * 4 + ["skipped"] * 2, "max_call_s")])
+def test_a_size_past_max_call_s_runs_while_the_curve_still_rises(monkeypatch, rates, statuses,
                                                                  limit):
-    """The 2-core Zen 1 VM's float32 (GFLOP/s at each size's best call, 22:05 UTC 2026-12-04):
-    a burst at 256 tops them, but 1024 -> 2048 still rose, so 4096 (predicted 2.9 s a call,
-    past max_call_s 1.5, under rising_call_s 4) runs on RISING_SAMPLES calls; 8192 (8x) does
-    not. Where 2048 gained under plateau_gain over 1024, max_call_s stops the sweep as before."""
+    """The 2-core Zen 1 VM's float32, GFLOP/s at each size's best call (the second row its run at
+    00:50 UTC 2026-12-05, the third at 22:05 the day before): where 2048 rose over 1024 to the
+    best so far, 4096 (predicted 3 s a call, past max_call_s 1.5, under rising_call_s 4) runs on
+    RISING_SAMPLES calls; else max_call_s stops the sweep as before."""
     from types import SimpleNamespace
     from experiments import matmul
     sizes = [256, 512, 1024, 2048, 4096, 8192]
-    rate = dict(zip(sizes, [57e9, 48e9, 40e9, at_2048 * 1e9, 55e9, 56e9]))
+    rate = dict(zip(sizes, [r * 1e9 for r in rates]))
     asked = {}
 
     def measure(ctx, cfg, n, min_samples=None):
