@@ -182,7 +182,7 @@ def test_no_size_up_to_plateau_past_is_skipped():
 def test_a_size_past_max_call_s_runs_while_the_curve_still_rises(monkeypatch, rates, statuses,
                                                                  limit):
     """The 2-core Zen 1 VM's float32, GFLOP/s at each size's best call (the second row its run at
-    00:50 UTC 2026-12-05, the third at 22:05 the day before): where 2048 rose over 1024 to the
+    00:50 UTC 2026-12-05, the fourth at 22:05 the day before): where 2048 rose over 1024 to the
     best so far, 4096 (predicted 3 s a call, past max_call_s 1.5, under rising_call_s 4) runs on
     RISING_SAMPLES calls; else max_call_s stops the sweep as before."""
     from types import SimpleNamespace
