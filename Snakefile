@@ -11,13 +11,13 @@ from experiments.sweep import forkserver
 # Jobs fork from one process that has imported torch, pandas and Hydra once (experiments/core/
 # forkserver.py): ~1.5 s of start-up per job saved. Local runs only: a cluster job runs as its
 # own process; ROOFLAB_FORKSERVER=off turns it off. Launched first, so its imports run beside
-# Snakemake's (torch's, below) and its DAG; onstart waits for it, or stops it when the jobs go
-# to a cluster.
+# Snakemake's (torch's: common.smk's sweep checks import the experiment modules) and its DAG;
+# onstart waits for it, or stops it when the jobs go to a cluster.
 if forkserver.runs_jobs(sys.argv) and not (getattr(workflow, "remote_exec", False)
                                            or getattr(workflow, "subprocess_exec", False)):
     forkserver.launch()
 
-from experiments.core.config import yaml_error  # noqa: E402 (imports torch)
+from experiments.core.config import yaml_error  # noqa: E402
 from experiments.sweep.checks import results_problem  # noqa: E402
 from experiments.core.paths import shipped  # noqa: E402
 
