@@ -234,8 +234,9 @@ def test_the_slow_point_guard_skips_by_the_best_rates_so_far():
 
 def test_the_slow_point_guard_scales_by_the_last_points_shortfall():
     """A rate that falls with size (an emulated dtype out of cache) predicts from the last point,
-    not from the small size's best: the Zen 1 VM's bfloat16 GEMM, 1.78 GFLOP/s at n = 256, 1.02
-    at 512, skips 1024 (predicted 2.1 s; the best rate alone said 1.2 s, and it took 3.2)."""
+    not from the small size's best, and from its fall: the Zen 1 VM's bfloat16 GEMM, 1.78 GFLOP/s
+    at n = 256, 1.02 at 512, skips 1024 (predicted 3.7 s; the best rate alone said 1.2 s, the
+    last shortfall alone 2.1 s, and it took 3.2)."""
     from experiments.core.budget import SlowPointGuard
 
     def gemm(n, gflops):
@@ -247,7 +248,7 @@ def test_the_slow_point_guard_scales_by_the_last_points_shortfall():
     assert guard.skip(2.0 * 1024**3, 6.0 * 1024**2) is None  # 1.2 s at the best rate
     guard.update(gemm(512, 1.02))
     skipped = guard.skip(2.0 * 1024**3, 6.0 * 1024**2)
-    assert skipped is not None and "predicted 2.1 s" in skipped["message"]
+    assert skipped is not None and "predicted 3.7 s" in skipped["message"]
     # rising rates (a GEMM climbing to its roof) predict as before: no shortfall
     rising = SlowPointGuard(max_call_s=1.5)
     for n, rate in ((256, 50.0), (512, 60.0), (1024, 65.0)):
@@ -257,6 +258,40 @@ def test_the_slow_point_guard_scales_by_the_last_points_shortfall():
     # a contended point's slowness is not its size's: it moves no shortfall
     guard.update(gemm(512, 1.78) | {"time_s": 10.0, "contended": True})
     assert guard.shortfall == pytest.approx(1.78 / 1.02)  # 512's, unchanged
+    assert guard.growth == pytest.approx(1.78 / 1.02)
+
+
+def test_the_slow_point_guard_follows_a_rate_still_falling():
+    """The shortfall's growth from one size to the next scales the next prediction: the Zen 1
+    VM's bfloat16 GEMM on 2026-12-05 read 1.89 GFLOP/s at 256 and 1.47 at 512; the last shortfall
+    alone predicted 1024 at 1.46 s, under max_call_s (1.5), and 1024 took 3.1 s a call (0.70
+    GFLOP/s), 18 s of the sweep. A rate that rises again resets the growth."""
+    from experiments.core.budget import SlowPointGuard
+
+    def gemm(n, gflops):
+        return {"status": "ok", "flops": 2.0 * n**3, "bytes": 6.0 * n * n,
+                "time_s": 2.0 * n**3 / (gflops * 1e9)}
+
+    n1024 = (2.0 * 1024**3, 6.0 * 1024**2)
+    guard = SlowPointGuard(max_call_s=1.5)
+    guard.update(gemm(256, 1.89))
+    guard.update(gemm(512, 1.47))
+    assert guard.shortfall * 2.0 * 1024**3 / 1.89e9 == pytest.approx(1.46, abs=0.01)  # ran, before
+    skipped = guard.skip(*n1024)
+    assert skipped is not None and "predicted 1.9 s" in skipped["message"]
+    # a dip then a new best (the VM's float32 GEMM: 64.2, 46.6, 66.3 at 256-1024): no growth left
+    dipped = SlowPointGuard(max_call_s=1.5)
+    for n, rate in ((256, 64.2), (512, 46.6)):
+        dipped.update(gemm(n, rate))
+    assert dipped.growth == pytest.approx(64.2 / 46.6)
+    dipped.update(gemm(1024, 66.3))
+    assert dipped.shortfall == 1.0 and dipped.growth == 1.0
+    assert dipped.skip(2.0 * 2048**3, 6.0 * 2048**2) is None  # 0.26 s
+    # a rate falling by the same share twice grows no further than one step's fall
+    steady = SlowPointGuard(max_call_s=100.0)
+    for n, rate in ((256, 2.0), (512, 1.0), (1024, 0.5)):
+        steady.update(gemm(n, rate))
+    assert steady.shortfall == pytest.approx(4.0) and steady.growth == pytest.approx(2.0)
 
 
 

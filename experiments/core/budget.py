@@ -23,15 +23,18 @@ def rotation_copies(set_bytes: float, llc_bytes: float, rotate_bytes_factor: flo
 class SlowPointGuard:
     """Skips a point whose predicted call is longer than max_call_s. The prediction is this job's
     roofline so far, max(FLOPs / best FLOP/s, bytes / best byte/s) over the points measured ok,
-    times how far the last clean point fell short of that roofline: a small size's rate, in
-    cache, must not stand for a larger one's (the Zen 1 VM's emulated bfloat16 GEMM: 1.8 GFLOP/s
-    at n = 256, 1.0 at 512, and a 1024 predicted at 1.2 s took 3.2 s a call, 22 s its point).
-    Points run smallest first, so the rates climb towards the device's ceilings; a guard for slow
-    CPUs (fp16 on a CPU without fp16 units), not a model."""
+    times how far the last clean point fell short of that roofline, and again by as much as that
+    shortfall grew from the clean point before: a small size's rate, in cache, must not stand for
+    a larger one's, nor the last size's for the next while the rate still falls (the Zen 1 VM's
+    emulated bfloat16 GEMM: 1.9 GFLOP/s at n = 256, 1.4-1.5 at 512, 0.7 at 1024; the last
+    shortfall alone predicted 1024 at 1.46 s, under max_call_s's 1.5, and it took 3.1 s a call,
+    18 s its point). Points run smallest first, so the rates climb towards the device's
+    ceilings; a guard for slow CPUs (fp16 on a CPU without fp16 units), not a model."""
 
     def __init__(self, max_call_s: float):
         self.max_call_s, self.flop_rate, self.byte_rate = max_call_s, 0.0, 0.0
         self.shortfall = 1.0  # the last clean point's time over the roofline's (>= 1)
+        self.growth = 1.0  # the last shortfall over the one before it (>= 1: a falling rate)
 
     def _roofline_s(self, flops: float, nbytes: float) -> float:
         return max(flops / self.flop_rate if self.flop_rate else 0.0,
@@ -42,7 +45,7 @@ class SlowPointGuard:
         """The skipped row's status and message if the point would take longer than `limit_s`
         a call (max_call_s unless given), else None."""
         limit_s = self.max_call_s if limit_s is None else limit_s
-        predicted = self._roofline_s(flops, nbytes) * self.shortfall
+        predicted = self._roofline_s(flops, nbytes) * self.shortfall * self.growth
         if predicted > limit_s:
             return {"status": "skipped",
                     "message": f"predicted {predicted:.2g} s per call at this job's rates so "
@@ -57,7 +60,9 @@ class SlowPointGuard:
             self.byte_rate = max(self.byte_rate, row["bytes"] / row["time_s"])
             if not row.get("contended"):
                 roof = self._roofline_s(row["flops"], row["bytes"])
-                self.shortfall = max(1.0, row["time_s"] / roof) if roof else 1.0
+                shortfall = max(1.0, row["time_s"] / roof) if roof else 1.0
+                self.growth = max(1.0, shortfall / self.shortfall)
+                self.shortfall = shortfall
 
     def point(self, ctx, base: dict, body, **limit) -> dict:
         """ctx.point(base, body), unless the guard skips it; `base` holds flops and bytes;
