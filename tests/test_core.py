@@ -220,6 +220,12 @@ def test_rotation_copies_span_the_llc_within_their_bounds():
     assert rotation_copies(1e9, 32e6, 2.0, at_most=16, free_bytes=1e6) == 1  # never fewer than 1
 
 
+def _gemm_row(n, gflops):
+    """A clean GEMM row of size n at `gflops` GFLOP/s, as the slow-point guard learns from it."""
+    return {"status": "ok", "flops": 2.0 * n**3, "bytes": 6.0 * n * n,
+            "time_s": 2.0 * n**3 / (gflops * 1e9)}
+
+
 def test_the_slow_point_guard_skips_by_the_best_rates_so_far():
     from experiments.core.budget import SlowPointGuard
     guard = SlowPointGuard(max_call_s=1.0)
@@ -239,24 +245,20 @@ def test_the_slow_point_guard_scales_by_the_last_points_shortfall():
     last shortfall alone 2.1 s, and it took 3.2)."""
     from experiments.core.budget import SlowPointGuard
 
-    def gemm(n, gflops):
-        return {"status": "ok", "flops": 2.0 * n**3, "bytes": 6.0 * n * n,
-                "time_s": 2.0 * n**3 / (gflops * 1e9)}
-
     guard = SlowPointGuard(max_call_s=1.5)
-    guard.update(gemm(256, 1.78))
+    guard.update(_gemm_row(256, 1.78))
     assert guard.skip(2.0 * 1024**3, 6.0 * 1024**2) is None  # 1.2 s at the best rate
-    guard.update(gemm(512, 1.02))
+    guard.update(_gemm_row(512, 1.02))
     skipped = guard.skip(2.0 * 1024**3, 6.0 * 1024**2)
     assert skipped is not None and "predicted 3.7 s" in skipped["message"]
     # rising rates (a GEMM climbing to its roof) predict as before: no shortfall
     rising = SlowPointGuard(max_call_s=1.5)
     for n, rate in ((256, 50.0), (512, 60.0), (1024, 65.0)):
-        rising.update(gemm(n, rate))
+        rising.update(_gemm_row(n, rate))
     assert rising.shortfall == 1.0
     assert rising.skip(2.0 * 2048**3, 6.0 * 2048**2) is None  # 0.26 s
     # a contended point's slowness is not its size's: it moves no shortfall
-    guard.update(gemm(512, 1.78) | {"time_s": 10.0, "contended": True})
+    guard.update(_gemm_row(512, 1.78) | {"time_s": 10.0, "contended": True})
     assert guard.shortfall == pytest.approx(1.78 / 1.02)  # 512's, unchanged
     assert guard.growth == pytest.approx(1.78 / 1.02)
 
@@ -268,29 +270,25 @@ def test_the_slow_point_guard_follows_a_rate_still_falling():
     GFLOP/s), 18 s of the sweep. A rate that rises again resets the growth."""
     from experiments.core.budget import SlowPointGuard
 
-    def gemm(n, gflops):
-        return {"status": "ok", "flops": 2.0 * n**3, "bytes": 6.0 * n * n,
-                "time_s": 2.0 * n**3 / (gflops * 1e9)}
-
     n1024 = (2.0 * 1024**3, 6.0 * 1024**2)
     guard = SlowPointGuard(max_call_s=1.5)
-    guard.update(gemm(256, 1.89))
-    guard.update(gemm(512, 1.47))
+    guard.update(_gemm_row(256, 1.89))
+    guard.update(_gemm_row(512, 1.47))
     assert guard.shortfall * 2.0 * 1024**3 / 1.89e9 == pytest.approx(1.46, abs=0.01)  # ran, before
     skipped = guard.skip(*n1024)
     assert skipped is not None and "predicted 1.9 s" in skipped["message"]
     # a dip then a new best (the VM's float32 GEMM: 64.2, 46.6, 66.3 at 256-1024): no growth left
     dipped = SlowPointGuard(max_call_s=1.5)
     for n, rate in ((256, 64.2), (512, 46.6)):
-        dipped.update(gemm(n, rate))
+        dipped.update(_gemm_row(n, rate))
     assert dipped.growth == pytest.approx(64.2 / 46.6)
-    dipped.update(gemm(1024, 66.3))
+    dipped.update(_gemm_row(1024, 66.3))
     assert dipped.shortfall == 1.0 and dipped.growth == 1.0
     assert dipped.skip(2.0 * 2048**3, 6.0 * 2048**2) is None  # 0.26 s
     # a rate falling by the same share twice grows no further than one step's fall
     steady = SlowPointGuard(max_call_s=100.0)
     for n, rate in ((256, 2.0), (512, 1.0), (1024, 0.5)):
-        steady.update(gemm(n, rate))
+        steady.update(_gemm_row(n, rate))
     assert steady.shortfall == pytest.approx(4.0) and steady.growth == pytest.approx(2.0)
 
 
