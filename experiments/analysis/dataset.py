@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -262,6 +263,22 @@ def from_rows(rows: list[dict], files: dict | None = None, source: str = RUN) ->
     frame = to_table(rows, {}).to_pandas()
     frame["source"] = source
     return Dataset(add_labels(frame), files or {}).drop_impossible_power()
+
+
+@contextmanager
+def reading(what: str):
+    """Name the rows a step was reading when it raised: `what` joins the exception's
+    `rooflab_rows` (innermost first), which the step's error line quotes."""
+    try:
+        yield
+    except Exception as exc:
+        exc.rooflab_rows = [*getattr(exc, "rooflab_rows", []), what]
+        raise
+
+
+def rows_read(exc: BaseException) -> str:
+    """'matmul rows (7) of AMD EPYC @ vm': the rows `reading` named, outermost first."""
+    return " of ".join(getattr(exc, "rooflab_rows", []))
 
 
 def ok(rows: pd.DataFrame) -> pd.DataFrame:

@@ -17,7 +17,7 @@ import pandas as pd
 from scipy import optimize
 
 from experiments.analysis import roofline
-from experiments.analysis.dataset import Dataset, ok, param
+from experiments.analysis.dataset import Dataset, ok, param, reading
 from experiments.core.parallel import fork_map
 
 N_BOOT = 200
@@ -161,40 +161,41 @@ def predict(ds: Dataset, ceilings: pd.DataFrame, known: dict | None = None):
     known |= dict(zip([key for key, _ in todo], fork_map(_measured_knee, [
         (g.batch.to_numpy(float), g.time_s.to_numpy(float)) for _, g in todo])))
     for (system, dtype, c), g in curves:
-        b = g.batch.to_numpy(float)
-        # bytes(b) = b0 + b1 b: W once, then x and y per sequence
-        b1, b0 = (np.polyfit(b, g.bytes.to_numpy(float), 1) if np.unique(b).size > 1
-                  else (0.0, float(g.bytes.iloc[0])))
-        f1 = float(np.mean(g.flops / g.batch))
-        # the experiment rotates copies of W so that each step streams it: they must all fit
-        copies = param(g, "weight_copies").fillna(1).max()
-        B, bw_name = bandwidth_for(ceilings, system, b0 * copies)
-        P, p_name = compute_for(ceilings, system, dtype)
-        knee = {"system": system, "dtype": dtype, "C": int(c), "bandwidth_Bps": B,
-                "bandwidth_ceiling": bw_name, "compute_flops": P, "compute_ceiling": p_name,
-                "weights_bytes": b0}
-        k, lo, hi, note = known[(system, dtype, c)]
-        knee |= {"measured": k, "measured_low": lo, "measured_high": hi,
-                 "measured_note": note or ""}
-        if B and P:
-            knee |= _predicted(b0, b1, f1, B, P, _bounds(ceilings, system, bw_name, B),
-                               _bounds(ceilings, system, p_name, P, dtype))
-            # the floor of a call: graph-replayed steps cost at least one replayed launch
-            L = roofline.value(ceilings, system, "latency_graph") or 0.0
-            mem, cmp_ = (g.bytes / B).to_numpy(float), (g.flops / P).to_numpy(float)
-            t_pred = np.maximum(L, np.maximum(mem, cmp_))
-            rows.append(pd.DataFrame({
-                "system": system, "dtype": dtype, "C": int(c), "batch": b,
-                "time_s": g.time_s.to_numpy(float), "time_pred": t_pred,
-                "tokens_s": b / g.time_s.to_numpy(float), "tokens_pred": b / t_pred,
-                "bound": np.where(L >= np.maximum(mem, cmp_), "latency",
-                                  np.where(mem >= cmp_, "memory", "compute"))}))
-        else:
-            knee |= {"predicted": math.nan, "predicted_low": math.nan,
-                     "predicted_high": math.nan,
-                     "predicted_note": "no " + ("bandwidth" if not B else f"{dtype} compute")
-                     + " ceiling fitted"}
-        knees.append(knee)
+        with reading(f"the {dtype} decode curve at C = {c} ({len(g)} rows) of {system}"):
+            b = g.batch.to_numpy(float)
+            # bytes(b) = b0 + b1 b: W once, then x and y per sequence
+            b1, b0 = (np.polyfit(b, g.bytes.to_numpy(float), 1) if np.unique(b).size > 1
+                      else (0.0, float(g.bytes.iloc[0])))
+            f1 = float(np.mean(g.flops / g.batch))
+            # the experiment rotates copies of W so that each step streams it: they must all fit
+            copies = param(g, "weight_copies").fillna(1).max()
+            B, bw_name = bandwidth_for(ceilings, system, b0 * copies)
+            P, p_name = compute_for(ceilings, system, dtype)
+            knee = {"system": system, "dtype": dtype, "C": int(c), "bandwidth_Bps": B,
+                    "bandwidth_ceiling": bw_name, "compute_flops": P, "compute_ceiling": p_name,
+                    "weights_bytes": b0}
+            k, lo, hi, note = known[(system, dtype, c)]
+            knee |= {"measured": k, "measured_low": lo, "measured_high": hi,
+                     "measured_note": note or ""}
+            if B and P:
+                knee |= _predicted(b0, b1, f1, B, P, _bounds(ceilings, system, bw_name, B),
+                                   _bounds(ceilings, system, p_name, P, dtype))
+                # the floor of a call: graph-replayed steps cost at least one replayed launch
+                L = roofline.value(ceilings, system, "latency_graph") or 0.0
+                mem, cmp_ = (g.bytes / B).to_numpy(float), (g.flops / P).to_numpy(float)
+                t_pred = np.maximum(L, np.maximum(mem, cmp_))
+                rows.append(pd.DataFrame({
+                    "system": system, "dtype": dtype, "C": int(c), "batch": b,
+                    "time_s": g.time_s.to_numpy(float), "time_pred": t_pred,
+                    "tokens_s": b / g.time_s.to_numpy(float), "tokens_pred": b / t_pred,
+                    "bound": np.where(L >= np.maximum(mem, cmp_), "latency",
+                                      np.where(mem >= cmp_, "memory", "compute"))}))
+            else:
+                knee |= {"predicted": math.nan, "predicted_low": math.nan,
+                         "predicted_high": math.nan,
+                         "predicted_note": "no " + ("bandwidth" if not B else f"{dtype} compute")
+                         + " ceiling fitted"}
+            knees.append(knee)
     cols = ["system", "dtype", "C", "batch", "time_s", "time_pred", "tokens_s", "tokens_pred",
             "bound"]
     per_row = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=cols)

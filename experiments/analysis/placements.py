@@ -8,9 +8,8 @@ in its params) falls back to one roof for the whole call: max(latency, bytes / B
 model_error = measured / predicted - 1: above 0 the call is slower than the roofline allows,
 below 0 faster; above MISS in size, `failed_term` says which term failed.
 
-placement_table() is the workflow's results/placements.parquet: every whole call (`kind` call)
-and every profiled op (`kind` op) with measured, predicted, error, bound and level;
-read_placements() splits it back for the report.
+placement_table(): results/placements.parquet, every whole call (`kind` call) and profiled op
+(`kind` op): measured, predicted, error, bound, level; read_placements() splits it back.
 
 The predicted knee: bytes(b) = b0 + b1 b and FLOPs(b) = f0 + f1 b fitted (least squares) over the
 measured batches; the knee is where FLOPs(b) / P overtakes bytes(b) / B,
@@ -28,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from experiments.analysis import prediction, roofline
+from experiments.analysis.dataset import reading
 from experiments.analysis.knees import compute_for, measured_knee
 from experiments.placement.formulas import MATRIX_OPS
 
@@ -60,8 +60,7 @@ def place_row(row, ceilings: pd.DataFrame, system: str, rows=None) -> dict:
     summed over its ops where the row lists them, else one roof for the whole call. `rows`
     (the dataset's) give the model the system's GEMM and bandwidth curves."""
     flops, nbytes, t = float(row["flops"]), float(row["bytes"]), float(row["time_s"])
-    # device times (graph replay; an op's own time in the profiler) have the graph floor; eager
-    # launches timed from the host have the eager one
+    # device times (graph replay, an op in the profiler): the graph floor; host-timed: eager
     graph = row.get("timer") in ("cuda_event_graph", "torch_profiler")
     pred = roofline.predict(ceilings, system, row["dtype"], flops, nbytes, graph=graph)
     ops = _params(row).get("ops")
@@ -153,10 +152,11 @@ def placements(ds, ceilings: pd.DataFrame) -> pd.DataFrame:
     for _, row in rows.iterrows():
         if row.system not in roof_of:
             continue
-        out.append({"workload": row["op"], "dtype": row["dtype"], "batch": row["batch"],
-                    "flops": row.flops, "bytes": row.bytes, "timer": row.timer}
-                   | place_row(row, ceilings, roof_of[row.system], _all_rows(ds))
-                   | {"system": row.system, "roofline_of": roof_of[row.system]})
+        with reading(f"the {row['op']} call at batch {row['batch']:g} of {row.system}"):
+            out.append({"workload": row["op"], "dtype": row["dtype"], "batch": row["batch"],
+                        "flops": row.flops, "bytes": row.bytes, "timer": row.timer}
+                       | place_row(row, ceilings, roof_of[row.system], _all_rows(ds))
+                       | {"system": row.system, "roofline_of": roof_of[row.system]})
     return pd.DataFrame(out, columns=PLACEMENT_COLUMNS)
 
 
@@ -186,38 +186,40 @@ def op_placements(ds, ceilings: pd.DataFrame) -> pd.DataFrame:
     for _, row in rows.iterrows():
         if row.system not in roof_of:
             continue
-        p = row.params if isinstance(row.params, dict) else json.loads(row.params or "{}")
-        levels = {key: p.get(key, math.nan) for key, _, _ in LEVELS}
-        roof = roof_of[row.system]
-        placed = place_row(row, ceilings, roof) | {"system": row.system}
-        r = _roofs(ceilings, roof, row["dtype"], True, _all_rows(ds), row.system)
-        kind = p.get("kind") or ("matrix" if str(p.get("aten_op")).removeprefix("aten::")
-                                 in MATRIX_OPS else "vector")  # rows before `kind` was kept
-        op = prediction.predict_op(r, row.flops, row.bytes, p.get("cold_bytes"), kind,
-                                   p.get("calls_per_step") or 1,
-                                   levels if p.get("bytes_source") == "ncu" else None,
-                                   exponentials=p.get("exponentials") or 0.0,
-                                   op=p.get("aten_op") or "", shapes=p.get("input_shapes"),
-                                   kernels=p.get("kernels") or 0)
-        error = row.time_s / op["predicted_time_s"] - 1 if op["predicted_time_s"] > 0 \
-            else math.nan
-        out.append({"workload": row["op"], "dtype": row["dtype"], "batch": row["batch"],
-                    "aten_op": p.get("aten_op"), "input_shapes": p.get("input_shapes"),
-                    "time_s": row.time_s, "flops": row.flops, "bytes": row.bytes,
-                    "bytes_source": "gathered rows (shapes)" if "gathered" in op["note"]
-                    else p.get("bytes_source", "counted"), **levels,
-                    "flops_source": p.get("flops_source"),
-                    "measured_bound": measured_bound(ceilings, roof, row["dtype"],
-                                                     row.flops, levels)}
-                   | {k: placed[k] for k in ("system", "intensity", "attained_flop_per_s",
-                                             "attained_byte_per_s", "roof_flop_per_s",
-                                             "fraction_of_roof")}
-                   | {k: op[k] for k in ("bound", "level", "predicted_time_s", "compute_s",
-                                         "memory_s", "latency_s")}
-                   | {"model_error": error,
-                      "predicted_from": prediction.with_curves("", [op["curve"]]),
-                      "failed_term": prediction.failed_term(error, op["bound"], op["level"],
-                                                            p.get("aten_op") or "", op["curve"])})
+        with reading(f"the {row['op']} op row at batch {row['batch']:g} of {row.system}"):
+            p = row.params if isinstance(row.params, dict) else json.loads(row.params or "{}")
+            levels = {key: p.get(key, math.nan) for key, _, _ in LEVELS}
+            roof = roof_of[row.system]
+            placed = place_row(row, ceilings, roof) | {"system": row.system}
+            r = _roofs(ceilings, roof, row["dtype"], True, _all_rows(ds), row.system)
+            kind = p.get("kind") or ("matrix" if str(p.get("aten_op")).removeprefix("aten::")
+                                     in MATRIX_OPS else "vector")  # rows before `kind` was kept
+            op = prediction.predict_op(r, row.flops, row.bytes, p.get("cold_bytes"), kind,
+                                       p.get("calls_per_step") or 1,
+                                       levels if p.get("bytes_source") == "ncu" else None,
+                                       exponentials=p.get("exponentials") or 0.0,
+                                       op=p.get("aten_op") or "", shapes=p.get("input_shapes"),
+                                       kernels=p.get("kernels") or 0)
+            t = op["predicted_time_s"]
+            error = row.time_s / t - 1 if t > 0 else math.nan
+            out.append({"workload": row["op"], "dtype": row["dtype"], "batch": row["batch"],
+                        "aten_op": p.get("aten_op"), "input_shapes": p.get("input_shapes"),
+                        "time_s": row.time_s, "flops": row.flops, "bytes": row.bytes,
+                        "bytes_source": "gathered rows (shapes)" if "gathered" in op["note"]
+                        else p.get("bytes_source", "counted"), **levels,
+                        "flops_source": p.get("flops_source"),
+                        "measured_bound": measured_bound(ceilings, roof, row["dtype"],
+                                                         row.flops, levels)}
+                       | {k: placed[k] for k in ("system", "intensity", "attained_flop_per_s",
+                                                 "attained_byte_per_s", "roof_flop_per_s",
+                                                 "fraction_of_roof")}
+                       | {k: op[k] for k in ("bound", "level", "predicted_time_s", "compute_s",
+                                             "memory_s", "latency_s")}
+                       | {"model_error": error,
+                          "predicted_from": prediction.with_curves("", [op["curve"]]),
+                          "failed_term": prediction.failed_term(
+                              error, op["bound"], op["level"], p.get("aten_op") or "",
+                              op["curve"])})
     table = pd.DataFrame(out, columns=OP_COLUMNS)
     if len(table):
         call = table.groupby(["system", "workload", "dtype", "batch"]).time_s.transform("sum")
@@ -258,33 +260,31 @@ def predicted_knee(b, flops, nbytes, B: float, P: float) -> tuple[float, str]:
 
 
 def knees(ds, ceilings: pd.DataFrame, known: dict | None = None) -> pd.DataFrame:
-    """Per (system, workload, dtype) with >= 3 batch sizes: measured and predicted knees.
-    `known`: measured knees already computed ({(system, workload, dtype): ...}, knees.reused)."""
+    """Per (system, workload, dtype) with >= 3 batch sizes: measured and predicted knees. `known`:
+    measured knees already computed ({(system, workload, dtype): ...}, knees.reused)."""
     known, out = known or {}, []
     w = _rows(ds)
     roof_of = roofline_systems(w, ceilings)
     for (system, name, dtype), g in w.groupby(["system", "op", "dtype"], sort=True):
-        roof = roof_of.get(system, system)
-        g = g.sort_values("batch")
-        b = g.batch.to_numpy(float)
-        if np.unique(b).size < 3:
-            continue
-        k, lo, hi, note = known.get((system, name, dtype)) or measured_knee(
-            b, g.time_s.to_numpy(float))
-        B = roofline.value(ceilings, roof, "dram_bw")
-        P, _ = compute_for(ceilings, roof, dtype)
-        if B and P:
-            pk, pnote = predicted_knee(b, g.flops, g.bytes, B, P)
-        else:
-            pk, pnote = math.nan, f"no fitted {'DRAM bandwidth' if not B else dtype + ' compute'}"
-        ratio = k / pk if k == k and pk == pk and 0 < pk < math.inf else math.nan
-        agrees = (bool(1 / KNEE_AGREES <= ratio <= KNEE_AGREES) if ratio == ratio
-                  else None)
-        out.append({"system": system, "workload": name, "dtype": dtype,
-                    "batches": int(np.unique(b).size), "bandwidth_Bps": B, "compute_flops": P,
-                    "measured": k, "measured_low": lo, "measured_high": hi,
-                    "measured_note": note or "", "predicted": pk, "predicted_note": pnote,
-                    "ratio": ratio, "agrees": agrees})
+        with reading(f"the {name} {dtype} calls of {system}"):
+            roof = roof_of.get(system, system)
+            g = g.sort_values("batch")
+            b = g.batch.to_numpy(float)
+            if np.unique(b).size < 3:
+                continue
+            k, lo, hi, note = known.get((system, name, dtype)) or measured_knee(
+                b, g.time_s.to_numpy(float))
+            B = roofline.value(ceilings, roof, "dram_bw")
+            P, _ = compute_for(ceilings, roof, dtype)
+            pk, pnote = (predicted_knee(b, g.flops, g.bytes, B, P) if B and P else (
+                math.nan, f"no fitted {'DRAM bandwidth' if not B else dtype + ' compute'}"))
+            ratio = k / pk if k == k and pk == pk and 0 < pk < math.inf else math.nan
+            agrees = bool(1 / KNEE_AGREES <= ratio <= KNEE_AGREES) if ratio == ratio else None
+            out.append({"system": system, "workload": name, "dtype": dtype,
+                        "batches": int(np.unique(b).size), "bandwidth_Bps": B, "compute_flops": P,
+                        "measured": k, "measured_low": lo, "measured_high": hi,
+                        "measured_note": note or "", "predicted": pk, "predicted_note": pnote,
+                        "ratio": ratio, "agrees": agrees})
     return pd.DataFrame(out, columns=KNEE_COLUMNS)
 
 

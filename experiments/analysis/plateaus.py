@@ -63,8 +63,11 @@ def plateau_value(values, host: bool, of: str = "") -> tuple[float, tuple[float,
 
 
 def top_two(values) -> np.ndarray:
-    """Mask of the MIN_POINTS highest points: a lone top point and the next best, its interval."""
+    """Mask of the MIN_POINTS highest points: a lone top point and the next best, its interval.
+    Fewer points than that: all of them (the caller's MIN_POINTS check says "not fitted")."""
     v = np.asarray(values, dtype=float)
+    if v.size < MIN_POINTS:
+        return np.ones(v.shape, dtype=bool)
     return v >= np.sort(v)[-MIN_POINTS]
 
 

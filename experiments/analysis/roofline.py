@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize
 
-from experiments.analysis.dataset import Dataset, ok
+from experiments.analysis.dataset import Dataset, ok, reading
 from experiments.analysis.gemm import fit_top
 from experiments.analysis.levels import (AT_RATE, DRAM_PAST, PAST, RESIDENT,  # noqa: F401
                                          RESIDENT_GPU, STEP, cache_windows, fit_bandwidth, fit_l1,
@@ -229,7 +229,8 @@ def fit_system(rows: pd.DataFrame, facts: dict) -> list[dict]:
                 f" ({left})" if left else " (none ok)")
             out.append(_missing(*first, why))
             continue
-        fitted = fit(good) if not good.empty else []
+        with reading(f"the {name} rows ({len(good)} ok)"):
+            fitted = fit(good) if not good.empty else []
         for c in fitted:  # say what the fit left out, beside any note of its own
             if left:
                 c["note"] = "; ".join(n for n in (c.get("note"), left) if n)
@@ -276,7 +277,8 @@ def fit(ds: Dataset) -> pd.DataFrame:
         ident = {k: s[k] for k in ("source", "host", "device", "device_kind", "device_name",
                                    "system")}
         rows = ds.rows[ds.rows.system == s.system]
-        out += [ident | c for c in fit_system(rows, ds.facts(s.system))]
+        with reading(s.system):
+            out += [ident | c for c in fit_system(rows, ds.facts(s.system))]
     table = pd.DataFrame(out)
     return table.reindex(columns=COLUMNS)
 

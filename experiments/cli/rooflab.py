@@ -16,6 +16,7 @@ import argparse
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from experiments.core.paths import MissingFiles, shipped, workflow_root
@@ -149,9 +150,14 @@ def run(args, extra: list[str]) -> int:
     env = os.environ | {"PATH": os.pathsep.join([str(Path(sys.executable).parent),
                                                  os.environ.get("PATH", "")])}
     print(f"rooflab: snakemake {' '.join(cmd[3:])}", file=sys.stderr, flush=True)
+    started = time.time()
     status = subprocess.call(cmd, env=env)
     results = Path(args.results or next((a.split("=", 1)[1] for a in extra
                                          if a.startswith("results=")), "results"))
+    if status:  # a failed aggregate step's one line, last, where Snakemake's output ends
+        from experiments.steps import pipeline
+        for line in pipeline.failures(pipeline.Files.under(results).logs, since=started):
+            print(line, file=sys.stderr)
     if status == 0 and not {"-n", "--dry-run", "--dryrun"} & set(extra) \
             and (results / "report.html").is_file():
         print(_summary(results, args.claims))
@@ -192,8 +198,12 @@ def report(args) -> int:
         log = io.StringIO()
         with contextlib.redirect_stderr(log):
             status = analysis(pipeline.STEPS[step].argv(files))
-        if status:
-            print(log.getvalue(), end="", file=sys.stderr)
+        if status:  # its error line here, its traceback in its log, as the workflow keeps it
+            path = Path(files.logs) / f"{step}.log"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(log.getvalue())
+            print("\n".join(pipeline.failures(files.logs, since=path.stat().st_mtime))
+                  or log.getvalue(), file=sys.stderr)
             return status
     from experiments.report.summary import summary
     print(summary(Path(args.results), detail=args.claims))

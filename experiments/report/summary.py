@@ -35,11 +35,13 @@ def text(ceilings: pd.DataFrame, table: pd.DataFrame, report: Path | None,
     """The summary of these ceilings and claims (the report step writes it beside the report,
     so that `rooflab run` prints it without loading the analysis again: 3-5 s of a 2-core VM)."""
     own = ceilings[ceilings.source == "run"] if "source" in ceilings else ceilings
-    head = glance.headline(own if len(own) else ceilings)
-    systems = list(dict.fromkeys(head.system))
+    base = own if len(own) else ceilings
+    head = glance.headline(base)
+    # the systems with a headline; where none has one (every point dropped), every system
+    systems = list(dict.fromkeys(head.system)) or list(dict.fromkeys(base.system))
     lines = []
     for s in systems:
-        r = head[head.system == s].iloc[0]
+        r = base[base.system == s].iloc[0]
         lines.append(f"{r.device_name}  ({r.host}, {r.device})")
     if head.empty:
         lines.append("no ceilings fitted (see the report's notes)")
@@ -64,6 +66,12 @@ def text(ceilings: pd.DataFrame, table: pd.DataFrame, report: Path | None,
                                                         and len(ids) <= 5)
                 parts.append(f"{verdict} {len(ids)}" + (f" ({', '.join(ids)})" if named else ""))
         lines.append(f"claims on {s.split(' @ ')[-1]}: " + ("; ".join(parts) or "none judged"))
+        loaded = mine[mine.under_load.fillna(False).astype(bool)] if "under_load" in mine \
+            else mine.iloc[:0]
+        if len(loaded):  # a busy machine: its verdicts read points other processes slowed
+            lines.append(f"  under load: {len(loaded)} claims read points that other processes "
+                         f"(or a VM's host) slowed, up to {int(loaded.points_contended.max())} "
+                         "a claim; the report lists them; run again on a quiet machine")
         if detail:
             for r in mine.itertuples():
                 text = r.measurement or r.reason or ""

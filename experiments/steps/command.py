@@ -95,14 +95,18 @@ def main(argv=None) -> int:
 
 
 def run(argv=None) -> int:
-    """main, with any failure stated in one line on stderr (the rule's log), traceback after it,
-    so a failed aggregation step always leaves its reason in its log."""
+    """main, with any failure stated in one line on stderr (the rule's log), traceback after it:
+    the step, the file it read and, where the analysis named them, the rows it was reading."""
     try:
         return main(argv)
     except Exception as exc:
         import traceback
-        step = (argv or sys.argv[1:] or ["?"])[0]
-        print(f"rooflab: {step} failed: {type(exc).__name__}: {exc}", file=sys.stderr,
-              flush=True)
+
+        from experiments.analysis.dataset import rows_read
+        args = list(argv if argv is not None else sys.argv[1:]) or ["?"]
+        where = f" on {args[1]}" if len(args) > 1 else ""
+        rows = rows_read(exc)
+        print(f"rooflab: {args[0]}{pipeline.FAILED}{where}" + (f", reading {rows}" if rows else "")
+              + f": {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         traceback.print_exc()
         return 1

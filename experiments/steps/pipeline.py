@@ -51,6 +51,7 @@ class Files:
     interactive: str | None = None  # the report's interactive roofline, as it embeds it
     report: str | None = None
     summary: str | None = None  # the one-screen summary `rooflab run` prints
+    logs: str | None = None  # a folder: each step's log, its error line and traceback
     datasheets: str = DATASHEETS
 
     @classmethod
@@ -64,13 +65,25 @@ class Files:
                    datasheet_predictions=f"{r}/datasheet_predictions.parquet",
                    figures=f"{r}/figures", interactive=f"{r}/roofline/interactive.json",
                    report=f"{r}/report.html", summary=f"{r}/summary.txt",
-                   datasheets=datasheets or DATASHEETS)
+                   logs=f"{r}/logs/aggregate", datasheets=datasheets or DATASHEETS)
 
     def but(self, **changes) -> "Files":
         return replace(self, **changes)
 
 
 FILE_KEYS = tuple(f.name for f in fields(Files))
+FAILED = " failed"  # a step's error line: "rooflab: STEP failed on FILE[, reading ROWS]: ..."
+
+
+def failures(logs, since: float = 0.0) -> list[str]:
+    """The error line of every step log in `logs` written after `since` (a time stamp), with
+    the log's path: what a failed run says last."""
+    out = []
+    for log in sorted(Path(logs).glob("*.log")) if logs and Path(logs).is_dir() else []:
+        if log.stat().st_mtime >= since:
+            out += [f"{line} (traceback: {log})" for line in log.read_text(errors="replace")
+                    .splitlines() if line.startswith("rooflab: ") and FAILED in line]
+    return out
 
 
 # ---- the steps on files ----------------------------------------------------------------------

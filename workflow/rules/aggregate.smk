@@ -44,7 +44,7 @@ rule collect:
     conda:
         "../../environment.yml"
     log:
-        f"{RESULTS}/logs/aggregate/collect.log",
+        f"{FILES.logs}/collect.log",
     params:
         # every file under measurements/ is collected or listed as ignored
         scan=lambda wildcards, output: os.path.join(os.path.dirname(output[0]), "measurements"),
@@ -61,7 +61,7 @@ rule roofline:
     conda:
         "../../environment.yml"
     log:
-        f"{RESULTS}/logs/aggregate/roofline.log",
+        f"{FILES.logs}/roofline.log",
     shell:
         STEPS["roofline"].shell() + " > {log:q} 2>&1"
 
@@ -76,7 +76,7 @@ rule decode_knees:
     conda:
         "../../environment.yml"
     log:
-        f"{RESULTS}/logs/aggregate/decode_knees.log",
+        f"{FILES.logs}/decode_knees.log",
     shell:
         STEPS["decode"].shell() + " > {log:q} 2>&1"
 
@@ -92,7 +92,7 @@ rule claims:
     conda:
         "../../environment.yml"
     log:
-        f"{RESULTS}/logs/aggregate/claims.log",
+        f"{FILES.logs}/claims.log",
     shell:
         STEPS["claims"].shell() + " > {log:q} 2>&1"
 
@@ -112,7 +112,7 @@ rule placements:
     conda:
         "../../environment.yml"
     log:
-        f"{RESULTS}/logs/aggregate/placements.log",
+        f"{FILES.logs}/placements.log",
     shell:
         STEPS["placements"].shell() + " > {log:q} 2>&1"
 
@@ -130,7 +130,7 @@ rule interactive:
     conda:
         "../../environment.yml"
     log:
-        f"{RESULTS}/logs/aggregate/interactive.log",
+        f"{FILES.logs}/interactive.log",
     shell:
         STEPS["interactive"].shell() + " > {log:q} 2>&1"
 
@@ -157,7 +157,7 @@ rule figures:
     conda:
         "../../environment.yml"
     log:
-        f"{RESULTS}/logs/aggregate/figures.log",
+        f"{FILES.logs}/figures.log",
     # first of the steps ready with it (claims, interactive): the longest, its figures drawn on
     # every core (on 2 cores, started after the claims it ended 2 s after the others)
     priority: 1
@@ -190,7 +190,7 @@ rule report:
     conda:
         "../../environment.yml"
     log:
-        f"{RESULTS}/logs/aggregate/report.log",
+        f"{FILES.logs}/report.log",
     params:
         figures=lambda wildcards, input: os.path.dirname(input.index),
     shell:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import pandas as pd
 
 from experiments.analysis.dataset import ok, param
-from experiments.analysis.claims.base import CLAIMS, NotMeasurable, Result, claim, section, si
+from experiments.analysis.claims.base import (CLAIMS, NotMeasurable, Result, claim, counts,
+                                              section, si)
 
 SECTION = section("host", "The CPU drives the GPU: asynchronous launches, streams, clocks",
                   "timing")
@@ -32,6 +33,9 @@ def _timing(s) -> pd.DataFrame:
     if missing:
         raise NotMeasurable(f"timing rows lack the methods {', '.join(sorted(missing))}")
     t = t.dropna(subset=["host_nosync", "host_sync", "cuda_event"]).sort_index()
+    if t.empty:
+        raise NotMeasurable(f"no kernel size has ok rows of all three clocks "
+                            f"({counts(rows, 'variant')})")
     return t.assign(rows=len(rows))
 
 
