@@ -136,6 +136,24 @@ def test_report_rebuilds_from_a_results_folder_without_measuring(tmp_path, capsy
     assert "measurements.parquet not found" in capsys.readouterr().err
 
 
+def test_report_names_a_failed_step_in_one_line_its_traceback_in_its_log(tmp_path, capsys,
+                                                                         monkeypatch):
+    from experiments.analysis import roofline
+    res = _results(tmp_path / "res", fx.cpu_rows(), fx.CPU)
+
+    def broken(rows, facts, pooled=False):
+        raise ValueError("a shape this fit does not know")
+
+    monkeypatch.setattr(roofline, "fit_bandwidth", broken)
+    assert cli.main(["report", "--results", str(res)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    log = res / "logs" / "aggregate" / "roofline.log"
+    assert len(err) == 1 and err[0].startswith(
+        f"rooflab: roofline failed on {res / 'measurements.parquet'}, reading the bandwidth rows")
+    assert err[0].endswith(f"ValueError: a shape this fit does not know (traceback: {log})")
+    assert "Traceback (most recent call last)" in log.read_text()
+
+
 @pytest.mark.system
 def test_run_ends_with_the_summary_of_what_it_wrote(tmp_path, monkeypatch, capsys):
     """After a sweep that succeeded, `run` prints the same one-screen summary as `report`."""

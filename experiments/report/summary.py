@@ -69,9 +69,8 @@ def text(ceilings: pd.DataFrame, table: pd.DataFrame, report: Path | None,
         loaded = mine[mine.under_load.fillna(False).astype(bool)] if "under_load" in mine \
             else mine.iloc[:0]
         if len(loaded):  # a busy machine: its verdicts read points other processes slowed
-            lines.append(f"  under load: {len(loaded)} claims read points that other processes "
-                         f"(or a VM's host) slowed, up to {int(loaded.points_contended.max())} "
-                         "a claim; the report lists them; run again on a quiet machine")
+            lines.append(f"  under load: {len(loaded)} claims read points other processes slowed "
+                         f"(up to {int(loaded.points_contended.max())} a claim); see the report")
         if detail:
             for r in mine.itertuples():
                 text = r.measurement or r.reason or ""
