@@ -98,10 +98,10 @@ def copy_bytes(size: int, direction: str) -> int:
 
 def _nvml_link(a: int, b: int) -> tuple[bool | None, int | None]:
     """(NVLink P2P status between torch GPUs a and b, active NVLink links of a); None unknown."""
-    from experiments.core.device import _nvml_handle
+    from experiments.core.device import nvml_handle
 
-    nvml, ha = _nvml_handle(a)
-    _, hb = _nvml_handle(b)
+    nvml, ha = nvml_handle(a)
+    _, hb = nvml_handle(b)
     if ha is None or hb is None:
         return None, None
     try:

@@ -1,6 +1,7 @@
 """The house's layout rules, read from the source (nothing is imported, so this runs in a blink):
-no import circle among experiments' modules, analysis never imports report, no Python file over
-400 lines, and experiments/' top holds the experiment modules only."""
+no import circle among experiments' modules, no import up docs/layout.md's floors, no private
+name across rooms, no Python file over 400 lines, and experiments/' top holds the experiment
+modules only."""
 
 from __future__ import annotations
 
@@ -150,13 +151,77 @@ def test_the_layer_check_finds_an_import_up(tmp_path):
 
 def test_analysis_never_imports_report():
     """analysis sits below report: no module of it imports experiments.report, at its top or
-    inside a function, nor reaches it through another module. Its command line
-    (`python -m experiments.analysis`, analysis/__main__.py) runs the steps above both
-    (experiments/steps/), so only its own imports count."""
-    up = reaching_up(import_graph(), "experiments.analysis", "experiments.report",
-                     entry="experiments.analysis.__main__")
+    inside a function, nor reaches it through another module."""
+    up = reaching_up(import_graph(), "experiments.analysis", "experiments.report")
     assert not up, "analysis imports report: " + "; ".join(
         f"{name} -> {', '.join(sorted(found))}" for name, found in sorted(up.items()))
+
+
+# docs/layout.md's floors, lowest first: a module imports from its own floor and those below.
+# EXPERIMENTS: the experiment modules at the package's top and the package itself (their list).
+EXPERIMENTS = "<experiment modules>"
+FLOORS = (("core",), ("kernels", "placement", "models"), (EXPERIMENTS,), ("analysis",),
+          ("report",), ("steps",), ("cli", "sweep"))
+# A command's `__main__` first hands its process to the run's fork server, if there is one.
+ENTRY = "experiments.sweep.forkserver"
+
+
+def floor(name: str, package: Path = PACKAGE) -> int:
+    parts = name.split(".")
+    if parts == [package.name, "__main__"]:  # `python -m experiments`: every command's name
+        return len(FLOORS)
+    room = parts[1] if len(parts) > 1 and (package / parts[1]).is_dir() else EXPERIMENTS
+    return next(i for i, rooms in enumerate(FLOORS) if room in rooms)
+
+
+def upward(graph: dict[str, set[str]], package: Path = PACKAGE) -> list[str]:
+    """Every import from a lower floor to a higher one ("a -> b")."""
+    return [f"{name} -> {t}" for name, targets in sorted(graph.items()) for t in sorted(targets)
+            if floor(t, package) > floor(name, package)
+            and not (name.endswith(".__main__") and t == ENTRY)]
+
+
+def test_no_import_points_up_a_floor():
+    assert not upward(import_graph()), upward(import_graph())
+
+
+def test_the_floor_check_finds_an_import_up(tmp_path):
+    pkg = tmp_path / "experiments"
+    for room in ("core", "analysis", "report", "sweep"):
+        (pkg / room).mkdir(parents=True)
+        (pkg / room / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "core" / "calc.py").write_text("def f():\n    return 1\n")
+    (pkg / "sweep" / "forkserver.py").write_text("def delegate(m):\n    pass\n")
+    (pkg / "report" / "page.py").write_text("from experiments.core import calc\n")
+    (pkg / "analysis" / "__main__.py").write_text("from experiments.sweep import forkserver\n")
+    assert not upward(import_graph(pkg), pkg)
+    (pkg / "analysis" / "fit.py").write_text("def f():\n    from experiments.report import page\n")
+    assert upward(import_graph(pkg), pkg) == ["experiments.analysis.fit -> experiments.report.page"]
+
+
+def private_imports(package: Path = PACKAGE) -> list[str]:
+    """`from experiments.ROOM.mod import _name` in a module of another room."""
+    out = []
+    for name, path in modules(package).items():
+        room = name.split(".")[1] if name.count(".") else ""
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").count("."):
+                target_room = node.module.split(".")[1]
+                out += [f"{name} imports {node.module}.{a.name}" for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__")
+                        and target_room != room]
+    return out
+
+
+def test_no_private_name_crosses_rooms(tmp_path):
+    assert not private_imports(), private_imports()
+    pkg = tmp_path / "experiments"
+    (pkg / "core").mkdir(parents=True)
+    (pkg / "sweep").mkdir()
+    (pkg / "core" / "a.py").write_text("def _hidden():\n    pass\n")
+    (pkg / "sweep" / "b.py").write_text("from experiments.core.a import _hidden\n")
+    assert private_imports(pkg) == ["experiments.sweep.b imports experiments.core.a._hidden"]
 
 
 def test_no_python_file_over_400_lines():

@@ -130,7 +130,7 @@ def test_the_placements_command_writes_the_file(tmp_path):
     c = ceilings()
     c.assign(system="G @ lab").to_parquet(ceil)  # the label the dataset gives these rows
     ceilings().to_parquet(ceil)
-    run = subprocess.run([sys.executable, "-m", "experiments.analysis", "placements", str(data),
+    run = subprocess.run([sys.executable, "-m", "experiments.steps", "placements", str(data),
                           "--ceilings", str(ceil), "--out", str(out)], capture_output=True,
                          text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]

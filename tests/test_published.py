@@ -1,6 +1,6 @@
 """The committed published reports are what the code renders now (their text: figures, scripts
 and the generation time aside). When this fails after a change to the report, rebuild them:
-python -m experiments.report.published results/published/h200"""
+python -m experiments.steps.published results/published/h200"""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.report import published
+from experiments.steps import published
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORTS = sorted((ROOT / "results" / "published").glob("*/report.html"))
@@ -24,7 +24,7 @@ def test_the_committed_report_is_what_the_code_renders(report):
         diff = difflib.unified_diff(committed.split(". "), again.split(". "), "committed",
                                     "rendered now", n=0, lineterm="")
         pytest.fail(f"{report.relative_to(ROOT)} is older than the code; rebuild it with "
-                    f"`python -m experiments.report.published {report.parent.relative_to(ROOT)}`"
+                    f"`python -m experiments.steps.published {report.parent.relative_to(ROOT)}`"
                     "\n" + "\n".join(list(diff)[:20]))
 
 

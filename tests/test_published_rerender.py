@@ -10,13 +10,13 @@ import pandas as pd
 import pytest
 
 from conftest import ROOT
-from experiments.report import published
+from experiments.steps import published
 
 PUBLISHED = ROOT / "results" / "published" / "h200"
 
 
 def _analysis(*args, cwd):
-    subprocess.run([sys.executable, "-m", "experiments.analysis", *map(str, args)], check=True,
+    subprocess.run([sys.executable, "-m", "experiments.steps", *map(str, args)], check=True,
                    cwd=cwd, capture_output=True)
 
 

@@ -13,6 +13,6 @@ article's claims. One module per concern:
 
 The figures and the HTML report are experiments/report/'s; nothing here imports them (the
 steps that join the two, and this package's command line, are experiments/steps/'s).
-Command line: python -m experiments.analysis STEP --help (collect, roofline, decode, claims,
+Command line: python -m experiments.steps STEP --help (collect, roofline, decode, claims,
 placements, figures, report)
 """

@@ -66,7 +66,7 @@ def _row_keys(table: pa.Table) -> list[str]:
 LAYOUT = "<host>/<device>/<experiment>/<dtype>.parquet"
 
 
-def _ignored(scan, inputs: list[Path]) -> dict[str, str]:
+def ignored_files(scan, inputs: list[Path]) -> dict[str, str]:
     """Every Parquet file under `scan` that is not an input, with the reason it is left out."""
     if scan is None or not Path(scan).is_dir():
         return {}
@@ -108,7 +108,7 @@ def collect(run_files, published=(), out=None, log=lambda msg: print(msg, file=s
         if not files:
             log(f"rooflab: published dataset {p} holds no Parquet files; skipped")
         inputs += [(f, source_label(p)) for f in files]
-    ignored = _ignored(scan, [p for p, _ in inputs])
+    ignored = ignored_files(scan, [p for p, _ in inputs])
     for path, reason in ignored.items():
         log(f"rooflab: {path} ignored: {reason}")
 

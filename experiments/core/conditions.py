@@ -67,9 +67,9 @@ def nvml_handle(index: int):
     """(pynvml, handle) of torch's GPU `index`, or (None, None). Cached: nvmlInit and the UUID
     lookup cost more than a poll."""
     if index not in _HANDLES:
-        from experiments.core.device import _nvml_handle  # matched by UUID, so CUDA_VISIBLE_DEVICES is safe
+        from experiments.core.device import nvml_handle as by_uuid  # CUDA_VISIBLE_DEVICES-safe
 
-        _HANDLES[index] = _nvml_handle(index)
+        _HANDLES[index] = by_uuid(index)
     return _HANDLES[index]
 
 

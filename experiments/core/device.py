@@ -254,7 +254,7 @@ def _cpu_facts(dev: torch.device) -> DeviceFacts:
     )
 
 
-def _nvml_handle(index: int):
+def nvml_handle(index: int):
     """NVML handle for torch's device `index` (matched by UUID, so CUDA_VISIBLE_DEVICES is safe)."""
     try:
         import pynvml
@@ -282,7 +282,7 @@ def _cuda_facts(dev: torch.device) -> DeviceFacts:
         cache_bytes={"L2": int(getattr(props, "L2_cache_size", 0))},
         capability=f"{props.major}.{props.minor}",
     )
-    nvml, handle = _nvml_handle(dev.index or 0)
+    nvml, handle = nvml_handle(dev.index or 0)
     if handle is not None:
         facts.driver = nvml.nvmlSystemGetDriverVersion()
         facts.max_clock_mhz = nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM)
@@ -303,7 +303,7 @@ def device_state(dev: torch.device) -> dict:
     """Clocks and temperature now (GPU, through NVML); recorded at a job's start and end."""
     state: dict = {}
     if dev.type == "cuda":
-        nvml, handle = _nvml_handle(dev.index or 0)
+        nvml, handle = nvml_handle(dev.index or 0)
         if handle is not None:
             try:
                 state["sm_clock_mhz"] = nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)

@@ -1,23 +1,23 @@
 """The analysis commands the workflow's aggregate rules run (each also works by hand):
 
-    python -m experiments.analysis collect OUT FILE... [--published P ...] [--scan DIR]
-    python -m experiments.analysis roofline DATASET --out results/roofline/ceilings.parquet
-    python -m experiments.analysis decode DATASET --ceilings C --out results/roofline/knees.parquet
+    python -m experiments.steps collect OUT FILE... [--published P ...] [--scan DIR]
+    python -m experiments.steps roofline DATASET --out results/roofline/ceilings.parquet
+    python -m experiments.steps decode DATASET --ceilings C --out results/roofline/knees.parquet
         --points results/roofline/decode_model.parquet
-    python -m experiments.analysis claims DATASET --ceilings C --knees K --out results/claims.parquet
-    python -m experiments.analysis placements DATASET --ceilings C --out results/placements.parquet
+    python -m experiments.steps claims DATASET --ceilings C --knees K --out results/claims.parquet
+    python -m experiments.steps placements DATASET --ceilings C --out results/placements.parquet
         --workload-knees results/workload_knees.parquet
         --datasheet-predictions results/datasheet_predictions.parquet
-    python -m experiments.analysis interactive DATASET --ceilings C --placements P
+    python -m experiments.steps interactive DATASET --ceilings C --placements P
         --workload-knees WK --datasheet-predictions DP --out results/roofline/interactive.json
-    python -m experiments.analysis figures DATASET --ceilings C --knees K --decode-model M
+    python -m experiments.steps figures DATASET --ceilings C --knees K --decode-model M
         --outdir results/figures
-    python -m experiments.analysis report DATASET --ceilings C --knees K --claims CL
+    python -m experiments.steps report DATASET --ceilings C --knees K --claims CL
         --placements P --workload-knees WK --datasheet-predictions DP --figures DIR
         --interactive I --out report.html [--summary summary.txt]
 
-DATASET is the merged file `collect` writes (results/measurements.parquet). The command is
-experiments/analysis/__main__.py's name; its code lives here, with the steps it runs."""
+DATASET is the merged file `collect` writes (results/measurements.parquet). The command's name
+is experiments/steps/__main__.py."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ OPTIONAL = {("claims", "claims"): "writes claims.parquet here; without it, only 
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m experiments.analysis", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m experiments.steps", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("collect", help="merge measurement files and published sets")

@@ -14,7 +14,7 @@
               datasheets, figures, interactive -> report.html (it renders: it computes nothing a
               step before it writes), summary.txt (what `rooflab run` prints at the end)
 
-Everything that runs them reads this table: `python -m experiments.analysis STEP` (its options,
+Everything that runs them reads this table: `python -m experiments.steps STEP` (its options,
 experiments/steps/command.py), the workflow's aggregate rules (their commands,
 workflow/rules/aggregate.smk), `rooflab report` (every step after collect) and the tests. What
 each step computes is experiments/analysis/compute.py's (`rooflab compare` chains it in memory);
@@ -32,7 +32,7 @@ from typing import Callable
 from experiments.core.paths import config_dir
 
 DATASHEETS = str(config_dir() / "datasheets.yaml")
-COMMAND = "python -m experiments.analysis"
+COMMAND = "python -m experiments.steps"
 
 
 @dataclass(frozen=True)
@@ -220,7 +220,7 @@ class Step:
     run: Callable[[Files], str]
 
     def argv(self, files: Files) -> list[str]:
-        """The step's `python -m experiments.analysis` arguments for `files`."""
+        """The step's `python -m experiments.steps` arguments for `files`."""
         return [self.name] + [a for key, opt in {**self.reads, **self.writes}.items()
                               for a in ([opt] if opt else []) + [str(getattr(files, key))]]
 

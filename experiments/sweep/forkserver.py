@@ -1,6 +1,6 @@
 """Jobs forked from a process that has already imported torch: the sweep's start-up cost, paid once.
 
-A job (`python -m experiments ...`, `python -m experiments.analysis ...`) spends about 1.5 s of a
+A job (`python -m experiments ...`, `python -m experiments.steps ...`) spends about 1.5 s of a
 2-core VM's time importing torch, pandas, Hydra and the experiments before it measures anything;
 over the ~60 jobs of a sweep that is most of the quick preset. The Snakefile launches one server
 per run while Snakemake parses (`launch()`; onstart waits for it, `start()`); it imports all that

@@ -2,7 +2,7 @@
 # roofline, predict and measure the decode knees, judge the claims, place the workloads (their
 # batch knees, their predictions on the datasheet devices), build the interactive roofline, draw
 # the figures, render the report.
-# Each rule is one `python -m experiments.analysis` command, its files and command from the
+# Each rule is one `python -m experiments.steps` command, its files and command from the
 # step's one definition (experiments/steps/pipeline.py); the logic lives in experiments/analysis
 # and experiments/report.
 import os
@@ -49,7 +49,7 @@ rule collect:
         # every file under measurements/ is collected or listed as ignored
         scan=lambda wildcards, output: os.path.join(os.path.dirname(output[0]), "measurements"),
     shell:
-        "python -m experiments.analysis collect {output:q} {input.run:q}"
+        "python -m experiments.steps collect {output:q} {input.run:q}"
         " --published {input.published:q} --scan {params.scan:q} > {log:q} 2>&1"
 
 

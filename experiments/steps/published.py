@@ -1,6 +1,6 @@
 """The committed published reports, kept in step with the code.
 
-    python -m experiments.report.published results/published/h200 [...]
+    python -m experiments.steps.published results/published/h200 [...]
 
 rebuilds a published folder's ceilings, knees, claims, placements (with the workloads' batch
 knees and their predictions on the datasheet devices) and report.html from its measurement files
