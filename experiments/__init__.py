@@ -76,8 +76,8 @@ def planned(name: str, kind: str, dtype: str) -> bool:
     """Whether a sweep plans a job of experiment `name` on a `kind` device ("cpu", "cuda") in
     `dtype`: not where its module says no row could measure anything (NOT_ON: the kinds a
     GPU-only experiment has nothing to time on; NOT_ON_DTYPES: kind -> dtypes no such device has).
-    Such a job run by hand still writes its rows, each saying why; the sweep spares the ~0.6 s of
-    start-up each cost (7 of a 2-core VM's 29 jobs)."""
+    Such a job run by hand still writes its rows, each saying why; the sweep spares the start-up
+    each would cost, a fair share of a small machine's jobs."""
     module = experiment(name)
     return kind not in getattr(module, "NOT_ON", ()) and \
         dtype not in getattr(module, "NOT_ON_DTYPES", {}).get(kind, ())

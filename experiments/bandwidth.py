@@ -8,8 +8,8 @@ physical core; a call repeats the pass until it moves `call_bytes` per thread, s
 are timed past the team's start-up. float16/bfloat16 (numba has no half arithmetic): torch ops,
 short of the DRAM window (`_torch_sizes`).
 from_machine (a CPU): sizes from its caches (machine_sizes), not `sizes`. A machine of several
-NUMA nodes also runs the DRAM sizes on each node's cores alone (params.scope "numa<N>", else
-"machine").
+NUMA nodes also runs the DRAM sizes on each NUMA node's cores alone (params.scope "numa<N>",
+else "machine").
 """
 
 from __future__ import annotations
@@ -107,8 +107,8 @@ def machine_sizes(cfg: BandwidthConfig, facts) -> list[int]:
 def dram_sizes(dram_arrays, llc: float, memory_bytes: float | None) -> list[int]:
     """Bytes per array of the DRAM window: dram_arrays x the LLC, leaving out those whose three
     arrays would take more than MEMORY_SHARE of memory (the smallest stays: its `oom` rows say
-    it did not fit). One size past 4x the LLC is enough for the plateau; on a 2-core VM beside a
-    480 MiB L3 the 8x arrays (11 GB for a triad, of 24) cost 13 s and ended in oom rows."""
+    it did not fit). One size past 4x the LLC is enough for the plateau; beside a large L3, larger
+    arrays cost many seconds and, where memory is small, end in oom rows."""
     sizes = sorted(int(f * llc) // 256 * 256 for f in dram_arrays)
     fits = [s for s in sizes if not memory_bytes or 3 * s <= MEMORY_SHARE * memory_bytes]
     return fits or sizes[:1]
@@ -134,7 +134,7 @@ def _sizes(cfg: BandwidthConfig, ctx: Context) -> list[int]:
 
 def _teams(ctx: Context, sizes) -> list[tuple[str, list[int], list[int]]]:
     """[(scope, CPUs, sizes)]: the whole team over every size; with several NUMA nodes, each
-    node's cores over the DRAM sizes (working sets past 4x the LLC)."""
+    NUMA node's cores over the DRAM sizes (working sets past 4x the LLC)."""
     extra = _facts(ctx).extra or {}
     team = list(extra.get("team") or [])
     out = [("machine", team, list(sizes))]
@@ -152,8 +152,8 @@ def _teams(ctx: Context, sizes) -> list[tuple[str, list[int], list[int]]]:
 def _torch_sizes(ctx: Context, sizes) -> list[int]:
     """A CPU's torch (half) jobs stop before the DRAM window where numba's kernels stream it (this
     machine's float32 job, `_numba`): the DRAM ceiling and the claims read those alone
-    (analysis/levels.py own_kernels), and on the 2-core VM beside a 480 MiB L3 the half dtype's
-    one DRAM size (three 2 GB arrays, drawn and first-touched) took 18 of the bfloat16 job's 26 s.
+    (analysis/levels.py own_kernels), and beside a large L3 a half dtype's one DRAM size (three
+    gigabyte arrays, drawn and first-touched) takes most of its job's time.
     Without numba they stop at the first DRAM size: drawing random gigabyte arrays takes longer
     than timing them."""
     if ctx.device.type != "cpu":
@@ -207,7 +207,8 @@ def _arrays(ctx: Context, n: int, cache: dict, cpus=None):
 
 def _fill_team(ctx: Context):
     """The CPUs that fill a CPU job's arrays (numba's fill, in parallel: torch.randn with a
-    generator draws on one thread, 50 s of a node's half-dtype jobs), else None."""
+    generator draws on one thread, tens of seconds over a large machine's half-dtype jobs), else
+    None."""
     if ctx.device.type != "cpu" or not importlib.util.find_spec("numba"):
         return None
     return list((_facts(ctx).extra or {}).get("team") or []) or None

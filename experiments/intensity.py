@@ -13,8 +13,8 @@ CPUs, and torch's half ops compute in float32 between conversions: a chain of th
 conversions and passes over memory, not the ISA's half FMAs (AVX512-FP16), at 1-2 % of the peak.
 n = 0 (a CPU): x and y together 4x its LLC, so fmas = 0 streams from DRAM.
 A point far past the ridge runs over a prefix of x and y (`call_s`, `elements_for`): its rate is
-its compute, wherever the prefix lies, and the full arrays cost a 2-core VM beside a 480 MiB L3
-1.25 s a call at 1024 FMAs (7.5 s a point, a third of the job). Each row's n is what it ran over.
+its compute, wherever the prefix lies, and beside a large L3 the full arrays cost a small CPU
+seconds a call, a large share of the job. Each row's n is what it ran over.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class IntensityConfig(ExperimentConfig):
     block: int = MISSING  # GPU: elements per Triton program
     num_warps: int = MISSING  # GPU: block / (32 num_warps) independent chains per thread
     # GPU: one wave of programs striding over the tiles instead of one program per tile. Same peak
-    # FLOP/s on an H200, but its memory-bound end reached 3.7-3.8 TB/s against 4.1-4.2: off.
+    # FLOP/s, but its memory-bound end reads below one program per tile's: off.
     persistent: bool = MISSING
     # a point whose call, predicted from the last point's rate, passes this and is COMPUTE_BOUND x
     # the first point's (the traffic alone) runs over a prefix taking about this long (0: never)

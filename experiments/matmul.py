@@ -43,7 +43,7 @@ TOLERANCE = {"float64": 1e-12, "float32": 1e-5, "tf32": 5e-3, "float16": 5e-3,
              "bfloat16": 2e-2, "float8_e4m3": 2e-2}
 OUT_DTYPE = {"float8_e4m3": torch.bfloat16}
 # timed calls of a size past max_call_s that the rising curve let in (rising_call_s): its best
-# of two, not min_samples' five (a 2-core VM's float32 at 4096: 2.3-3.5 s a call)
+# of two, not min_samples' five (such a call can take seconds on a small CPU)
 RISING_SAMPLES = 2
 
 
@@ -55,15 +55,14 @@ class MatmulConfig(ExperimentConfig):
     # ...except the next size while the curve still rises (the last clean size gained at least
     # plateau_gain over the one before it, and is the best so far): it runs if predicted under
     # rising_call_s a call, sampled RISING_SAMPLES calls. The plateau is what the ceiling needs
-    # (a 2-core Zen 1 VM's float32 stopped at n = 2048 in every run, 4096 predicted 3.1-3.3 s a
-    # call, where torch.mm read its best, 60.9 GFLOP/s). Up to max_call_s: no such size.
+    # (on a slow CPU max_call_s alone can stop short of the size where torch.mm reads its best).
+    # Up to max_call_s: no such size.
     rising_call_s: float = MISSING
     check_max: int = MISSING  # check the result against float64 up to this size
     # a point samples at least this long. A GPU's GEMMs are power-bound: a short run times the
-    # clock before the power cap pulls it down (an H200's bf16 GEMM read 795 TFLOP/s at 1958 MHz
-    # in 0.05 s points, 676 at 1748 MHz in 0.4 s ones). A CPU's point counts at its best call,
-    # and its calls spread (a 2-core VM's bf16 at 2048: 1.2-2.2 TFLOP/s a call, the first slowest):
-    # the best of a 0.15 s point fell 10 % short of torch.mm's best over a second
+    # clock before the power cap pulls it down (short points read a higher clock and rate than
+    # the sustained ones). A CPU's point counts at its best call, and its calls spread (the first
+    # slowest): a point of a fraction of a second can fall short of torch.mm's best over a second
     steady_s: float = MISSING
     rotate_bytes_factor: float = MISSING  # rotate operand sets until they span this many LLCs
     # (0: one set)
@@ -103,8 +102,8 @@ def _operands(ctx: Context, n: int, sets: int, keep_full: bool = False):
     """`sets` (A, B, C) triples in the job's dtype, from float32 random data; with keep_full, also
     the first set's float32 (A, B) before the cast (else None), the reference of the total error.
     On a CPU the first set is drawn and the others are copies of it in memory of their own: the
-    rotation defeats the cache by address, not by value, and drawing and casting each set took
-    8 of the 19 s of a 2-core VM's bfloat16 job (15 sets of 4096, 3 LLCs of 480 MiB). A GPU draws
+    rotation defeats the cache by address, not by value, and drawing and casting each set can
+    take a large share of a small CPU's job beside a large LLC. A GPU draws
     every set (its draws are fast; its GEMM's power follows the data)."""
     dt = torch_dtype(ctx.dtype)
 
@@ -122,7 +121,7 @@ def _operands(ctx: Context, n: int, sets: int, keep_full: bool = False):
     first, full = drawn()
     full = full if keep_full else None  # the float32 originals go before the other sets come
     # each copy's C written now: a C first touched inside the timed calls paid its page faults
-    # there (bfloat16 at 2048 on the 2-core VM: 1.26 TFLOP/s over 16 sets' first pass, 1.9 after)
+    # there, so the first pass over the sets read slower than the later ones
     copied = lambda: (first[0].clone(), first[1].clone(),
                       torch.full_like(first[2], float("nan")))
     rest = [copied() if ctx.device.type == "cpu" else drawn()[0] for _ in range(sets - 1)]
@@ -142,7 +141,7 @@ def _kernel(ctx: Context, cfg: MatmulConfig):
 
 def cpu_supports(dtype: str, flags=None) -> None:
     """Raise Unsupported, saying why, for a dtype the CPU has no arithmetic for: torch emulates
-    it, and an emulation's rate is no ceiling (float16 read 1-3 GFLOP/s on a 2-core EPYC VM)."""
+    it, and an emulation's rate is no ceiling (a CPU's emulated float16 reads a few GFLOP/s)."""
     if dtype in NO_CPU_HAS:
         raise Unsupported(NO_CPU_HAS[dtype])
     if dtype == "float16" and not (HALF_ARITHMETIC & (isa_flags() if flags is None else flags)):
@@ -202,8 +201,8 @@ def run(cfg: MatmulConfig, ctx: Context):
     best, flat = None, 0  # the best FLOP/s so far; sizes in a row that gained < plateau_gain
     # the curve rises into the call budget's edge: the last clean size gained >= plateau_gain
     # over the clean size before it and tops every size so far. Only then can a larger size
-    # lift the ceiling (its best point): where a burst tops it (a 2-core VM's float32 at 256 in
-    # cache: 57-71 GFLOP/s, 40-47 at 1024-2048), the next size's seconds buy nothing
+    # lift the ceiling (its best point): a small size can burst above every larger one in cache,
+    # and where such a burst tops it the next size's seconds buy nothing
     rising, last = False, None
     where = {}
     if ctx.device.type == "cpu":
@@ -231,13 +230,11 @@ def run(cfg: MatmulConfig, ctx: Context):
             row["params"] = (row.get("params") or {}) | where
         # only clean rows count either way: a contended (or a GPU's noisy) one neither gains
         # nor stalls. A CPU's counts at its best call, as its ceiling does: a spread does not
-        # move it, and the median of a point's calls trails while a CPU warms up (the 2-core
-        # VM's bfloat16 at 2048: a CV of 0.29, a median of 2.0 TFLOP/s and a best of 2.2)
+        # move it, and the median of a point's calls trails its best while a CPU warms up
         cpu = ctx.device.type == "cpu"
         if row["status"] == "ok" and not (row.get("contended") or row.get("noisy") and not cpu):
             new = 2.0 * n**3 / row["time_s_min" if cpu else "time_s"]
-            # a drop counts as no gain: past the plateau a CPU's GEMM falls off (a 16-core
-            # Xeon's bf16: 3.8 TFLOP/s at 2048, 3.7 at 4096 and 8192, 3.3 at 10240)
+            # a drop counts as no gain: past the plateau a CPU's GEMM falls off at larger sizes
             rising = last is not None and new >= max(last * (1 + cfg.plateau_gain), best)
             flat = 0 if best is None or new >= best * (1 + cfg.plateau_gain) else flat + 1
             best, last = max(best or 0.0, new), new

@@ -219,8 +219,8 @@ def _launch(ctx: Context, cfg: TimingConfig, variant: str) -> dict:
 
     # measured again while noisy, contended or throttled, by ctx.time's rule (core/timer.py
     # best_run): the floor is this row's median, and a fit leaves a noisy one out. Noisy here is
-    # a median known to no better than cv_threshold (MedianTiming), not a CV: the node's eager
-    # rows read CV 0.11-0.32 in four sweeps (426d0bf-cf9410a), so no eager floor there
+    # a median known to no better than cv_threshold (MedianTiming), not a CV: a CPU's eager rows
+    # can read a CV of a tenth to a third, sweep after sweep, and would leave no eager floor
     def one_run() -> Timing:
         nonlocal done
         out, cond = _conditions(ctx, timed)

@@ -196,8 +196,8 @@ def _transfer(ctx: Context, variant: str, n: int) -> dict:
     ctx.sync()  # a non_blocking copy's result is defined only after a synchronize
     if not _same(dst, ref):
         raise WrongResult(f"{variant}: copied data differ from the source")
-    # a pageable copy stages through a driver buffer: its times scatter (CV 4-25 % on an H200)
-    # and its median never reaches the 1 % precision, so it spent the whole budget (~7 s a sweep)
+    # a pageable copy stages through a driver buffer: its times scatter (a CV of several %)
+    # and its median never reaches the 1 % precision, so it would spend the whole budget
     budget = ctx.point_budget_s if pinned else min(ctx.point_budget_s, PAGEABLE_BUDGET_S)
     stats = ctx.time(lambda i: dst.copy_(src, non_blocking=non_blocking), use_graph=False,
                      point_budget_s=budget)

@@ -12,8 +12,8 @@ from experiments.analysis.plateaus import (MIN_POINTS, best_timed, ceiling_row, 
 
 def past_its_peak(g: pd.DataFrame, top: np.ndarray) -> bool:
     """A lone top point that is not the sweep's largest size: the curve came down after it (a
-    CPU GEMM library's cache-sized blocking: float16 on the H200 node's Xeon read 1.34 TFLOP/s
-    at n = 1024, 1.00-1.08 from 2048 to 8192). One at the largest size may still rise (fit_top)."""
+    CPU GEMM library's cache-sized blocking can make a mid size, hot in cache, the best of all).
+    One at the largest size may still rise (fit_top)."""
     if "n" not in g or g.n.isna().any():
         return False
     return float(g.n.to_numpy(float)[top].max()) < float(g.n.max())
@@ -21,9 +21,8 @@ def past_its_peak(g: pd.DataFrame, top: np.ndarray) -> bool:
 
 def a_burst_on_top(g: pd.DataFrame, top: np.ndarray) -> bool:
     """A lone top point flagged noisy (its calls' CV above cv_threshold): its best call is as
-    likely a burst as a rise, so it cannot say that the curve still rises (the H200 node's
-    float16 at n = 8192, the largest size its call budget allows: best call 1.65 TFLOP/s, median
-    1.33, CV 0.17; 4096's best 1.22; both read 1.17-1.25 between the node's AMX bursts)."""
+    likely a burst as a rise, so it cannot say that the curve still rises (a CPU's matrix units
+    can burst above their steady rate for a call or two, at any size)."""
     return "noisy" in g and bool(g.noisy.fillna(False).astype(bool).to_numpy()[top].all())
 
 
@@ -46,9 +45,8 @@ def fit_top(rows: pd.DataFrame, ceiling: str, what: str,
     that too, the next best its interval's low end. So is a lone best at the largest size: one
     whose calls spread wide (`a_burst_on_top`) is as likely a burst, one with steady calls a
     curve that may still rise past the largest size the call budget (max_call_s) allowed; it is
-    fitted with a note saying the ceiling is at least that (the node's float16 read 1.13
-    TFLOP/s at 4096 and 1.38 at 8192, CV 0.09, at 22ef919; 10240 would have taken 1.6 s a call,
-    and the bursty 8192 of 02b763f read CV 0.17: one phenomenon, fitted either way). Not where
+    fitted with a note saying the ceiling is at least that (a steady rise and a burst at the
+    largest size are one phenomenon to the fit, fitted either way). Not where
     larger sizes were measured and left out (`taken`: the ok rows, flagged or not; contended
     ones): their rate is unknown, and so is the rise. A GPU's plateau keeps its median: its
     points move with the clock."""

@@ -132,7 +132,7 @@ def reused(ds: Dataset, table: str, key: list[str]) -> dict:
     came from it. A measured knee is a bootstrap of its curve alone (N_BOOT resamples, SEED):
     a published set's own render made the same one from the same rows, and the published folder
     re-renders to its files at every commit (tests/test_published_rerender.py), so a run reads
-    them instead of bootstrapping them again (4-5 s of a 2-core VM's steps)."""
+    them instead of bootstrapping them again (seconds of a small CPU's steps)."""
     from experiments.analysis.dataset import RUN, published_folder
 
     out, read = {}, {}
@@ -157,7 +157,7 @@ def predict(ds: Dataset, ceilings: pd.DataFrame, known: dict | None = None):
     curves = [((system, dtype, int(c)), g.sort_values("batch")) for (system, dtype, c), g in
               gemv_rows(ds.rows).groupby(["system", "dtype", "n"])]
     todo = [(key, g) for key, g in curves if key not in known]
-    # each curve's bootstrap (N_BOOT robust fits, 0.5 s on an H200 host) on its own CPU
+    # each curve's bootstrap (N_BOOT robust fits, most of a second) on its own CPU
     known |= dict(zip([key for key, _ in todo], fork_map(_measured_knee, [
         (g.batch.to_numpy(float), g.time_s.to_numpy(float)) for _, g in todo])))
     for (system, dtype, c), g in curves:

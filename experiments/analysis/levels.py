@@ -26,12 +26,12 @@ from experiments.analysis.plateaus import (MIN_POINTS, best_timed, bootstrap_med
 
 STEP = 1.15  # a cache plateau must stand this much above the next level's
 # ...or at least this much of it, to run at its rate (kept_levels): a level's best point moves
-# by 3-4 % from run to run on a quiet 2-core VM (its L2 135-141 GB/s in five fresh clones)
+# by a few % from run to run, even on a quiet machine
 AT_RATE = 0.95
 RESIDENT, PAST, DRAM_PAST = 0.5, 2.0, 4.0
 # A GPU's L2 is one level shared by every SM: its window reaches the whole capacity, and the top
-# plateau inside it finds where the curve really sits (an H200 moves 5.9 TB/s at 34 MB of its
-# 60 MB L2, past the half-cache mark, and DRAM speed by 50 MB).
+# plateau inside it finds where the curve really sits (a GPU's L2 can keep its rate past the
+# half-cache mark and fall to DRAM's speed short of its capacity).
 RESIDENT_GPU = 1.0
 
 
@@ -61,7 +61,7 @@ def cache_windows(facts: dict, ws_max: float):
 
 
 def scope(params) -> str:
-    """A bandwidth row's threads: "machine" (all cores), or "numa<N>" (one node's cores)."""
+    """A bandwidth row's threads: "machine" (all cores), or "numa<N>" (one NUMA node's cores)."""
     try:
         params = json.loads(params) if isinstance(params, str) else params
     except ValueError:
@@ -107,22 +107,21 @@ def fastest_op(ops: np.ndarray, ws: np.ndarray, bw: np.ndarray,
 
 def past_shadow(ws: np.ndarray, bw: np.ndarray, host: bool) -> np.ndarray:
     """The DRAM window's points past the LLC's shadow. A GPU's: `below_shadow`. A host-clocked
-    CPU's: all of them. The window starts at DRAM_PAST x the LLC, and on the 2-core VM (32 MB L3)
-    the triad's best reached the same 45-48 GB/s from 3x to 71x the L3 (60 calls per size,
-    interleaved); its points there differ by when they ran, not by their size, and a cut against
-    the largest size's point (one moment) drops every point that caught a quiet one."""
+    CPU's: all of them. The window starts at DRAM_PAST x the LLC, and past a few times the L3 a
+    CPU's triad reaches the same best at every size; its points there differ by when they ran,
+    not by their size, and a cut against the largest size's point (one moment) drops every
+    point that caught a quiet one."""
     return np.ones(ws.size, bool) if host else below_shadow(ws, bw)
 
 
 def own_kernels(pts: pd.DataFrame, inside: np.ndarray, host: bool) -> np.ndarray:
     """A CPU's window (each cache level's and DRAM's): its own STREAM kernels' points (variant
     numba: pinned, one thread per core) where it has any, so that every level is one kernel's.
-    Its half dtypes run torch's ops on torch's threads. On the 2-core VM their bfloat16 points
-    read 100-134 GB/s in the L2 window and up to 183 in the L3's, above numba's 168-175 there:
-    they set the L3 ceiling in 5 of 7 sweeps, and the L2 (206, numba's) then stood 1.12x over it,
-    short of STEP. Where numba is installed they stop short of the DRAM window (bandwidth.py
-    _torch_sizes); when they reached it, on the VM their one triad point read 53 GB/s in a quiet
-    second, where STREAM's best of three read 39.5."""
+    Its half dtypes run torch's ops on torch's threads, whose points can read above numba's in
+    one window and below them in another: mixed in, they can set a level's ceiling and hide the
+    step to the next (STEP). Where numba is installed they stop short of the DRAM window
+    (bandwidth.py _torch_sizes); a torch point there can read above STREAM's best, in a quiet
+    second."""
     if not host or "variant" not in pts:
         return np.ones(len(pts), bool)
     own = (pts.variant == "numba").to_numpy()
@@ -174,9 +173,9 @@ def fit_levels(rows: pd.DataFrame, facts: dict, pooled: bool = False) -> list[di
 def kept_levels(fitted: list[dict]) -> list[dict]:
     """Keep a cache level where its plateau steps up STEP above the next (larger) kept level's,
     or where it runs at that level's rate (AT_RATE) and STEP above DRAM's: caches that the
-    core's own ports bound alike. Zen 1's two address units issue two 16-byte loads or
-    stores a cycle, so its L1 streams 32 bytes a cycle, as fast as its L2 fills it (the 2-core
-    Zen 1 VM: L1 151-153 GB/s, L2 121-148, L3 73-117); such a level says it has no step. A
+    core's own ports bound alike. A core whose two address units issue two 16-byte loads or
+    stores a cycle streams its L1 at 32 bytes a cycle, as fast as its L2 fills it; such a level
+    says it has no step. A
     level further below the next's, or no faster than DRAM, has no plateau of its own: its
     window's points ran at the next level's rate (sizes too small to time, or cache sizes that
     lie)."""

@@ -50,11 +50,11 @@ def bootstrap_median(values) -> tuple[float, float]:
 def plateau_value(values, host: bool, of: str = "") -> tuple[float, tuple[float, float], str]:
     """(value, interval, method) of a plateau's points (`of`: " of triad", say). Host-clocked
     CPU points: the best point, the plateau's range as its interval. Their rates are best times
-    already (fit_view), and load only ever slows one: on the 2-core VM, triad points of one size
-    read 22 to 47 GB/s seconds apart as its neighbours came and went, at every working set from
-    3x to 71x the LLC (medians 27-28, bests 45-48), so a median over points reads how busy the
-    neighbours were. STREAM and mixbench-cpu report their best too. A GPU's plateau keeps its median: its spread is the
-    device's own (clocks moving under the power cap), which a ceiling must not hide."""
+    already (fit_view), and load only ever slows one: on a shared host, points of one size can
+    differ twofold seconds apart as the neighbours come and go, so a median over points reads
+    how busy the neighbours were. STREAM and mixbench-cpu report their best too. A GPU's plateau
+    keeps its median: its spread is the device's own (clocks moving under the power cap), which
+    a ceiling must not hide."""
     v = np.asarray(values, dtype=float)
     if host:
         return float(v.max()), (float(v.min()), float(v.max())), \
@@ -75,8 +75,8 @@ def top_plateau(values, host: bool = False, sizes=None) -> np.ndarray:
     """Mask of the points on the top plateau of a curve. Host-clocked points (`host`): a lone top
     point is no outlier (load only slows one), so it and the next best make the plateau; with
     `sizes` (a cache window's working sets), a lone top size likewise takes the next size's best
-    (the node's L2 read 1063 and 1130 GB/s at 2.4 MB in two sweeps, its other sizes at most 891
-    and 902: at 0.84x the plateau held two sizes, at 0.80x one, and the L2 went unfitted)."""
+    (a cache level's best can sit at one size, a fifth above its others: without the next size
+    the plateau spans one size and the level goes unfitted)."""
     v = np.asarray(values, dtype=float)
     top = v >= TOP * np.quantile(v, 0.9)
     if host and top.sum() < MIN_POINTS <= v.size:

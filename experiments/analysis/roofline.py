@@ -78,8 +78,8 @@ def fit_view(rows: pd.DataFrame) -> pd.DataFrame:
     minimum over runs). A GPU point keeps its median: its spread is the device's own (clocks
     moving under the power cap), which a ceiling must not hide. Claims on these ceilings read the
     same view (claims.systems), so a comparison never mixes the two. Its time_s is the best time
-    too, so that the view of a view is itself (a claim's rows fitted again: C10's reference once
-    read its best rates scaled twice, 103 GB/s for 85)."""
+    too, so that the view of a view is itself (a claim's rows fitted again would otherwise read
+    their best rates scaled twice)."""
     host = best_timed(rows)
     if not host.any():
         return rows
@@ -290,8 +290,8 @@ def lookup(ceilings: pd.DataFrame, system: str, ceiling: str, dtype=None) -> pd.
 
 
 # id(table) -> (weak reference, row count, index): the placements step looks up thousands of
-# ceilings in one table, and a boolean mask per lookup took 2.7 s of a 2-core VM's 3.4 (9 s of
-# the H200 node's aggregate steps, on their critical path). Tables are never edited in place.
+# ceilings in one table, and a boolean mask per lookup took most of that step's time, on the
+# aggregate steps' critical path. Tables are never edited in place.
 _INDEXES: dict[int, tuple] = {}
 
 

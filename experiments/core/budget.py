@@ -25,11 +25,11 @@ class SlowPointGuard:
     roofline so far, max(FLOPs / best FLOP/s, bytes / best byte/s) over the points measured ok,
     times how far the last clean point fell short of that roofline, and again by as much as that
     shortfall grew from the clean point before: a small size's rate, in cache, must not stand for
-    a larger one's, nor the last size's for the next while the rate still falls (the Zen 1 VM's
-    emulated bfloat16 GEMM: 1.9 GFLOP/s at n = 256, 1.4-1.5 at 512, 0.7 at 1024; the last
-    shortfall alone predicted 1024 at 1.46 s, under max_call_s's 1.5, and it took 3.1 s a call,
-    18 s its point). Points run smallest first, so the rates climb towards the device's
-    ceilings; a guard for slow CPUs (fp16 on a CPU without fp16 units), not a model."""
+    a larger one's, nor the last size's for the next while the rate still falls (an emulated
+    bfloat16 GEMM's rate can halve from size to size: the last shortfall alone predicts the next
+    size just under max_call_s, and its call takes twice that). Points run smallest first, so
+    the rates climb towards the device's ceilings; a guard for slow CPUs (fp16 on a CPU without
+    fp16 units), not a model."""
 
     def __init__(self, max_call_s: float):
         self.max_call_s, self.flop_rate, self.byte_rate = max_call_s, 0.0, 0.0

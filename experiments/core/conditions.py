@@ -150,7 +150,7 @@ class Conditions:
 
     def _limits(self) -> tuple:
         """(max SM clock, enforced power limit) of this GPU, read once per handle: each NVML read
-        costs a few ms on an H200 (2.5 ms for the max clock), paid by every window otherwise."""
+        costs a few ms, paid by every window otherwise."""
         n = self.nvml
         if (key := (id(n.nvml), id(n.handle))) not in _LIMITS:
             _LIMITS[key] = (n.nvml, n.handle, n.call("nvmlDeviceGetMaxClockInfo",
@@ -196,7 +196,7 @@ class Conditions:
             self._sample(with_freq=True)
         elif not self.samples:  # over before the poller's first reading
             self._sample(with_freq=True)
-        return False  # a GPU's poller ends after its reading (~15 ms on an H200), unwaited
+        return False  # a GPU's poller ends after its reading (some ms), unwaited
 
     # what it saw
     @property
@@ -272,10 +272,10 @@ class Conditions:
         else:
             # the contention policy is for CPU points: their own cores are what others take,
             # other processes here or, in a VM, its host (steal: the host ran something else on
-            # this VM's CPUs; on the 2-core VM 13-32 % of every L2 point's time in one sweep, its
-            # L2 read 191 GB/s against 209-217 quiet). Flagged only when a share is above the
-            # threshold by more than its jiffy error. A team's off-CPU share is read in ns, with
-            # no jiffy error: judged as it is (quiet: at most 0.05 on the VM, 0.09 on the node).
+            # the guest's CPUs, a share of every point's time that slows it measurably). Flagged
+            # only when a share is above the threshold by more than its jiffy error. A team's
+            # off-CPU share is read in ns, with no jiffy error: judged as it is (a quiet
+            # machine's stays well under the threshold).
             seen = [] if share is None else [
                 share - error > contention_threshold
                 or (steal is not None and steal - error > contention_threshold)]

@@ -88,7 +88,7 @@ def loadavg() -> list[float] | None:
 
 # -- a CPU team's time off its CPUs -----------------------------------------------------------------
 # A team kernel (kernels/cpu_team.py) waits for its slowest thread: one CPU of 16 taken by another
-# process, or by the VM's host, slows every call while the machine-wide shares above read ~6 %
+# process, or by a VM's host, slows every call while the machine-wide shares above read ~6 %
 # (and jiffies cannot resolve a 0.1 s point's 16 CPUs anyway). Two clocks say where a sample's
 # threads were kept from running, to the nanosecond:
 # - schedstat's run_delay: the time a thread was ready but waited on its run queue (another task
@@ -98,7 +98,7 @@ def loadavg() -> list[float] | None:
 #   clock of KVM guests), which no run queue shows.
 # A sample's off time: its most delayed worker's (the larger of the two readings), over the
 # sample's wall time. Not the calling thread's run_delay: unpinned, it waits beside a worker
-# while that worker computes (0.4-5 ms of a quiet 2-core VM's 19-ms samples), which delays nothing.
+# while that worker computes (part of every sample, even on a quiet machine), which delays nothing.
 _TEAM_NS = [0, 0]  # team calls' wall time, their most delayed worker's wall less CPU time
 _LAST_TEAM = [None]  # the team that ran last: its `tids`, the workers' thread ids
 _SCHEDSTAT: dict[int, int | None] = {}  # thread id -> an open schedstat file (pread re-reads it)

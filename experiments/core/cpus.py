@@ -38,9 +38,9 @@ def pin_process(text) -> set[int]:
 
 
 # OpenMP's binding variables. With any of them set, libgomp pins the process's first thread to one
-# place as torch loads it, and every thread the process starts after inherits that one CPU: on the
-# H200 node (16 cores) a sweep run with OMP_PROC_BIND=spread OMP_PLACES=cores exported measured
-# each CPU job on core 0 (DRAM 12.5 GB/s, FMA float32 0.17 TFLOP/s). rooflab places its own
+# place as torch loads it, and every thread the process starts after inherits that one CPU: a
+# sweep run with OMP_PROC_BIND=spread OMP_PLACES=cores exported measures each CPU job on one
+# core, a fraction of the machine's rates. rooflab places its own
 # threads (its team, one per core; `cpus=` picks them), so a job's process goes without them.
 OPENMP_BINDING = ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY")
 

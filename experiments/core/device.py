@@ -129,7 +129,7 @@ def _holder(path: Path) -> str:
 def context_ahead(name: str, all_gpus: bool = False) -> float | None:
     """Make the CUDA context of a job's one GPU before it waits for that GPU's lock, and return
     the seconds that took (None where the GPU is not known before the lock: the CPU, a pool).
-    Making a context launches nothing on the GPU: 0.11-0.35 s of driver work on the H200 node
+    Making a context launches nothing on the GPU: a few tenths of a second of driver work
     that the GPU's previous job would otherwise wait through, in each of a sweep's ~30 GPU jobs.
     A job measuring beside it kept its medians (docs/benchmarks.md)."""
     devs = resolve_pool(name)

@@ -1,6 +1,6 @@
 """Dtype names used in configs, and what each means to torch (imported when first asked: the
 config checks and the analysis steps, `rooflab run`'s closing summary among them, need the names
-alone, and importing torch takes a 2-core VM about a second)."""
+alone, and importing torch takes a small CPU about a second)."""
 
 from __future__ import annotations
 

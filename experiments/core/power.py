@@ -1,13 +1,13 @@
 """Power a device can draw: the window's mean power from NVML's stepping energy counter, or
 nothing (with the reason), never a number the enforced power limit forbids.
 
-NVML's energy counter moves in steps tens of ms apart (20-100 ms on an H200), and a step's time is
-known only to a poll. Power from it is trusted only where that error is within POWER_TOLERANCE:
+NVML's energy counter moves in steps tens of ms apart, and a step's time is known only to a
+poll. Power from it is trusted only where that error is within POWER_TOLERANCE:
 between steps (at least COUNTER_MIN_STEPS) spanning poll / tolerance, or from the first and last
 polls' readings when they lie MAX_STEP_S / tolerance apart. NVML's power reading is an average over
 POWER_AVERAGE_S: it speaks for windows that long. Anything else is null (ENERGY_UNRESOLVED), and
 so is a reading above the enforced limit by more than POWER_TOLERANCE: the device cannot draw it,
-so the estimate is wrong (on an H200 the counter's ends gave up to 2,953 W at a 700 W cap).
+so the estimate is wrong (the counter's ends alone can give several times the cap).
 """
 
 from __future__ import annotations

@@ -185,8 +185,8 @@ class Context:
 @contextmanager
 def frozen_heap():
     """Point() collects garbage after every point (a failed point's traceback can hold its
-    tensors in a cycle). With torch loaded a full collection walks ~250k objects: 85 ms per point
-    on a 2-core VM, more than half of a short point's wall time. Freezing what exists before the
+    tensors in a cycle). With torch loaded a full collection walks ~250k objects: on a small CPU
+    more than half of a short point's wall time. Freezing what exists before the
     points (modules, torch's registries) leaves the collector only the points' own objects."""
     gc.collect()
     gc.freeze()

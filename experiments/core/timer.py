@@ -27,7 +27,7 @@ SAMPLE_TARGET_S = {"cuda": 1e-3, "cpu": 2e-3}
 MAX_INNER = 10_000
 # Calls longer than this are timed as eager launches: the ~9 us launch cost is then under a few
 # percent, and a graph would change what is measured (a captured copy_ becomes a memcpy node that
-# the copy engines run at ~2.7 TB/s on an H200, against ~4.2 TB/s for the copy kernel).
+# the copy engines run, well below the copy kernel's rate).
 GRAPH_BELOW_S = 2e-4
 
 
@@ -64,8 +64,8 @@ class Timing:
 
 class MedianTiming(Timing):
     """A run read at its median alone (the launch floor): its doubt is the median's 95 %
-    interval, not the CV. A stall in two samples of twenty (the node's CPU eager rows at
-    cf9410a: CV 0.32) moves the CV and the mean, not the median."""
+    interval, not the CV. A stall in two samples of twenty (CPU eager rows can read a CV of a
+    third) moves the CV and the mean, not the median."""
 
     def spread(self) -> float:
         return median_rel_halfwidth(self.samples_s)

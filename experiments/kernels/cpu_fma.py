@@ -37,7 +37,7 @@ DTYPES = {"float32": np.float32, "float64": np.float64}
 
 # LLVM unrolls a step's loop over fewer lanes than this whole and leaves it scalar: on AVX2
 # (16 ymm registers) float64's half-the-registers 32 lanes compiled to scalar FMAs from memory,
-# 15 GFLOP/s on two Zen 4 cores, where 48 lanes (12 registers) ran 108 (40 stayed scalar)
+# several times slower than 48 lanes (12 registers); 40 stayed scalar too
 MIN_LANES = 48
 
 

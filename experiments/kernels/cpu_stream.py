@@ -63,10 +63,8 @@ def _triad(a, b, out, lo, hi, reps):
 KERNELS = {"copy": _copy, "add_one": _add_one, "scale": _scale, "add": _add, "triad": _triad}
 
 # LLVM's loop vectorizer steps these loops four vectors at a time (four loads of each input, four
-# stores). In DRAM that cost a Zen 4 13-21 % of every op: on the 2-core EPYC VM, call by call over
-# the same arrays, the triad read 0.85-0.86x gcc's STREAM loop (one 512-bit vector a step) and
-# 0.93-0.96x compiled one vector a step (docs/benchmarks.md, "One vector a step"); in its caches
-# one vector a step read 7-31 % less, on the node's DRAM 1-3 % less by median, the same at best.
+# stores). In DRAM that can cost a CPU a tenth or more of every op against gcc's STREAM loop (one
+# vector a step; docs/benchmarks.md, "One vector a step"); in caches one vector a step is slower.
 # So the DRAM window's points run the kernels compiled so; points in a cache keep LLVM's step.
 ONE_VECTOR = "-force-vector-interleave"  # LLVM's option: 1 forces it, 0 (default) lets LLVM pick
 _ONE_VECTOR_KERNELS: dict = {}  # (op, dtype) -> its kernel compiled one vector a step
@@ -127,8 +125,8 @@ def _fill(x, lo, hi, seed):
 
 
 # Half dtypes: 1.m with the mantissa's bits drawn, as bit patterns (numba has no half type):
-# values in [1, 2). Drawn in float32 and converted by torch instead, the 2-core VM's float16
-# intensity job spent 4.4 s converting (and first-touching, on torch's threads) two 1 GB arrays.
+# values in [1, 2). Drawn in float32 and converted by torch instead, gigabyte arrays cost seconds
+# of converting (and first-touching, on torch's threads) on a small CPU.
 HALF_BITS = {"float16": (0x3C00, 10), "bfloat16": (0x3F80, 7)}  # 1.0's bits, mantissa bits
 
 
@@ -161,9 +159,8 @@ def fill_half(cpus, bits: np.ndarray, dtype: str, seed: int = 0) -> None:
 HUGE_PAGE = 2 << 20
 # Arrays streamed together start this far apart within a 2 MiB page (a third of it, in whole
 # cache lines), as STREAM's arrays lie in its static memory: at one offset, element i of each
-# array falls in the same DRAM bank. On the 2-core VM the triad over three 256 MiB arrays read
-# 31-35 GB/s at one offset and 39-41 staggered; STREAM's own binary read 25-28 GB/s with arrays
-# of 2^25 and 2^27 doubles (spaced by whole 2 MiB pages) and 34-41 with 10^8 (0.94 MiB apart).
+# array falls in the same DRAM bank. Arrays at one offset stream measurably slower than staggered
+# ones, in rooflab's triad and in STREAM's own binary alike (docs/benchmarks.md).
 STAGGER = HUGE_PAGE // 3 // 64 * 64
 
 
@@ -175,9 +172,9 @@ def host_empty(n: int, dtype, index: int = 0, huge_pages: bool = True):
     MADV_HUGEPAGE, where transparent huge pages are 'madvise', the default): a cache-resident
     stream over 4 KiB pages pays a TLB miss per page. Else in torch's memory (no madvise: the
     system's default pages, those STREAM's static arrays get), for the DRAM window: there each
-    miss is hidden behind DRAM's latency (the 2-core VM's triad read 29-30 GB/s on either), and
-    a huge page's first touch can cost more than streaming it (that VM: 2.5 s per 2 GB, against
-    0.75 on 4 KiB pages; three 1.9 GB arrays filled in 8.4-8.7 s, against 4.0-5.3). numpy's
+    miss is hidden behind DRAM's latency (the triad reads the same on either page size), and
+    a huge page's first touch can cost more than streaming it (a few times what 4 KiB pages
+    cost). numpy's
     16-byte offset from the page would split every 64-byte vector over two cache lines: the
     tensor starts on a cache line either way."""
     import torch
@@ -195,8 +192,8 @@ def host_empty(n: int, dtype, index: int = 0, huge_pages: bool = True):
 def filled(cpus, n: int, dtype, seed: int, index: int = 0, huge_pages: bool = True):
     """A torch CPU tensor of n values in dtype (host_empty's memory), drawn by the team, each
     worker first-touching its slice: `fill`'s [0.5, 1.5) for float32/float64, `fill_half`'s
-    [1, 2) for float16/bfloat16. torch.randn with a generator draws on one thread: 50 s of a
-    node's two half-dtype bandwidth jobs."""
+    [1, 2) for float16/bfloat16. torch.randn with a generator draws on one thread: tens of
+    seconds over a large machine's two half-dtype bandwidth jobs."""
     import torch
 
     t = host_empty(n, dtype, index, huge_pages)

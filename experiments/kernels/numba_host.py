@@ -3,9 +3,9 @@
 LLVM tunes Intel's AVX-512 server cores (Skylake-SP to Sapphire Rapids) to prefer 256-bit
 vectors (its `prefer-256-bit` tuning: 512-bit code lowered the clock on early parts). The
 kernels here fill half the vector registers with accumulators sized for 512-bit registers; at
-256 bits LLVM needs twice the registers, spills, and takes the FMA's x operand from memory: on
-the H200 node's Xeon the FMA roof read 0.54x mixbench-cpu's (ymm, 32 memory-operand FMAs per
-step). Turning the tuning off gives zmm code everywhere AVX-512 exists; elsewhere nothing changes.
+256 bits LLVM needs twice the registers, spills, and takes the FMA's x operand from memory,
+and the FMA roof reads about half of what the cores can do. Turning the tuning off gives zmm
+code everywhere AVX-512 exists; elsewhere nothing changes.
 It must run before numba compiles anything in this process (its target machine is made once).
 """
 

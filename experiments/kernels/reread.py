@@ -23,7 +23,7 @@ UNROLL = 4  # tiles loaded per loop trip: independent loads in flight
 
 # `tiles` and `loads` are runtime values, never specialized: with tiles a known constant the
 # compiler can prove which tile each unrolled load reads (with 2 or 4 tiles, the same ones every
-# trip) and merge or hoist those loads; an H200 then read 60 TB/s, twice what its L1 can serve.
+# trip) and merge or hoist those loads; the kernel then reads twice what the L1 can serve.
 # The tile index is carried from load to load, so no load's address is known at compile time.
 @triton.jit(do_not_specialize=["loads", "tiles"])
 def _reread(x_ptr, out_ptr, loads, tiles, BLOCK: tl.constexpr, UNROLL: tl.constexpr):
@@ -37,7 +37,7 @@ def _reread(x_ptr, out_ptr, loads, tiles, BLOCK: tl.constexpr, UNROLL: tl.conste
         for u in tl.static_range(UNROLL):
             acc += tl.load(x_ptr + base + tile * BLOCK + lanes, cache_modifier=".ca").to(tl.float32)
             # the next tile, wrapping: a compare and select (a runtime `%` is a division, ~20
-            # instructions per load, and held an H200 at 19 TB/s)
+            # instructions per load, holding the kernel far below the L1's rate)
             tile = tl.where(tile + 1 == tiles, 0, tile + 1)
         k += UNROLL
     tl.store(out_ptr + pid.to(tl.int64) * BLOCK + lanes, acc)

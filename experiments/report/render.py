@@ -305,7 +305,7 @@ def roofline_plot(ds: Dataset, ceilings: pd.DataFrame, points: list, title: str 
 def interactive_parts(ds: Dataset, ceilings: pd.DataFrame, placed: Placed) -> dict:
     """The interactive roofline as the page embeds it, {"script", "divs"} (Bokeh's components):
     its own step (experiments/steps/pipeline.py), so that it is built beside the figures and the
-    claims, not after them (4-5 s of a 2-core VM's report step of 7-8)."""
+    claims, not after them (on a small CPU it is over half of the report step)."""
     mine = workloads.section(placed)
     script, divs = interactive.embed(
         {"roofline": roofline_plot(ds, ceilings, mine.get("points", []))})

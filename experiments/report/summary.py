@@ -33,7 +33,7 @@ def summary(results, detail: bool = False) -> str:
 def text(ceilings: pd.DataFrame, table: pd.DataFrame, report: Path | None,
          detail: bool = False) -> str:
     """The summary of these ceilings and claims (the report step writes it beside the report,
-    so that `rooflab run` prints it without loading the analysis again: 3-5 s of a 2-core VM)."""
+    so that `rooflab run` prints it without loading the analysis again, seconds on a small CPU)."""
     own = ceilings[ceilings.source == "run"] if "source" in ceilings else ceilings
     base = own if len(own) else ceilings
     head = glance.headline(base)

@@ -1,13 +1,14 @@
 """Jobs forked from a process that has already imported torch: the sweep's start-up cost, paid once.
 
-A job (`python -m experiments ...`, `python -m experiments.steps ...`) spends about 1.5 s of a
-2-core VM's time importing torch, pandas, Hydra and the experiments before it measures anything;
-over the ~60 jobs of a sweep that is most of the quick preset. The Snakefile launches one server
-per run while Snakemake parses (`launch()`; onstart waits for it, `start()`); it imports all that
-once, and for each job forks a child that runs the job's module as `python -m` would, in the
-job's directory, environment and standard streams. Each job is still its own process (fork: a fresh copy, nothing carried from one job to
-the next), the server never touches a GPU (CUDA does not survive a fork), and the child drops
-the server's address from its environment so processes it starts (ncu's) run for themselves.
+A job (`python -m experiments ...`, `python -m experiments.steps ...`) spends a second or
+more of a small CPU's time importing torch, pandas, Hydra and the experiments before it measures
+anything; over the ~60 jobs of a sweep that is most of the quick preset. The Snakefile launches
+one server per run while Snakemake parses (`launch()`; onstart waits for it, `start()`); it
+imports all that once, and for each job forks a child that runs the job's module as `python -m`
+would, in the job's directory, environment and standard streams. Each job is still its own
+process (fork: a fresh copy, nothing carried from one job to the next), the server never
+touches a GPU (CUDA does not survive a fork), and the child drops the server's address from its
+environment so processes it starts (ncu's) run for themselves.
 
     python -m experiments ...      # `delegate()` at the top of each __main__: with ROOFLAB_FORKSERVER
                                    # set and its server on this host, the job runs there;
@@ -208,8 +209,9 @@ def _accept(listener, sel, jobs) -> tuple[int | None, list]:
     sys.stderr.flush()
     server = os.getpid()
     # What the server loaded is never garbage: frozen, out of the collector's sight, it is not
-    # walked by a job's full collections (core/runner.py frozen_heap's first: 0.2-0.4 s of every
-    # job on a 2-core VM), and its pages stay shared (CPython's advice for a fork without exec).
+    # walked by a job's full collections (core/runner.py frozen_heap's first: a few tenths of a
+    # second of every job on a small CPU), and its pages stay shared (CPython's advice for a fork
+    # without exec).
     gc.freeze()
     pid = os.fork()
     if pid == 0:

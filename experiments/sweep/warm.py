@@ -27,21 +27,22 @@ PRELOAD = (
     "hydra.main", "hydra._internal.utils", "hydra._internal.hydra",
     "hydra._internal.config_loader_impl", "experiments.core.config",
     "experiments.core.runner", "experiments.core.store",
-    # the rest of what `python -m experiments` imports (a job imported them itself: 0.2 s)
+    # the rest of what `python -m experiments` imports (a job imported them itself: a fraction of
+    # a second)
     "experiments.core.device", "experiments.sweep.checks", EXPERIMENTS,
     "experiments.sweep.warm:compose_once", "experiments.sweep.warm:package_metadata",
     "pynvml",  # a GPU job's NVML (imported, not initialised)
 )
-# The numba kernels of a CPU job of bandwidth or intensity, compiled (5.8 s of a 2-core Zen 1
-# VM), last of all: each serves one job (bandwidth's float32 ops, intensity's chain per dtype),
+# The numba kernels of a CPU job of bandwidth or intensity, compiled (seconds on a small CPU),
+# last of all: each serves one job (bandwidth's float32 ops, intensity's chain per dtype),
 # so compiling one in the server saves no more than that job would spend on it, while before
-# "ready" they held every job back (the Zen 1 VM's first job started 13.9 s into the run, 8.1 s
-# with them after). The server compiles them while Snakemake finishes its DAG and between jobs;
+# "ready" they held every job back (the first job started seconds later than with them after).
+# The server compiles them while Snakemake finishes its DAG and between jobs;
 # a job that comes first compiles its own. What PRELOAD_LATER imports serves many jobs.
 NUMBA = ("numba", "experiments.sweep.warm:cpu_kernels")
 PRELOAD_LATER = (
     # a workload job: the profiler, and what FlopCounterMode's first call imports (dynamo, sympy:
-    # about 1 s here, several on an H200 host)
+    # a second or several, by host)
     "experiments.cli.place", "experiments.models", "torch.profiler", "sympy",
     "torch.fx.experimental.symbolic_shapes", "torch.distributed.fsdp", "torch._dynamo",
     # the analysis steps

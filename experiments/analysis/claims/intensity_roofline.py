@@ -155,7 +155,6 @@ def _peaks_without_each(g, P: float) -> np.ndarray:
     that set it."""
     # only what fit_roof reads for a roof's value, text as plain objects: a copy of every
     # column (Arrow-backed text each a take of its own) per refit took most of the claims step
-    # (6 s of a 2-core VM's 7)
     g = g[[c for c in FIT_COLUMNS if c in g]]
     g = g.astype({c: object for c in g if pd.api.types.is_string_dtype(g[c])})
     out = []
