@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from experiments.analysis import dataset
-from experiments.analysis.claims import CLAIMS, FAILS, HOLDS
+from experiments.analysis.claims import CLAIMS, FAILS, HOLDS, NOT_MEASURABLE
 from subsets import ANALYSIS, MODES, SOURCES, Cut, check_outputs, groups, run_steps
 
 pytestmark = pytest.mark.system  # each example runs the aggregate steps: seconds
@@ -70,6 +70,17 @@ def test_every_step_and_the_report_on_any_subset(tmp_path_factory, cuts):
 
 ALL_STEPS = ("roofline", "decode", "claims", "placements", "interactive", "figures", "report")
 CPU = ("vm", "cpu")
+
+
+def test_shrunk_timing_without_all_three_clocks(tmp_path):
+    """Half the H200's timing rows dropped: no kernel size keeps all three clocks, and C5 and
+    C6 say so instead of breaking on an empty table."""
+    cuts = {"h200": {("h200", "cuda:0", "timing", "float32"): Cut("drop_some", 0, 1)}}
+    files = run_steps(tmp_path, cuts, ANALYSIS)
+    check_outputs(files, ANALYSIS)
+    cl = pd.read_parquet(files.claims)
+    c6 = cl[(cl.claim == "C6") & (cl.system == "NVIDIA H200 @ h200 [published:h200]")].iloc[0]
+    assert c6.verdict == NOT_MEASURABLE and "all three clocks" in c6.reason, c6.reason
 
 
 @pytest.mark.parametrize("cuts", [
