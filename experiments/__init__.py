@@ -19,10 +19,17 @@ it does:
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
+import os
 import sys
-from pathlib import Path
+
+# `python -m experiments ...` puts the working directory first on the path, where a random.py or
+# json.py of the user's would shadow the standard library: it goes last (its modules still load)
+if sys.argv[:1] == ["-m"] and sys.path and os.path.abspath(sys.path[0] or ".") == os.getcwd():
+    sys.path.append(sys.path.pop(0))
+
+import importlib  # noqa: E402
+import pkgutil  # noqa: E402
+from pathlib import Path  # noqa: E402
 from types import ModuleType
 
 from experiments.core.cpus import unbind_openmp

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from pathlib import Path
 
 # argparse only at import: `--help` and bad arguments answer before torch loads
 DTYPES = ("float64", "float32", "tf32", "float16", "bfloat16", "float8_e4m3")
@@ -148,6 +150,15 @@ def parse_args(argv, prog="python -m experiments place"):
 def main(argv, prog="python -m experiments place") -> int:
     """`python -m experiments place ...`: the workload experiment for one batch, then placed."""
     args = parse_args(argv, prog)  # before torch: --help and bad arguments are instant
+    from experiments.core.store import CannotWrite, unwritable
+
+    if why := unwritable(Path(args.out).absolute().parent):  # before anything is measured
+        print(f"{prog}: --out {args.out}: {why}; give --out a writable path", file=sys.stderr)
+        return 2
     from experiments.cli.place_run import run
 
-    return run(args, prog)
+    try:
+        return run(args, prog)
+    except CannotWrite as exc:  # filled up while it measured: the rows printed above stand
+        print(f"{prog}: {exc}; give --out a writable path", file=sys.stderr)
+        return 2

@@ -144,12 +144,17 @@ def run(args, extra: list[str]) -> int:
         if why := yaml_error(path):
             print(f"rooflab run: bad config file: {why}", file=sys.stderr)
             return 2
+    if why := places_to_write(args, extra):
+        print(f"rooflab run: {why}", file=sys.stderr)
+        return 2
     root = workflow_root()
-    cmd = [sys.executable, "-m", "snakemake", *snakemake_args(args, extra, root)]
+    # -P: the working directory is not put ahead of the standard library (a random.py there)
+    python = [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else [])]
+    cmd = [*python, "-m", "snakemake", *snakemake_args(args, extra, root)]
     # Jobs run `python -m experiments`: this interpreter's, even from a venv not activated.
     env = os.environ | {"PATH": os.pathsep.join([str(Path(sys.executable).parent),
                                                  os.environ.get("PATH", "")])}
-    print(f"rooflab: snakemake {' '.join(cmd[3:])}", file=sys.stderr, flush=True)
+    print(f"rooflab: snakemake {' '.join(cmd[len(python) + 2:])}", file=sys.stderr, flush=True)
     started = time.time()
     status = subprocess.call(cmd, env=env)
     results = Path(args.results or next((a.split("=", 1)[1] for a in extra
@@ -162,6 +167,38 @@ def run(args, extra: list[str]) -> int:
             and (results / "report.html").is_file():
         print(_summary(results, args.claims))
     return status
+
+
+def places_to_write(args, extra: list[str]) -> str | None:
+    """Why a run could not write where it must, with the flag or variable that moves it; None
+    where it can: Snakemake's state (.snakemake/ here), the results, the temporary folder (the
+    fork server's socket, the device locks: a MiB is room enough)."""
+    import tempfile
+
+    from experiments.core.store import unwritable
+
+    results = args.results or next((a.split("=", 1)[1] for a in extra
+                                    if a.startswith("results=")), "results")
+    if sys.version_info < (3, 11) and (mine := shadowing(Path.cwd())):  # no -P to keep it out
+        return (f"{', '.join(mine)} here would shadow Python's own module of that name for "
+                "Snakemake: rename it, or run from another directory")
+    if why := unwritable(Path.cwd()):
+        return (f"{why}: Snakemake keeps its state in .snakemake/ here; run from a writable "
+                "directory (cd there; `rooflab run` finds its workflow wherever it is installed)")
+    if why := unwritable(results):
+        return f"--results {results}: {why}; give --results a writable folder"
+    temp = os.environ.get("TMPDIR") or tempfile.gettempdir()  # Python's skips a full TMPDIR
+    if why := unwritable(temp, 1 << 20):
+        return f"the temporary folder (TMPDIR): {why}; set TMPDIR to a folder with room"
+    return None
+
+
+def shadowing(folder: Path) -> list[str]:
+    """The files in `folder` named as a standard-library module (./random.py, ./json/)."""
+    names = getattr(sys, "stdlib_module_names", ())
+    return sorted(f"./{p.name}" for p in folder.iterdir()
+                  if (p.suffix == ".py" and p.stem in names) or (p.is_dir() and p.name in names
+                                                                 and (p / "__init__.py").exists()))
 
 
 def _summary(results: Path, detail: bool) -> str:
@@ -191,6 +228,12 @@ def report(args) -> int:
     if not Path(sheets).is_file():
         print(f"rooflab report: --datasheets {sheets}: no such file", file=sys.stderr)
         return 2
+    from experiments.core.store import unwritable
+
+    if why := unwritable(args.results):
+        print(f"rooflab report: --results {args.results}: {why}; the report is written beside "
+              "its measurements: copy them to a writable folder and give it", file=sys.stderr)
+        return 2
     import contextlib
     import io
 
@@ -217,6 +260,12 @@ def compare(args) -> int:
     if args.out and Path(args.out).suffix not in (".html", ".csv"):
         print(f"rooflab compare: --out {args.out}: give a .html or .csv file", file=sys.stderr)
         return 2
+    from experiments.core.store import CannotWrite, unwritable
+
+    if args.out and (why := unwritable(Path(args.out).absolute().parent)):
+        print(f"rooflab compare: --out {args.out}: {why}; give --out a writable path",
+              file=sys.stderr)
+        return 2
     sheets = args.datasheets or str(shipped("config/datasheets.yaml"))
     try:
         a, b, ceilings, claims = cmp.compare(args.a, args.b, sheets)
@@ -225,8 +274,12 @@ def compare(args) -> int:
         return 2
     print(cmp.text(a, b, ceilings, claims))
     if args.out:
-        for path in compare_page.write(args.out, a, b, ceilings, claims):
-            print(f"rooflab compare: wrote {path}", file=sys.stderr)
+        try:
+            for path in compare_page.write(args.out, a, b, ceilings, claims):
+                print(f"rooflab compare: wrote {path}", file=sys.stderr)
+        except CannotWrite as exc:  # filled up meanwhile
+            print(f"rooflab compare: {exc}; give --out a writable path", file=sys.stderr)
+            return 2
     return 0
 
 

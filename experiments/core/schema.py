@@ -134,7 +134,13 @@ def finish_row(row: dict) -> dict:
             row.setdefault("j_per_byte", energy / nbytes)
     if isinstance(row.get("params"), dict):
         row["params"] = json.dumps(row["params"], sort_keys=True)
-    return {name: row.get(name) for name in COLUMNS}
+    return {name: utf8(v) if isinstance(v := row.get(name), str) else v for name in COLUMNS}
+
+
+def utf8(text: str) -> str:
+    """`text` as UTF-8 can hold it: a byte that did not decode (a lone surrogate, as
+    surrogateescape keeps a file name's) becomes its escape, \\udcff, instead of an error."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def to_table(rows: list[dict], metadata: dict) -> pa.Table:

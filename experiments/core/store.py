@@ -19,6 +19,32 @@ class DatasetError(ValueError):
     """A file in the dataset that is not a rooflab measurement file."""
 
 
+class CannotWrite(OSError):
+    """A file rooflab must write cannot be (a read-only or full place, a file where its folder
+    should be): names the file itself, not the temp file beside it."""
+
+    def __init__(self, path, cause: OSError):
+        super().__init__(cause.errno, f"cannot write {path}: {cause.strerror or cause}")
+        self.path = Path(path)
+
+    def __str__(self) -> str:
+        return self.strerror
+
+
+def unwritable(folder, nbytes: int = 4096) -> str | None:
+    """Why `folder` cannot take a file of `nbytes` (made if missing), in words; None where it
+    can. Tried with a real file, fsynced: a read-only mount or a full disk shows only so."""
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder) as handle:
+            handle.write(os.urandom(nbytes))
+            handle.flush()
+            os.fsync(handle.fileno())
+    except OSError as exc:
+        return f"cannot write in {folder}: {exc.strerror or exc}"
+    return None
+
+
 # Set in a job forked by the fork server (experiments/sweep/): the pipe to its client, which puts
 # the job's files in place once the job ended well. A job whose client or server died meanwhile
 # (declared failed) never has its file accepted, however late it writes it.
@@ -37,14 +63,22 @@ def _commit(tmp: str, path: Path) -> None:
 def _temp_beside(path: Path, mode: str):
     """A temp file beside `path`, readable by others (mkstemp makes 0600), open in `mode`;
     yields (handle, its name); the body puts it in place, and it is removed if the body raises."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise CannotWrite(path, exc) from exc
     try:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
             yield handle, tmp
+    except OSError as exc:  # a full disk shows when the body writes
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, CannotWrite):
+            raise
+        raise CannotWrite(path, exc) from exc
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

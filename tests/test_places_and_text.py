@@ -1,0 +1,180 @@
+"""Where rooflab writes and what users hand it: a read-only or full place, bytes that are not
+UTF-8, a file of the user's that shadows the standard library. Each is one line naming the
+problem and what moves it, before anything is measured where it can be, and no row is lost.
+
+The read-only and full places are small tmpfs mounts; where the machine does not allow mounting
+(not root, no CAP_SYS_ADMIN), those tests skip saying so."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from experiments.cli import rooflab as cli
+from experiments.core.store import CannotWrite, unwritable, write_text_atomic
+from workflow_copy import ROOT
+
+BAD_BYTES = textwrap.dedent('''
+    import torch
+    def make_badbytes(batch, dtype, device, generator):
+        name = b"weights-\\xff.bin".decode("utf-8", "surrogateescape")  # as os.listdir gives it
+        raise FileNotFoundError(f"no such file: {name}")
+''')
+PUBLISHED = ROOT / "results" / "published" / "h200" / "measurements.parquet"
+
+
+def _mount(folder: Path, options: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)],
+                          capture_output=True, text=True)
+    if done.returncode:
+        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip() or 'mount failed'})")
+    return folder
+
+
+@pytest.fixture
+def read_only(tmp_path):
+    folder = _mount(tmp_path / "ro", "ro,size=1m")
+    yield folder
+    done = subprocess.run(["umount", str(folder)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.fixture
+def full(tmp_path):
+    folder = _mount(tmp_path / "full", "size=64k")
+    with open(folder / "filler", "wb", buffering=0) as f:  # every block taken
+        try:
+            while f.write(b"\0" * 4096):
+                pass
+        except OSError:
+            pass
+    yield folder
+    done = subprocess.run(["umount", str(folder)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_read_only_or_full_place_is_named_before_anything_is_written(read_only, full):
+    assert "Read-only file system" in unwritable(read_only)
+    assert "No space left on device" in unwritable(full)
+    with pytest.raises(CannotWrite, match=f"cannot write {full / 'x.csv'}: No space left"):
+        write_text_atomic(full / "x.csv", "a,b\n" * 10_000)
+    assert sorted(p.name for p in full.iterdir()) == ["filler"]  # no temp file left behind
+
+
+def test_undecodable_bytes_in_a_message_are_kept_escaped(run_experiment, tmp_path):
+    path = tmp_path / "factories.py"
+    path.write_text(BAD_BYTES)
+    rows = run_experiment("workload", "float32", [f"experiment.target='{path}:make_badbytes'",
+                                                  "experiment.batches=[1]"])
+    assert list(rows.status) == ["error"]
+    assert "no such file: weights-\\udcff.bin" in rows.message.iloc[0]
+
+
+def test_compare_into_a_read_only_folder_is_one_line(read_only, capsys):
+    out = read_only / "x.csv"
+    assert cli.main(["compare", str(PUBLISHED), str(PUBLISHED), "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # stopped before comparing: nothing printed, nothing lost
+    line, = captured.err.strip().splitlines()
+    assert line.startswith(f"rooflab compare: --out {out}: cannot write in {read_only}")
+    assert "Read-only file system" in line and line.endswith("give --out a writable path")
+
+
+def test_report_into_a_read_only_results_folder_is_one_line(tmp_path, capsys):
+    results = _mount(tmp_path / "res", "size=4m")
+    try:
+        (results / "measurements.parquet").write_bytes(PUBLISHED.read_bytes())
+        subprocess.run(["mount", "-o", "remount,ro", str(results)], check=True)
+        assert cli.main(["report", "--results", str(results)]) == 2
+        line, = capsys.readouterr().err.strip().splitlines()
+        assert line.startswith(f"rooflab report: --results {results}: cannot write in")
+        assert "Read-only file system" in line and "writable folder" in line
+    finally:
+        subprocess.run(["umount", str(results)], check=False)
+
+
+def test_run_from_a_read_only_checkout_is_one_line(read_only, tmp_path, capsys):
+    here = os.getcwd()
+    os.chdir(read_only)  # not monkeypatch's: an autouse fixture holds it past the unmount
+    try:
+        for extra in ([], ["--results", str(tmp_path / "writable")]):
+            assert cli.main(["run", "--quick", "-n", *extra]) == 2
+            line, = capsys.readouterr().err.strip().splitlines()
+            assert line.startswith(f"rooflab run: cannot write in {read_only}: Read-only file")
+            assert ".snakemake/" in line and "writable directory" in line
+    finally:
+        os.chdir(here)
+
+
+def test_run_with_a_full_tmpdir_is_one_line(full, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TMPDIR", str(full))
+    assert cli.main(["run", "--quick", "-n"]) == 2
+    line, = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"rooflab run: the temporary folder (TMPDIR): cannot write in {full}")
+    assert "No space left on device" in line and line.endswith("set TMPDIR to a folder with room")
+
+
+def test_place_into_a_read_only_folder_is_one_line_before_measuring(read_only, capsys):
+    from experiments.cli.place import main
+    out = read_only / "r.parquet"
+    assert main(["experiments.models:make_mlp", "--device", "cpu", "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # nothing measured
+    line, = captured.err.strip().splitlines()
+    assert line.startswith(f"python -m experiments place: --out {out}: cannot write in")
+    assert "Read-only file system" in line and line.endswith("give --out a writable path")
+
+
+def _place(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "experiments", "place", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=300, env=env)
+
+
+@pytest.mark.system
+def test_place_keeps_the_row_of_a_factory_whose_message_has_bad_bytes(tmp_path):
+    (tmp_path / "factories.py").write_text(BAD_BYTES)
+    run = _place(tmp_path, "./factories.py:make_badbytes", "--device", "cpu", "--out", "r.parquet")
+    assert run.returncode == 1 and "UnicodeEncodeError" not in run.stderr, run.stderr[-2000:]
+    row = pd.read_parquet(tmp_path / "r.parquet").iloc[0]
+    assert row.status == "error" and "weights-\\udcff.bin" in row.message
+    assert "weights-\\udcff.bin" in run.stdout + run.stderr
+
+
+@pytest.mark.system
+def test_a_random_py_or_json_py_beside_it_shadows_nothing(tmp_path):
+    (tmp_path / "random.py").write_text("raise SystemExit('the user random.py was imported')\n")
+    (tmp_path / "json.py").write_text("raise SystemExit('the user json.py was imported')\n")
+    run = _place(tmp_path, "experiments.models:make_mlp", "--device", "cpu", "--batch", "1",
+                 "--out", "r.parquet", "--point-budget-s", "0.02",
+                 "--kwargs", '{"d_model": 16, "hidden": 32}')
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert pd.read_parquet(tmp_path / "r.parquet").status.tolist() == ["ok"]
+
+
+def test_the_users_files_named_as_standard_modules_are_found(tmp_path):
+    (tmp_path / "random.py").write_text("")
+    (tmp_path / "json").mkdir()
+    (tmp_path / "json" / "__init__.py").write_text("")
+    (tmp_path / "my_model.py").write_text("")
+    assert cli.shadowing(tmp_path) == ["./json", "./random.py"]
+
+
+@pytest.mark.system
+def test_run_beside_a_random_py_plans_its_sweep(tmp_path):
+    """Snakemake's process imports tempfile (which imports random): it runs with -P, so the
+    working directory's random.py stays out of its way."""
+    (tmp_path / "random.py").write_text("raise SystemExit('the user random.py was imported')\n")
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    run = subprocess.run([sys.executable, "-m", "experiments.cli.rooflab", "run", "--quick",
+                          "-n"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                         env=env)
+    assert run.returncode == 0 and "This was a dry-run" in run.stdout, run.stderr[-2000:]
