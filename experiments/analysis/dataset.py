@@ -277,7 +277,7 @@ def reading(what: str):
 
 
 def rows_read(exc: BaseException) -> str:
-    """'matmul rows (7) of AMD EPYC @ vm': the rows `reading` named, outermost first."""
+    """'the matmul rows (7 ok) of AMD EPYC @ vm': what `reading` named, innermost first."""
     return " of ".join(getattr(exc, "rooflab_rows", []))
 
 
