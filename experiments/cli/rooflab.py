@@ -243,8 +243,12 @@ def report(args) -> int:
             status = analysis(pipeline.STEPS[step].argv(files))
         if status:  # its error line here, its traceback in its log, as the workflow keeps it
             path = Path(files.logs) / f"{step}.log"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(log.getvalue())
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(log.getvalue())
+            except OSError:  # the place filled up meanwhile: the whole log here, then
+                print(log.getvalue(), end="", file=sys.stderr)
+                return status
             print("\n".join(pipeline.failures(files.logs, since=path.stat().st_mtime))
                   or log.getvalue(), file=sys.stderr)
             return status
