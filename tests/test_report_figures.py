@@ -38,7 +38,7 @@ def test_roofline_points_are_named_on_hover(rendered):
     html, figures, _ = rendered
     svg = (figures / "roofline.svg").read_text()
     rows = pd.read_parquet(figures.parent / "measurements.parquet")
-    drawn = rows[(rows.status == "ok") & rows.experiment.isin(FIGURES["roofline"][2])
+    drawn = rows[(rows.status == "ok") & rows.experiment.isin(FIGURES["roofline"].experiments)
                  & (rows.intensity > 0) & (rows.flop_per_s > 0)]
     titles = re.findall(r"<title>([^<]+)</title>", svg)
     assert len(titles) == len(drawn) and "rooflab-tip" not in svg
@@ -61,6 +61,25 @@ def test_with_a_cjk_font_figures_keep_the_chinese(tmp_path):
         pytest.skip("no CJK font on this machine")
     _draw_with_chinese(tmp_path)
     assert any("拷贝" in t for t in _svg_texts((tmp_path / "bandwidth.svg").read_text()))
+
+
+def test_a_figure_is_declared_once_in_the_catalog_and_drawn_by_one_module(monkeypatch):
+    """catalog.FIGURES is the figures' one declaration: every declared figure has a module that
+    draws it, @figure refuses a name the catalog does not declare (or one drawn already), and
+    draw_all refuses to run while a declared figure has no drawing function."""
+    from experiments.report import figures
+    from experiments.report.catalog import Figure
+
+    assert list(figures.DRAW) and set(figures.DRAW) == set(FIGURES)
+    assert all(figures.DRAW[name].__module__.endswith(f".{name}") for name in FIGURES)
+    with pytest.raises(ValueError, match="'sparkline'.*not declared in experiments/report/cat"):
+        figures_common.figure("sparkline")(lambda g: None)
+    with pytest.raises(ValueError, match="'roofline'.*already drawn by .*figures.roofline"):
+        figures_common.figure("roofline")(lambda g: None)
+    assert set(figures.DRAW) == set(FIGURES)  # a refused function registers nothing
+    monkeypatch.setitem(FIGURES, "sparkline", Figure("sparkline", "Memory", "a sketch", ("l1",)))
+    with pytest.raises(LookupError, match="sparkline are declared in experiments/report/cat"):
+        figures.draw_all(None, "unused")
 
 
 def _pid(_):

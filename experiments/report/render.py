@@ -321,9 +321,9 @@ def render(ds: Dataset, ceilings: pd.DataFrame, sheets: list, figures_dir,
     figures_dir = Path(figures_dir)
     index = figures_dir / "index.json"
     placeholders = json.loads(index.read_text()) if index.exists() else {}
-    figures = {name: {"svg": _svg(figures_dir / f"{name}.svg"), "title": info[1],
-                      "category": info[0], "missing": placeholders.get(name)}
-               for name, info in FIGURES.items()}
+    figures = {name: {"svg": _svg(figures_dir / f"{name}.svg"), "title": fig.caption,
+                      "category": fig.category, "missing": placeholders.get(name)}
+               for name, fig in FIGURES.items()}
     first = glance.glance(ds, ceilings, table, sheets)
     shown = [s["system"] for s in first["systems"]]
     mine = workloads.section(placed)

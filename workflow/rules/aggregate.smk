@@ -149,9 +149,9 @@ rule figures:
             report(
                 f"{FILES.figures}/{name}.svg",
                 caption=f"../report/{name}.rst",
-                category=category,
+                category=fig.category,
             )
-            for name, (category, *_) in FIGURES.items()
+            for name, fig in FIGURES.items()
         ],
         index=f"{FILES.figures}/index.json",
     conda:

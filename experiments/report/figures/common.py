@@ -1,14 +1,15 @@
 """What every figure shares: the style, the tick and legend helpers, the colours, and the
 `@figure` decorator that selects a figure's rows and lays out its grid.
 
-A figure is a function of a `Grid`, registered under its catalog name:
+A figure is a function of a `Grid`, registered under its name in catalog.FIGURES (its one
+declaration: category, caption, experiments; a name not declared there fails at decoration):
 
     @figure("bandwidth", where=lambda r: r[r.byte_per_s > 0], missing="no bandwidth rows")
     def bandwidth(g: Grid):
         for ax, system, rows in g:  # each system: its panels, its rows
             ...
 
-The decorator keeps the ok rows of the figure's experiments (catalog.FIGURES), narrows them with
+The decorator keeps the ok rows of the figure's catalog experiments, narrows them with
 `where`, raises Missing (the figure becomes a placeholder naming what is missing) when no system
 has any, and stacks the systems, one subfigure of `panels` axes each (at most two side by side,
 so the text stays readable on a narrow screen). The registered function takes Inputs and returns
@@ -327,7 +328,12 @@ def figure(name: str, *, where=None, missing: str | None = None, panels: int = 1
     """Register a figure drawn by `draw(grid)`; `where(rows)` narrows (or extends) the ok rows of
     the catalog's experiments and may raise Missing with a better reason; each system gets
     `panels` axes of `panel` inches, `columns` side by side."""
-    experiments = FIGURES[name][2]
+    if name not in FIGURES:  # the catalog is the figures' one declaration
+        raise ValueError(f"@figure({name!r}): not declared in experiments/report/catalog.py "
+                         f"(FIGURES: {', '.join(FIGURES)}); declare it there first")
+    if name in DRAW:
+        raise ValueError(f"@figure({name!r}): already drawn by {DRAW[name].__module__}")
+    experiments = FIGURES[name].experiments
     why = missing or f"no ok {' or '.join(experiments)} rows"
 
     def register(draw):
