@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 from omegaconf import MISSING
 
+from experiments.core.budget import point_budget
 from experiments.core.cpus import read_topology
 from experiments.core.config import ConfigError, ExperimentConfig, check_sizes
 from experiments.core.dtypes import itemsize, torch_dtype
@@ -229,9 +230,9 @@ def _measure(ctx: Context, op: str, n: int, cache: dict, cpus=None, reps: int = 
     first_s = ctx.first_call(lambda: call(0))
     err = _check(op, a, b, out, ctx.dtype)
     # a long first call is the estimate (a DRAM size); `steady_s`: sample at least that long
-    steady = {"min_point_s": steady_s, "point_budget_s": max(ctx.point_budget_s, steady_s)} \
-        if steady_s else {}
-    stats = ctx.time(call, warm_call_s=first_s, **steady)
+    steady = {"min_point_s": steady_s} if steady_s else {}
+    stats = ctx.time(call, warm_call_s=first_s, point_budget_s=point_budget(ctx, at_least=steady_s),
+                     **steady)
     return stats | {"rel_error": err, "check_passed": True}
 
 
@@ -254,8 +255,7 @@ def run(cfg: BandwidthConfig, ctx: Context):
                 # DRAM's points step one vector at a time, the caches' as LLVM unrolls
                 # (cpu_stream.ONE_VECTOR says why)
                 one = bool(cpus) and dram
-                # ...and sample dram_steady_s each (config/experiment/bandwidth.yaml says why)
-                steady = cfg.dram_steady_s if dram else 0.0
+                steady = _steady_s(cfg, dram)
                 base = {"op": op, "n": n, "working_set_bytes": moved,
                         "bytes": float(reps * moved), "flops": float(reps * flops_per * n),
                         "variant": "numba" if cpus else "torch",
@@ -290,6 +290,12 @@ def _dram_llc(ctx: Context) -> float | None:
     return _llc(ctx) if ctx.device.type == "cpu" else None
 
 
+def _steady_s(cfg: BandwidthConfig, dram: bool) -> float:
+    """The least a point samples: dram_steady_s for a CPU's DRAM-window point
+    (config/experiment/bandwidth.yaml says why), else 0 (the job's budget alone)."""
+    return cfg.dram_steady_s if dram else 0.0
+
+
 def _dram_point(moved: int, llc: float | None) -> bool:
     """Whether a point whose pass moves `moved` bytes lies in a CPU's DRAM window (`llc`: from
     _dram_llc, None on a GPU): run() and sampling_s() judge it alike."""
@@ -316,5 +322,5 @@ def sampling_s(cfg: BandwidthConfig, ctx: Context) -> float:
     for nbytes in _planned_sizes(cfg, ctx):
         for op in cfg.ops:
             dram = _dram_point(_moved(op, max(1, nbytes // size), size), llc)
-            total += max(ctx.point_budget_s, cfg.dram_steady_s if dram else 0)
+            total += point_budget(ctx, at_least=_steady_s(cfg, dram))
     return total

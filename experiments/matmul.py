@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 from omegaconf import MISSING
 
-from experiments.core.budget import SlowPointGuard, rotation_copies
+from experiments.core.budget import SlowPointGuard, point_budget, rotation_copies
 from experiments.core.config import ExperimentConfig, check_sizes
 from experiments.core.checks import has_nan
 from experiments.core.dtypes import itemsize, tf32_matmul, torch_dtype
@@ -184,10 +184,9 @@ def _measure(ctx: Context, cfg: MatmulConfig, n: int, min_samples: int | None = 
             if not errors["arithmetic_error"] <= TOLERANCE[ctx.dtype]:
                 raise WrongResult(f"arithmetic error {errors['arithmetic_error']:.3g} "
                                   f"above {TOLERANCE[ctx.dtype]:g}")
-        steady = {"min_point_s": cfg.steady_s, "point_budget_s": _point_budget(cfg, ctx)}
-        if min_samples is not None:
-            steady["min_samples"] = min_samples
-        stats = ctx.time(lambda i: kernel(*triples[i % sets]), warm_call_s=first_s, **steady)
+        least = {} if min_samples is None else {"min_samples": min_samples}
+        stats = ctx.time(lambda i: kernel(*triples[i % sets]), warm_call_s=first_s,
+                         min_point_s=cfg.steady_s, point_budget_s=_point_budget(cfg, ctx), **least)
     params = {"operand_sets": sets, "tf32": ctx.dtype == "tf32",
               "input_rounding_error": errors["input_rounding_error"],
               "arithmetic_error": errors["arithmetic_error"]}
@@ -248,9 +247,7 @@ def points(cfg: MatmulConfig, ctx: Context) -> int:
 
 def _point_budget(cfg: MatmulConfig, ctx: Context) -> float:
     """A point's budget: on a CPU steady_s at least (a CPU's calls are planned to fill it)."""
-    if ctx.device.type == "cpu":
-        return max(ctx.point_budget_s, cfg.steady_s)
-    return ctx.point_budget_s
+    return point_budget(ctx, at_least=cfg.steady_s if ctx.device.type == "cpu" else 0.0)
 
 
 def sampling_s(cfg: MatmulConfig, ctx: Context) -> float:

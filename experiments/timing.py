@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from omegaconf import MISSING
 
+from experiments.core.budget import samples_within
 from experiments.core.config import ConfigError, ExperimentConfig, check_sizes
 from experiments.core.dtypes import itemsize, torch_dtype
 from experiments.core.checks import check_close, has_nan, need_storage_dtype, relative_error
@@ -97,7 +98,7 @@ def _sample_count(ctx: Context, cfg: TimingConfig, kernel) -> int:
     kernel()
     ctx.sync()
     one = time.perf_counter() - t0
-    return int(min(cfg.max_samples, max(MIN_SAMPLES, ctx.point_budget_s // max(one, 1e-9))))
+    return samples_within(ctx, one, at_least=MIN_SAMPLES, at_most=cfg.max_samples)
 
 
 def _host_samples(ctx: Context, kernel, samples: int, sync: bool):

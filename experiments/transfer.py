@@ -24,7 +24,8 @@ import numpy as np
 import torch
 from omegaconf import MISSING
 
-from experiments.core.config import ConfigError, ExperimentConfig, check_sizes
+from experiments.core.budget import point_budget
+from experiments.core.config import ConfigError, ExperimentConfig, check_positive, check_sizes
 from experiments.core.checks import need_storage_dtype
 from experiments.core.dtypes import itemsize, torch_dtype
 from experiments.core.runner import Context, NotApplicable, WrongResult
@@ -36,7 +37,6 @@ NOT_ON = ("cpu",)  # no device memory apart from the host's: a sweep plans no CP
 
 DIRECTIONS = ("h2d", "d2h")
 MEMORIES = ("pageable", "pinned")
-PAGEABLE_BUDGET_S = 0.15  # the most a pageable copy's point samples (~100 samples at 1 MiB)
 MODES = ("blocking", "nonblocking")
 VARIANTS = tuple(f"{d}_{m}_{b}" for d in DIRECTIONS for m in MEMORIES for b in MODES)
 NO_DEVICE = "a CPU job has no separate device memory: nothing crosses PCIe"
@@ -68,12 +68,14 @@ class TransferConfig(ExperimentConfig):
     sizes: list[int] = MISSING  # bytes per copy
     create_sizes: list[int] = MISSING  # bytes of the new tensor
     d2d_bytes: int = MISSING  # device-to-device copy that measures device memory bandwidth
+    pageable_budget_s: float = MISSING  # the most a pageable copy's point samples
 
     def __post_init__(self):
         check_sizes("experiment.sizes", self.sizes)
         check_sizes("experiment.create_sizes", self.create_sizes)
         if not isinstance(self.d2d_bytes, int) or self.d2d_bytes < 1:
             raise ConfigError(f"experiment.d2d_bytes={self.d2d_bytes!r} must be an integer >= 1")
+        check_positive("experiment.pageable_budget_s", self.pageable_budget_s)
 
 
 Config = TransferConfig
@@ -179,7 +181,7 @@ def _d2d(ctx: Context, n: int) -> dict:
     return ctx.time(lambda i: dst.copy_(src)) | {"rel_error": 0.0, "check_passed": True}
 
 
-def _transfer(ctx: Context, variant: str, n: int) -> dict:
+def _transfer(ctx: Context, cfg: TransferConfig, variant: str, n: int) -> dict:
     _need_gpu(ctx)
     direction, memory, mode = variant.split("_")
     pinned, non_blocking = memory == "pinned", mode == "nonblocking"
@@ -198,7 +200,7 @@ def _transfer(ctx: Context, variant: str, n: int) -> dict:
         raise WrongResult(f"{variant}: copied data differ from the source")
     # a pageable copy stages through a driver buffer: its times scatter (a CV of several %)
     # and its median never reaches the 1 % precision, so it would spend the whole budget
-    budget = ctx.point_budget_s if pinned else min(ctx.point_budget_s, PAGEABLE_BUDGET_S)
+    budget = point_budget(ctx) if pinned else point_budget(ctx, at_most=cfg.pageable_budget_s)
     stats = ctx.time(lambda i: dst.copy_(src, non_blocking=non_blocking), use_graph=False,
                      point_budget_s=budget)
     return stats | {"rel_error": 0.0, "check_passed": True}
@@ -260,7 +262,7 @@ def run(cfg: TransferConfig, ctx: Context):
             n = max(1, nbytes // size)
             base = {"op": "transfer", "variant": variant, "n": n, "bytes": float(n * size),
                     "working_set_bytes": 2 * n * size}
-            row = ctx.point(base, lambda v=variant, n=n: _transfer(ctx, v, n))
+            row = ctx.point(base, lambda v=variant, n=n: _transfer(ctx, cfg, v, n))
             if row["status"] == "ok":
                 rate = row["bytes"] / row["time_s"]
                 row["params"] = link | {"ratio_to_device_bw": _ratio(rate, device_bw),

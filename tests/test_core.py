@@ -211,6 +211,74 @@ def test_a_context_given_no_settings_measures_by_the_jobs_rules():
     assert set(schema["definitions"]["job_settings"]["properties"]) == set(SETTINGS)
 
 
+def test_a_points_budget_is_the_jobs_raised_or_capped_in_one_place():
+    from types import SimpleNamespace
+    from experiments.core.budget import point_budget, samples_within
+    ctx = SimpleNamespace(point_budget_s=0.4)
+    assert point_budget(ctx) == 0.4
+    assert point_budget(ctx, at_least=1.5) == 1.5 and point_budget(ctx, at_least=0.1) == 0.4
+    assert point_budget(ctx, at_most=0.15) == 0.15 and point_budget(ctx, at_most=1.0) == 0.4
+    assert samples_within(ctx, 0.025, at_least=5, at_most=100) == 16
+    assert samples_within(ctx, 0.1, at_least=5, at_most=100) == 5  # 4 fit: at least 5
+    assert samples_within(ctx, 0.0, at_least=5, at_most=100) == 100
+
+
+def _budget_literals_and_sums(path):
+    """Where `path` gives point_budget_s (or any *budget* name) a number, or computes with a
+    `.point_budget_s` (min, max, arithmetic)."""
+    import ast
+
+    def number(node):
+        return isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) \
+            and not isinstance(node.value, bool)
+
+    def budget_attr(node):
+        return isinstance(node, ast.Attribute) and node.attr == "point_budget_s"
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        named = []  # (name, value) pairs the code binds
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            named += [(getattr(t, "id", getattr(t, "attr", "")), node.value) for t in targets]
+        elif isinstance(node, ast.keyword) and node.arg:
+            named.append((node.arg, node.value))
+        elif isinstance(node, ast.Dict):
+            named += [(k.value, v) for k, v in zip(node.keys, node.values)
+                      if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+        elif isinstance(node, ast.arguments):
+            args = node.posonlyargs + node.args
+            named += list(zip([a.arg for a in args[len(args) - len(node.defaults):]],
+                              node.defaults))
+            named += [(a.arg, d) for a, d in zip(node.kwonlyargs, node.kw_defaults) if d]
+        found += [f"{path.name}:{v.lineno} {n} = {v.value}" for n, v in named
+                  if "budget" in str(n).lower() and number(v)]
+        computed = (isinstance(node, ast.BinOp) and (budget_attr(node.left)
+                                                     or budget_attr(node.right))) or (
+            isinstance(node, ast.Call) and getattr(node.func, "id", "") in ("min", "max")
+            and any(budget_attr(a) for a in node.args))
+        if computed:
+            found.append(f"{path.name}:{node.lineno} computes with .point_budget_s")
+    return found
+
+
+def test_the_point_budget_has_one_default_and_one_home():
+    """config/job.yaml holds point_budget_s's one default: no code gives a budget a number, and
+    a point's own budget (longer, capped) is computed by experiments/core/budget.py alone, from
+    settings of the experiment's config."""
+    import yaml
+    from conftest import ROOT
+    from experiments.core import budget
+    home = Path(budget.__file__).resolve()
+    found = [f for p in sorted((ROOT / "experiments").rglob("*.py")) if p.resolve() != home
+             for f in _budget_literals_and_sums(p)]
+    assert not found, found
+    configs = [p for p in (ROOT / "config").rglob("*.yaml")
+               if p.parent.name == "experiment" or p.name == "job.yaml"]
+    given = [p.name for p in configs if "point_budget_s" in (yaml.safe_load(p.read_text()) or {})]
+    assert given == ["job.yaml"]
+
+
 def test_rotation_copies_span_the_llc_within_their_bounds():
     from experiments.core.budget import rotation_copies
     assert rotation_copies(1e6, 32e6, 2.0, at_most=16) == 16  # 64 wanted, capped

@@ -42,7 +42,8 @@ def place(fn, *args, device=None, dtype=None, ceilings=None, name=None, system=N
     device. Returns the row (the one schema's fields, `params` a dict) plus the placement
     (experiments.analysis.placements.place_row: attained FLOP/s, roof, fraction, bound, predicted
     and measured time); without fitted ceilings for the device, `placement_note` says how to get
-    them. The inputs are not rotated: a call whose data fits in cache is timed hot."""
+    them. The inputs are not rotated: a call whose data fits in cache is timed hot.
+    `point_budget_s`: seconds of timing at most (None: config/job.yaml's)."""
     import socket
 
     import torch
@@ -59,7 +60,9 @@ def place(fn, *args, device=None, dtype=None, ceilings=None, name=None, system=N
         floats = [t.dtype for t in found if t.is_floating_point()]
         dtype = str(floats[0]).removeprefix("torch.") if floats else "float32"
     facts = device_facts(dev)
-    ctx = Context(device=dev, dtype=dtype, facts=facts, point_budget_s=point_budget_s)
+    ctx = Context(device=dev, dtype=dtype, facts=facts)
+    if point_budget_s is not None:  # else config/job.yaml's, as Context takes it
+        ctx.point_budget_s = point_budget_s
     row = {"experiment": "workload", "op": name or getattr(fn, "__name__", type(fn).__name__),
            "device": str(dev), "device_kind": dev.type, "device_name": facts.name,
            "dtype": dtype, "host": socket.gethostname()}

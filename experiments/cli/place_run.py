@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -196,9 +197,9 @@ def run(args, prog: str) -> int:
         name = args.target.rpartition(":")[2].removeprefix(FACTORY_PREFIX)
         cfg = experiment_config("workload", workload=name, target=args.target,
                                 kwargs=args.kwargs, batches=[args.batch], max_call_s=math.inf)
-        budget = {} if args.point_budget_s is None else {"point_budget_s": args.point_budget_s}
-        job = job_config(cfg, device=args.device, dtype=args.dtype, out=args.out,
-                         host=args.host, **budget)
+        job = job_config(cfg, device=args.device, dtype=args.dtype, out=args.out, host=args.host)
+        if args.point_budget_s is not None:  # else config/job.yaml's
+            job = dataclasses.replace(job, point_budget_s=args.point_budget_s)
         devs = resolve_pool(job.device)
     except (TargetError, ConfigError, DeviceError, ValueError) as exc:
         print(f"{prog}: {str(exc).splitlines()[0]}", file=sys.stderr)

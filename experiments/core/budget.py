@@ -1,10 +1,24 @@
 """What keeps a sweep's points honest and in bounds, for every experiment that needs it (matmul,
-decode, workload): how many copies of a call's data rotate, and the guard that skips a point
-predicted to take too long."""
+decode, workload): how many copies of a call's data rotate, the guard that skips a point
+predicted to take too long, and how long one point samples (every experiment that budgets a
+point its own way asks point_budget)."""
 
 from __future__ import annotations
 
 import math
+
+
+def point_budget(ctx, *, at_least: float = 0.0, at_most: float = math.inf) -> float:
+    """Seconds one point samples at most: the job's `ctx.point_budget_s` (config/job.yaml's, the
+    one default, or the sweep's per-kind `job:`), raised to `at_least` for a point that must
+    sample that long and capped at `at_most` for one that would spend it for nothing."""
+    return min(max(ctx.point_budget_s, at_least), at_most)
+
+
+def samples_within(ctx, call_s: float, *, at_least: int, at_most: int) -> int:
+    """How many calls of `call_s` seconds one point's budget holds, within [at_least, at_most]:
+    for an experiment that takes its samples itself (timing)."""
+    return int(min(at_most, max(at_least, point_budget(ctx) // max(call_s, 1e-9))))
 
 
 def rotation_copies(set_bytes: float, llc_bytes: float, rotate_bytes_factor: float, *,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import math
@@ -22,7 +23,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 from experiments.core.cpus import parse_cpus, pin_process
 from experiments.core.conditions import job_conditions
 from experiments.core.cpu_time import loadavg, own_cpus
-from experiments.core.config import job_defaults
+from experiments.core.config import job_default
 from experiments.core.device import (DeviceFacts, claim_device, context_ahead, device_facts,
                                      device_state)
 from experiments.core.devicenames import gpu_indices
@@ -92,32 +93,42 @@ SETTINGS = ("point_budget_s", "cv_threshold", "retries", "use_graph", "seed",
             "contention_threshold", "precision", "min_point_s", "min_samples")
 
 
+def _job(key: str):
+    """A setting not given: config/job.yaml's value, its one default (read when built)."""
+    return field(default_factory=functools.partial(job_default, key))
+
+
 @dataclass
 class Context:
     """What an experiment gets: the device, its facts, the dtype, and the job's measuring rules
-    (config/job.yaml's meanings; a setting left None takes its value there)."""
+    (config/job.yaml's meanings; a setting not given takes its value there)."""
 
     device: torch.device
     dtype: str
     facts: DeviceFacts
-    point_budget_s: float | None = None
-    cv_threshold: float | None = None
-    retries: int | None = None
-    use_graph: bool | None = None
-    seed: int | None = None
-    contention_threshold: float | None = None
-    precision: float | None = None  # stop sampling a point once its median is known this well
-    min_point_s: float | None = None  # ...but not before this long
-    min_samples: int | None = None  # samples a point takes however long its calls
+    point_budget_s: float = _job("point_budget_s")  # a point's own: budget.point_budget
+    cv_threshold: float = _job("cv_threshold")
+    retries: int = _job("retries")
+    use_graph: bool = _job("use_graph")
+    seed: int = _job("seed")
+    contention_threshold: float = _job("contention_threshold")
+    precision: float = _job("precision")  # stop sampling a point once its median is known this well
+    min_point_s: float = _job("min_point_s")  # ...but not before this long
+    min_samples: int = _job("min_samples")  # samples a point takes however long its calls
     # every GPU the job holds: [device] for most; the whole pool for an experiment between GPUs
     devices: list = field(default_factory=list)
     generator: torch.Generator = field(init=False)
 
+    @classmethod
+    def for_job(cls, job, facts: DeviceFacts, devices: list) -> "Context":
+        """The Context of a job (JobConfig) on devices[0], its rules the job's."""
+        return cls(device=devices[0], dtype=job.dtype.value, facts=facts, devices=devices,
+                   point_budget_s=job.point_budget_s, cv_threshold=job.cv_threshold,
+                   retries=job.retries, use_graph=job.use_graph, seed=job.seed,
+                   contention_threshold=job.contention_threshold, precision=job.precision,
+                   min_point_s=job.min_point_s, min_samples=job.min_samples)
+
     def __post_init__(self):
-        defaults = job_defaults()
-        for key in SETTINGS:
-            if getattr(self, key) is None:
-                setattr(self, key, defaults[key])
         self.devices = list(self.devices) or [self.device]
         self.generator = torch.Generator(device=self.device).manual_seed(self.seed)
 
@@ -127,14 +138,17 @@ class Context:
             return parallel_randn(shape, dtype, self.generator)
         return torch.randn(*shape, device=self.device, dtype=dtype, generator=self.generator)
 
-    def time(self, fn: Callable[[int], object], **overrides) -> dict:
+    def time(self, fn: Callable[[int], object], *, device: torch.device | None = None,
+             point_budget_s: float | None = None, **overrides) -> dict:
         """Time fn(i) within the point budget; returns the row's time columns. `device=` times on
-        another GPU the job holds (events on that GPU's current stream)."""
-        device = overrides.pop("device", self.device)
-        kwargs = {key: getattr(self, key) for key in SETTINGS if key != "seed"} | overrides
-        timing = measure(fn, device, **kwargs)
+        another GPU the job holds (events on that GPU's current stream); `point_budget_s=`: the
+        point's own budget (budget.point_budget), else the job's; `overrides`: other rules."""
+        budget = self.point_budget_s if point_budget_s is None else point_budget_s
+        rules = {key: getattr(self, key) for key in SETTINGS
+                 if key not in ("seed", "point_budget_s")} | overrides
+        timing = measure(fn, self.device if device is None else device, budget, **rules)
         stats = timing.stats
-        stats["noisy"] = bool(stats["cv"] > kwargs["cv_threshold"])
+        stats["noisy"] = bool(stats["cv"] > rules["cv_threshold"])
         return stats
 
     def sync(self):
@@ -284,8 +298,7 @@ def _measure(job, module, device: str, dev: torch.device, devs, measured_on,
     """The job's rows and its file's metadata."""
     facts = device_facts(dev)
     host = job.host or socket.gethostname()
-    ctx = Context(device=dev, dtype=job.dtype.value, facts=facts, devices=devs,
-                  **{key: getattr(job, key) for key in SETTINGS})
+    ctx = Context.for_job(job, facts, devs)
     git = provenance["git"]
     run_id = uuid.uuid4().hex[:12]
     identity = {
