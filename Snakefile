@@ -66,10 +66,10 @@ include: "workflow/rules/aggregate.smk"
 
 rule all:
     input:
-        f"{RESULTS}/report.html",
+        FILES.report,
         # Named here, not only as inputs of up-to-date jobs: Snakemake 9 does not rebuild a missing
         # file that no job it runs needs, so a deleted job file or dataset would stay missing.
         measurement_files(),
-        f"{RESULTS}/measurements.parquet",
-        f"{RESULTS}/roofline/ceilings.parquet",
+        FILES.dataset,
+        FILES.ceilings,
     default_target: True

@@ -61,8 +61,10 @@ def full(tmp_path):
 
 
 def test_a_read_only_or_full_place_is_named_before_anything_is_written(read_only, full):
-    assert "Read-only file system" in unwritable(read_only)
-    assert "No space left on device" in unwritable(full)
+    assert unwritable(read_only) == "is on a read-only file system"
+    assert unwritable(full) == "has no space left on its disk"
+    assert unwritable(full / "not" / "yet") == "has no space left on its disk"  # its parent's
+    assert sorted(p.name for p in full.iterdir()) == ["filler"]  # no folder made, no probe left
     with pytest.raises(CannotWrite, match=f"cannot write {full / 'x.csv'}: No space left"):
         write_text_atomic(full / "x.csv", "a,b\n" * 10_000)
     assert sorted(p.name for p in full.iterdir()) == ["filler"]  # no temp file left behind
@@ -83,8 +85,8 @@ def test_compare_into_a_read_only_folder_is_one_line(read_only, capsys):
     captured = capsys.readouterr()
     assert captured.out == ""  # stopped before comparing: nothing printed, nothing lost
     line, = captured.err.strip().splitlines()
-    assert line.startswith(f"rooflab compare: --out {out}: cannot write in {read_only}")
-    assert "Read-only file system" in line and line.endswith("give --out a writable path")
+    assert line == (f"rooflab compare: --out {out}: its folder {read_only} is on a read-only "
+                    "file system; give --out a writable path")
 
 
 def test_report_into_a_read_only_results_folder_is_one_line(tmp_path, capsys):
@@ -94,8 +96,8 @@ def test_report_into_a_read_only_results_folder_is_one_line(tmp_path, capsys):
         subprocess.run(["mount", "-o", "remount,ro", str(results)], check=True)
         assert cli.main(["report", "--results", str(results)]) == 2
         line, = capsys.readouterr().err.strip().splitlines()
-        assert line.startswith(f"rooflab report: --results {results}: cannot write in")
-        assert "Read-only file system" in line and "writable folder" in line
+        assert line.startswith(f"rooflab report: the results folder {results} is on a read-only")
+        assert "writable folder" in line
     finally:
         subprocess.run(["umount", str(results)], check=False)
 
@@ -107,7 +109,7 @@ def test_run_from_a_read_only_checkout_is_one_line(read_only, tmp_path, capsys):
         for extra in ([], ["--results", str(tmp_path / "writable")]):
             assert cli.main(["run", "--quick", "-n", *extra]) == 2
             line, = capsys.readouterr().err.strip().splitlines()
-            assert line.startswith(f"rooflab run: cannot write in {read_only}: Read-only file")
+            assert line.startswith(f"rooflab run: this directory ({read_only}) is on a read-only")
             assert ".snakemake/" in line and "writable directory" in line
     finally:
         os.chdir(here)
@@ -118,8 +120,8 @@ def test_run_with_a_full_tmpdir_is_one_line(full, tmp_path, monkeypatch, capsys)
     monkeypatch.setenv("TMPDIR", str(full))
     assert cli.main(["run", "--quick", "-n"]) == 2
     line, = capsys.readouterr().err.strip().splitlines()
-    assert line.startswith(f"rooflab run: the temporary folder (TMPDIR): cannot write in {full}")
-    assert "No space left on device" in line and line.endswith("set TMPDIR to a folder with room")
+    assert line == (f"rooflab run: the temporary folder {full} (TMPDIR) has no space left on its "
+                    "disk; set TMPDIR to a folder with room")
 
 
 def test_place_into_a_read_only_folder_is_one_line_before_measuring(read_only, capsys):
@@ -129,8 +131,8 @@ def test_place_into_a_read_only_folder_is_one_line_before_measuring(read_only, c
     captured = capsys.readouterr()
     assert captured.out == ""  # nothing measured
     line, = captured.err.strip().splitlines()
-    assert line.startswith(f"python -m experiments place: --out {out}: cannot write in")
-    assert "Read-only file system" in line and line.endswith("give --out a writable path")
+    assert line == (f"python -m experiments place: --out {out}: its folder {read_only} is on a "
+                    "read-only file system; give --out a writable path")
 
 
 def _place(cwd: Path, *args: str) -> subprocess.CompletedProcess:

@@ -19,6 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from experiments.core import layout
 from experiments.core.power import drop_impossible_power
 from experiments.core.paths import config_dir
 from experiments.core.schema import METADATA_KEY, SCHEMA, to_table
@@ -62,8 +63,6 @@ def _row_keys(table: pa.Table) -> list[str]:
     return [json.dumps(values, default=str) for values in zip(*columns.values())]
 
 
-# where `collect --scan` expects a job's file below the measurements folder
-LAYOUT = "<host>/<device>/<experiment>/<dtype>.parquet"
 
 
 def ignored_files(scan, inputs: list[Path]) -> dict[str, str]:
@@ -77,8 +76,8 @@ def ignored_files(scan, inputs: list[Path]) -> dict[str, str]:
             continue
         depth = len(path.relative_to(scan).parts)
         ignored[str(path)] = (
-            f"not a job's file: measurement files lie at {Path(scan).name}/{LAYOUT}"
-            if depth != 4 else
+            f"not a job's file: measurement files lie at {layout.MEASUREMENT}"
+            if depth != len(layout.JOB_PARTS) else
             "no job of the sweep (config/config.yaml) writes it, so it is not among the files "
             "to collect"
         )

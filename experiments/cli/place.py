@@ -155,8 +155,9 @@ def main(argv, prog="python -m experiments place") -> int:
     args = parse_args(argv, prog)  # before torch: --help and bad arguments are instant
     from experiments.core.store import CannotWrite, unwritable
 
-    if why := unwritable(Path(args.out).absolute().parent):  # before anything is measured
-        print(f"{prog}: --out {args.out}: {why}; give --out a writable path", file=sys.stderr)
+    if why := unwritable(folder := Path(args.out).absolute().parent):  # before measuring
+        print(f"{prog}: --out {args.out}: its folder {folder} {why}; give --out a writable path",
+              file=sys.stderr)
         return 2
     from experiments.cli.place_run import run
 

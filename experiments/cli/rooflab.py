@@ -183,13 +183,13 @@ def places_to_write(args, extra: list[str]) -> str | None:
         return (f"{', '.join(mine)} here would shadow Python's own module of that name for "
                 "Snakemake: rename it, or run from another directory")
     if why := unwritable(Path.cwd()):
-        return (f"{why}: Snakemake keeps its state in .snakemake/ here; run from a writable "
-                "directory (cd there; `rooflab run` finds its workflow wherever it is installed)")
+        return (f"this directory ({Path.cwd()}) {why}: Snakemake keeps its state in .snakemake/ "
+                "here; run from a writable directory (`rooflab run` finds its workflow anywhere)")
     if why := unwritable(results):
-        return f"--results {results}: {why}; give --results a writable folder"
+        return f"the results folder {results} {why}; give --results a writable folder"
     temp = os.environ.get("TMPDIR") or tempfile.gettempdir()  # Python's skips a full TMPDIR
     if why := unwritable(temp, 1 << 20):
-        return f"the temporary folder (TMPDIR): {why}; set TMPDIR to a folder with room"
+        return f"the temporary folder {temp} (TMPDIR) {why}; set TMPDIR to a folder with room"
     return None
 
 
@@ -231,8 +231,9 @@ def report(args) -> int:
     from experiments.core.store import unwritable
 
     if why := unwritable(args.results):
-        print(f"rooflab report: --results {args.results}: {why}; the report is written beside "
-              "its measurements: copy them to a writable folder and give it", file=sys.stderr)
+        print(f"rooflab report: the results folder {args.results} {why}; the report is written "
+              "beside its measurements: copy them to a writable folder and give it",
+              file=sys.stderr)
         return 2
     import contextlib
     import io
@@ -266,9 +267,9 @@ def compare(args) -> int:
         return 2
     from experiments.core.store import CannotWrite, unwritable
 
-    if args.out and (why := unwritable(Path(args.out).absolute().parent)):
-        print(f"rooflab compare: --out {args.out}: {why}; give --out a writable path",
-              file=sys.stderr)
+    if args.out and (why := unwritable(folder := Path(args.out).absolute().parent)):
+        print(f"rooflab compare: --out {args.out}: its folder {folder} {why}; give --out a "
+              "writable path", file=sys.stderr)
         return 2
     sheets = args.datasheets or str(shipped("config/datasheets.yaml"))
     try:

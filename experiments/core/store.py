@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import tempfile
@@ -31,17 +32,31 @@ class CannotWrite(OSError):
         return self.strerror
 
 
-def unwritable(folder, nbytes: int = 4096) -> str | None:
-    """Why `folder` cannot take a file of `nbytes` (made if missing), in words; None where it
-    can. Tried with a real file, fsynced: a read-only mount or a full disk shows only so."""
+# what a place that cannot take a file "is", by the error a write met
+PLACE_PROBLEMS = {errno.EROFS: "is on a read-only file system",
+                  errno.ENOSPC: "has no space left on its disk",
+                  errno.EDQUOT: "is past its disk quota",
+                  errno.EACCES: "is not writable by you"}
+
+
+def unwritable(path, nbytes: int = 4096) -> str | None:
+    """Why the folder `path` (or, where it does not exist yet, its nearest existing parent: no
+    folder is made) cannot take a file of `nbytes`, as "is on a read-only file system"; None
+    where it can. Tried with a real file, fsynced: a read-only mount or a full disk shows only
+    so. The file is removed."""
+    folder = Path(path)
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
     try:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=folder) as handle:
-            handle.write(os.urandom(nbytes))
-            handle.flush()
-            os.fsync(handle.fileno())
+        fd, probe = tempfile.mkstemp(prefix=".rooflab-probe-", dir=folder)
+        try:
+            os.write(fd, os.urandom(nbytes))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            os.unlink(probe)
     except OSError as exc:
-        return f"cannot write in {folder}: {exc.strerror or exc}"
+        return PLACE_PROBLEMS.get(exc.errno, exc.strerror or str(exc))
     return None
 
 

@@ -56,16 +56,9 @@ class Files:
 
     @classmethod
     def under(cls, results, datasheets: str | None = None) -> "Files":
-        r = str(results)  # joined as the workflow's f-strings join it: the same paths
-        return cls(dataset=f"{r}/measurements.parquet", ceilings=f"{r}/roofline/ceilings.parquet",
-                   knees=f"{r}/roofline/knees.parquet",
-                   decode_model=f"{r}/roofline/decode_model.parquet",
-                   claims=f"{r}/claims.parquet", placements=f"{r}/placements.parquet",
-                   workload_knees=f"{r}/workload_knees.parquet",
-                   datasheet_predictions=f"{r}/datasheet_predictions.parquet",
-                   figures=f"{r}/figures", interactive=f"{r}/roofline/interactive.json",
-                   report=f"{r}/report.html", summary=f"{r}/summary.txt",
-                   logs=f"{r}/logs/aggregate", datasheets=datasheets or DATASHEETS)
+        from experiments.core.layout import AGGREGATE, under
+        return cls(**{key: under(results, path) for key, path in AGGREGATE.items()},
+                   datasheets=datasheets or DATASHEETS)
 
     def but(self, **changes) -> "Files":
         return replace(self, **changes)
@@ -223,6 +216,11 @@ class Step:
         """The step's `python -m experiments.steps` arguments for `files`."""
         return [self.name] + [a for key, opt in {**self.reads, **self.writes}.items()
                               for a in ([opt] if opt else []) + [str(getattr(files, key))]]
+
+    def command(self, files: Files) -> str:
+        """The step's whole command line for `files`, quoted for a shell."""
+        import shlex
+        return shlex.join([*COMMAND.split(), *self.argv(files)])
 
     def shell(self, **where: str) -> str:
         """The step's command for a Snakemake rule: each file is the rule's input or output of

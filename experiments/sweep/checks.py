@@ -3,10 +3,7 @@
 
 from __future__ import annotations
 
-import errno
-import os
 import re
-import tempfile
 from dataclasses import fields
 from pathlib import Path
 
@@ -121,24 +118,11 @@ def coerce_nested(value):
 def check_results(results: str) -> None:
     """The results folder takes new files: a read-only one (EROFS) or a full disk (ENOSPC) is
     refused in one line before any job, instead of as a traceback or empty job logs."""
-    folder = Path(results)
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    try:
-        fd, probe = tempfile.mkstemp(prefix=".rooflab-probe-", dir=folder)
-        try:
-            os.write(fd, b"x" * 4096)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-            os.unlink(probe)
-    except OSError as exc:
-        why = {errno.EROFS: "is on a read-only file system",
-               errno.ENOSPC: "has no space left on its disk",
-               errno.EDQUOT: "is past its disk quota",
-               errno.EACCES: "is not writable by you"}.get(exc.errno, exc.strerror or str(exc))
+    from experiments.core.store import unwritable
+
+    if why := unwritable(results):
         raise ConfigError(f"results folder {results} {why}: nothing can be measured into it "
-                          "(free space, or set results=<another folder>)") from None
+                          "(free space, or set results=<another folder>)")
 
 
 def results_problem(results: str) -> str | None:

@@ -8,7 +8,7 @@
 import os
 import sys
 
-from experiments.steps.pipeline import STEPS, Files
+from experiments.steps.pipeline import STEPS
 from experiments.report.catalog import FIGURES
 
 
@@ -18,22 +18,6 @@ PUBLISHED = [str(shipped(p, ROOT)) for p in config.get("published", [])
              if shipped(p, ROOT).exists()]
 for _path in sorted({p for p in config.get("published", []) if not shipped(p, ROOT).exists()}):
     print(f"rooflab: published dataset {_path} not found; skipped", file=sys.stderr)
-# The reference devices: the working directory's config/datasheets.yaml, else the shipped one.
-DATASHEETS = str(shipped("config/datasheets.yaml", ROOT))
-FILES = Files.under(RESULTS, DATASHEETS)
-
-
-# Light work on data already written: run where Snakemake runs, not as cluster jobs.
-localrules:
-    collect,
-    roofline,
-    decode_knees,
-    claims,
-    placements,
-    interactive,
-    figures,
-    report,
-
 
 rule collect:
     input:
@@ -41,107 +25,49 @@ rule collect:
         published=PUBLISHED,
     output:
         FILES.dataset,
+    localrule: True  # light work on data already written: where Snakemake runs, not on a cluster
     conda:
         "../../environment.yml"
     log:
         f"{FILES.logs}/collect.log",
     params:
         # every file under measurements/ is collected or listed as ignored
-        scan=lambda wildcards, output: os.path.join(os.path.dirname(output[0]), "measurements"),
+        scan=lambda wildcards, output: os.path.join(os.path.dirname(output[0]),
+                                                    layout.MEASUREMENTS),
     shell:
         "python -m experiments.steps collect {output:q} {input.run:q}"
         " --published {input.published:q} --scan {params.scan:q} > {log:q} 2>&1"
 
 
-rule roofline:
-    input:
-        dataset=FILES.dataset,
-    output:
-        ceilings=FILES.ceilings,
-    conda:
-        "../../environment.yml"
-    log:
-        f"{FILES.logs}/roofline.log",
-    shell:
-        STEPS["roofline"].shell() + " > {log:q} 2>&1"
+# Every step but the two whose outputs Snakemake's own report shows (figures, report): a rule
+# made from the step's one definition, its files and command (experiments/steps/pipeline.py).
+for _step in STEPS.values():
+    if _step.name in ("figures", "report"):
+        continue
 
-
-rule decode_knees:
-    input:
-        dataset=FILES.dataset,
-        ceilings=FILES.ceilings,
-    output:
-        knees=FILES.knees,
-        decode_model=FILES.decode_model,
-    conda:
-        "../../environment.yml"
-    log:
-        f"{FILES.logs}/decode_knees.log",
-    shell:
-        STEPS["decode"].shell() + " > {log:q} 2>&1"
-
-
-rule claims:
-    input:
-        dataset=FILES.dataset,
-        ceilings=FILES.ceilings,
-        knees=FILES.knees,
-        datasheets=FILES.datasheets,
-    output:
-        claims=FILES.claims,
-    conda:
-        "../../environment.yml"
-    log:
-        f"{FILES.logs}/claims.log",
-    shell:
-        STEPS["claims"].shell() + " > {log:q} 2>&1"
-
-
-
-# Every workload call and op placed and predicted, each workload's batch knees, every call on the
-# datasheet devices (the report reads all three; published with a set).
-rule placements:
-    input:
-        dataset=FILES.dataset,
-        ceilings=FILES.ceilings,
-        datasheets=FILES.datasheets,
-    output:
-        placements=FILES.placements,
-        workload_knees=FILES.workload_knees,
-        datasheet_predictions=FILES.datasheet_predictions,
-    conda:
-        "../../environment.yml"
-    log:
-        f"{FILES.logs}/placements.log",
-    shell:
-        STEPS["placements"].shell() + " > {log:q} 2>&1"
-
-
-# The report's interactive roofline (Bokeh), built beside the figures and the claims.
-rule interactive:
-    input:
-        dataset=FILES.dataset,
-        ceilings=FILES.ceilings,
-        placements=FILES.placements,
-        workload_knees=FILES.workload_knees,
-        datasheet_predictions=FILES.datasheet_predictions,
-    output:
-        interactive=FILES.interactive,
-    conda:
-        "../../environment.yml"
-    log:
-        f"{FILES.logs}/interactive.log",
-    shell:
-        STEPS["interactive"].shell() + " > {log:q} 2>&1"
+    rule:
+        name:
+            _step.name
+        input:
+            **step_files(_step, "reads"),
+        output:
+            **step_files(_step, "writes"),
+        localrule: True
+        conda:
+            "../../environment.yml"
+        log:
+            f"{FILES.logs}/{_step.name}.log",
+        params:
+            # the whole command now: a rule's shell is formatted when its job runs, and by then
+            # this loop's variable names the last step
+            command=_step.command(FILES),
+        shell:
+            "{params.command} > {log:q} 2>&1"
 
 
 rule figures:
     input:
-        dataset=FILES.dataset,
-        ceilings=FILES.ceilings,
-        knees=FILES.knees,
-        decode_model=FILES.decode_model,
-        datasheets=FILES.datasheets,
+        **step_files(STEPS["figures"], "reads"),
     output:
         # one SVG per figure: the HTML report inlines it, Snakemake's report shows it (a PNG
         # beside it took a 2-core VM 4 s of the figures' 11)
@@ -154,6 +80,7 @@ rule figures:
             for name, fig in FIGURES.items()
         ],
         index=f"{FILES.figures}/index.json",
+    localrule: True
     conda:
         "../../environment.yml"
     log:
@@ -169,17 +96,9 @@ rule figures:
 
 rule report:
     input:
-        dataset=FILES.dataset,
-        ceilings=FILES.ceilings,
-        knees=FILES.knees,
-        claims=FILES.claims,
-        placements=FILES.placements,
-        workload_knees=FILES.workload_knees,
-        datasheet_predictions=FILES.datasheet_predictions,
-        datasheets=FILES.datasheets,
+        **step_files(STEPS["report"], "reads", without=("figures",)),
         figures=expand(f"{FILES.figures}/{{name}}.svg", name=FIGURES),
         index=f"{FILES.figures}/index.json",
-        interactive=FILES.interactive,
     output:
         report=report(
             FILES.report,
@@ -187,6 +106,7 @@ rule report:
             category="Report",
         ),
         summary=FILES.summary,  # what `rooflab run` prints at the end
+    localrule: True
     conda:
         "../../environment.yml"
     log:

@@ -16,7 +16,8 @@ from experiments.sweep.checks import (check_results, check_sweep, check_workload
                                       stray_files)
 from experiments.sweep import forkserver
 from experiments.sweep.triggers import job_digest
-from experiments.core import devicenames
+from experiments.steps.pipeline import Files
+from experiments.core import devicenames, layout
 
 
 for _key in ("job", "experiments", "workloads"):  # --config's nested numbers arrive as text
@@ -55,7 +56,7 @@ RESULTS = config["results"]
 # One measurement job's file; job_args builds the same path from the wildcards. {case} is its
 # dtype, or for a workload job (experiment `workload`, one per entry of `workloads:`)
 # <workload>-<dtype>: the workload experiment's folder holds one file per workload and dtype.
-MEASUREMENT = f"{RESULTS}/measurements/{{host}}/{{device}}/{{experiment}}/{{case}}.parquet"
+MEASUREMENT = layout.under(RESULTS, layout.MEASUREMENT)
 
 # Each device is a resource. A CPU's capacity is 1: its jobs run one at a time. A GPU's is
 # PREFETCH per GPU: the next job starts (Python, torch, Hydra: seconds) while one measures, and
@@ -103,7 +104,7 @@ def measurement_files():
     ]
     others = sorted(
         str(path)
-        for path in Path(RESULTS, "measurements").glob("*/*/*/*.parquet")
+        for path in Path(RESULTS).glob(layout.MEASUREMENT_GLOB)
         if path.parts[-4] != HOST
     )
     return own + others
@@ -111,7 +112,7 @@ def measurement_files():
 
 # Files no job of this sweep writes are left out of the dataset: said at every run, not only
 # when collect reruns.
-for _line in stray_files(f"{RESULTS}/measurements", measurement_files()):
+for _line in stray_files(layout.under(RESULTS, layout.MEASUREMENTS), measurement_files()):
     print(_line, file=sys.stderr)
 
 
@@ -262,3 +263,14 @@ def all_cores():
         return workflow.cores
     except WorkflowError:
         return 1
+
+
+# The aggregate steps' files (experiments/steps/pipeline.py); the reference devices: the working
+# directory's config/datasheets.yaml, else the shipped one.
+DATASHEETS = str(shipped("config/datasheets.yaml", ROOT))
+FILES = Files.under(RESULTS, DATASHEETS)
+
+
+def step_files(step, which, *, without=()):
+    """A step's reads or writes (which: "reads" | "writes") as a rule's named files."""
+    return {key: getattr(FILES, key) for key in getattr(step, which) if key not in without}

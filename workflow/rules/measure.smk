@@ -5,7 +5,7 @@ rule measure:
     output:
         MEASUREMENT,
     log:
-        f"{RESULTS}/logs/{{host}}/{{device}}/{{experiment}}/{{case}}.log",
+        layout.under(RESULTS, layout.JOB_LOG),
     wildcard_constraints:
         # only this machine's files: another host's, copied in, are inputs, never re-measured here
         host=re.escape(HOST),

@@ -1,0 +1,26 @@
+"""Where a run's files lie under its results folder: the one home of that layout. The workflow's
+rules, collect's scan of the measurements folder, the sweep's checks and the aggregate steps
+(experiments/steps/pipeline.py Files.under) all read it."""
+
+from __future__ import annotations
+
+MEASUREMENTS = "measurements"  # the job files' folder
+# one job's file below it: its host, device slug, experiment, and dtype (or workload-dtype)
+JOB_PARTS = ("host", "device", "experiment", "case")
+MEASUREMENT = MEASUREMENTS + "/{host}/{device}/{experiment}/{case}.parquet"
+MEASUREMENT_GLOB = MEASUREMENTS + "/*/*/*/*.parquet"  # every job's file, this host's or another's
+JOB_LOG = "logs/{host}/{device}/{experiment}/{case}.log"
+STEP_LOGS = "logs/aggregate"  # each aggregate step's log
+# the aggregate steps' files (Files' keys); figures is a folder
+AGGREGATE = {"dataset": "measurements.parquet", "ceilings": "roofline/ceilings.parquet",
+             "knees": "roofline/knees.parquet", "decode_model": "roofline/decode_model.parquet",
+             "claims": "claims.parquet", "placements": "placements.parquet",
+             "workload_knees": "workload_knees.parquet",
+             "datasheet_predictions": "datasheet_predictions.parquet", "figures": "figures",
+             "interactive": "roofline/interactive.json", "report": "report.html",
+             "summary": "summary.txt", "logs": STEP_LOGS}
+
+
+def under(results, relative: str) -> str:
+    """`relative` in the results folder, joined as the workflow's rules join it."""
+    return f"{results}/{relative}"
