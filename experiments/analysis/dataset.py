@@ -76,7 +76,7 @@ def ignored_files(scan, inputs: list[Path]) -> dict[str, str]:
             continue
         depth = len(path.relative_to(scan).parts)
         ignored[str(path)] = (
-            f"not a job's file: measurement files lie at {layout.MEASUREMENT}"
+            f"not a job's file: measurement files lie at {layout.MEASUREMENT_SHOWN}"
             if depth != len(layout.JOB_PARTS) else
             "no job of the sweep (config/config.yaml) writes it, so it is not among the files "
             "to collect"

@@ -9,6 +9,9 @@ MEASUREMENTS = "measurements"  # the job files' folder
 JOB_PARTS = ("host", "device", "experiment", "case")
 MEASUREMENT = MEASUREMENTS + "/{host}/{device}/{experiment}/{case}.parquet"
 MEASUREMENT_GLOB = MEASUREMENTS + "/*/*/*/*.parquet"  # every job's file, this host's or another's
+# as a message shows it to a person
+MEASUREMENT_SHOWN = MEASUREMENT.format(host="<host>", device="<device>",
+                                       experiment="<experiment>", case="<dtype>")
 JOB_LOG = "logs/{host}/{device}/{experiment}/{case}.log"
 STEP_LOGS = "logs/aggregate"  # each aggregate step's log
 # the aggregate steps' files (Files' keys); figures is a folder
