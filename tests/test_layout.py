@@ -128,16 +128,24 @@ def reaching_up(graph: dict[str, set[str]], low: str, high: str,
     return out
 
 
-def test_the_layer_check_finds_an_import_up(tmp_path):
-    pkg = tmp_path / "pkg"
-    for room in ("low", "high", "steps"):
+def planted(root: Path, name: str, rooms: tuple[str, ...], files: dict[str, str]) -> Path:
+    """A package `name` under `root` with these rooms (subpackages) and files: a layout check's
+    test case."""
+    pkg = root / name
+    for room in rooms:
         (pkg / room).mkdir(parents=True)
         (pkg / room / "__init__.py").write_text("")
     (pkg / "__init__.py").write_text("")
-    (pkg / "high" / "page.py").write_text("from pkg.low import calc\n")
-    (pkg / "low" / "calc.py").write_text("def f():\n    return 1\n")
-    (pkg / "steps" / "run.py").write_text("from pkg.high import page\n")
-    (pkg / "low" / "__main__.py").write_text("from pkg.steps import run\n")
+    for path, text in files.items():
+        (pkg / path).write_text(text)
+    return pkg
+
+
+def test_the_layer_check_finds_an_import_up(tmp_path):
+    pkg = planted(tmp_path, "pkg", ("low", "high", "steps"), {
+        "high/page.py": "from pkg.low import calc\n", "low/calc.py": "def f():\n    return 1\n",
+        "steps/run.py": "from pkg.high import page\n",
+        "low/__main__.py": "from pkg.steps import run\n"})
     graph = import_graph(pkg)
     assert not reaching_up(graph, "pkg.low", "pkg.high", entry="pkg.low.__main__")
     assert reaching_up(graph, "pkg.low", "pkg.high") == {"pkg.low.__main__": {"pkg.high.page"}}
@@ -186,15 +194,11 @@ def test_no_import_points_up_a_floor():
 
 
 def test_the_floor_check_finds_an_import_up(tmp_path):
-    pkg = tmp_path / "experiments"
-    for room in ("core", "analysis", "report", "sweep"):
-        (pkg / room).mkdir(parents=True)
-        (pkg / room / "__init__.py").write_text("")
-    (pkg / "__init__.py").write_text("")
-    (pkg / "core" / "calc.py").write_text("def f():\n    return 1\n")
-    (pkg / "sweep" / "forkserver.py").write_text("def delegate(m):\n    pass\n")
-    (pkg / "report" / "page.py").write_text("from experiments.core import calc\n")
-    (pkg / "analysis" / "__main__.py").write_text("from experiments.sweep import forkserver\n")
+    pkg = planted(tmp_path, "experiments", ("core", "analysis", "report", "sweep"), {
+        "core/calc.py": "def f():\n    return 1\n",
+        "sweep/forkserver.py": "def delegate(m):\n    pass\n",
+        "report/page.py": "from experiments.core import calc\n",
+        "analysis/__main__.py": "from experiments.sweep import forkserver\n"})
     assert not upward(import_graph(pkg), pkg)
     (pkg / "analysis" / "fit.py").write_text("def f():\n    from experiments.report import page\n")
     assert upward(import_graph(pkg), pkg) == ["experiments.analysis.fit -> experiments.report.page"]
@@ -216,11 +220,9 @@ def private_imports(package: Path = PACKAGE) -> list[str]:
 
 def test_no_private_name_crosses_rooms(tmp_path):
     assert not private_imports(), private_imports()
-    pkg = tmp_path / "experiments"
-    (pkg / "core").mkdir(parents=True)
-    (pkg / "sweep").mkdir()
-    (pkg / "core" / "a.py").write_text("def _hidden():\n    pass\n")
-    (pkg / "sweep" / "b.py").write_text("from experiments.core.a import _hidden\n")
+    pkg = planted(tmp_path, "experiments", ("core", "sweep"), {
+        "core/a.py": "def _hidden():\n    pass\n",
+        "sweep/b.py": "from experiments.core.a import _hidden\n"})
     assert private_imports(pkg) == ["experiments.sweep.b imports experiments.core.a._hidden"]
 
 

@@ -7,6 +7,7 @@ The read-only and full places are small tmpfs mounts; where the machine does not
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -29,35 +30,37 @@ BAD_BYTES = textwrap.dedent('''
 PUBLISHED = ROOT / "results" / "published" / "h200" / "measurements.parquet"
 
 
-def _mount(folder: Path, options: str) -> Path:
+@contextlib.contextmanager
+def mounted(folder: Path, options: str):
+    """A tmpfs at `folder` for the block (skipped, saying why, where mounting is not allowed)."""
     folder.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)],
                           capture_output=True, text=True)
     if done.returncode:
         pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip() or 'mount failed'})")
-    return folder
+    try:
+        yield folder
+    finally:
+        done = subprocess.run(["umount", str(folder)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
 
 
 @pytest.fixture
 def read_only(tmp_path):
-    folder = _mount(tmp_path / "ro", "ro,size=1m")
-    yield folder
-    done = subprocess.run(["umount", str(folder)], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    with mounted(tmp_path / "ro", "ro,size=1m") as folder:
+        yield folder
 
 
 @pytest.fixture
 def full(tmp_path):
-    folder = _mount(tmp_path / "full", "size=64k")
-    with open(folder / "filler", "wb", buffering=0) as f:  # every block taken
-        try:
-            while f.write(b"\0" * 4096):
+    with mounted(tmp_path / "full", "size=64k") as folder:
+        with open(folder / "filler", "wb", buffering=0) as f:  # every block taken
+            try:
+                while f.write(b"\0" * 4096):
+                    pass
+            except OSError:
                 pass
-        except OSError:
-            pass
-    yield folder
-    done = subprocess.run(["umount", str(folder)], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+        yield folder
 
 
 def test_a_read_only_or_full_place_is_named_before_anything_is_written(read_only, full):
@@ -90,16 +93,13 @@ def test_compare_into_a_read_only_folder_is_one_line(read_only, capsys):
 
 
 def test_report_into_a_read_only_results_folder_is_one_line(tmp_path, capsys):
-    results = _mount(tmp_path / "res", "size=4m")
-    try:
+    with mounted(tmp_path / "res", "size=4m") as results:
         (results / "measurements.parquet").write_bytes(PUBLISHED.read_bytes())
         subprocess.run(["mount", "-o", "remount,ro", str(results)], check=True)
         assert cli.main(["report", "--results", str(results)]) == 2
         line, = capsys.readouterr().err.strip().splitlines()
         assert line.startswith(f"rooflab report: the results folder {results} is on a read-only")
         assert "writable folder" in line
-    finally:
-        subprocess.run(["umount", str(results)], check=False)
 
 
 def test_run_from_a_read_only_checkout_is_one_line(read_only, tmp_path, capsys):

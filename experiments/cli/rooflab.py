@@ -157,8 +157,7 @@ def run(args, extra: list[str]) -> int:
     print(f"rooflab: snakemake {' '.join(cmd[len(python) + 2:])}", file=sys.stderr, flush=True)
     started = time.time()
     status = subprocess.call(cmd, env=env)
-    results = Path(args.results or next((a.split("=", 1)[1] for a in extra
-                                         if a.startswith("results=")), "results"))
+    results = Path(results_folder(args, extra))
     if status:  # a failed aggregate step's one line, last, where Snakemake's output ends
         from experiments.steps import pipeline
         for line in pipeline.failures(pipeline.Files.under(results).logs, since=started):
@@ -169,6 +168,12 @@ def run(args, extra: list[str]) -> int:
     return status
 
 
+def results_folder(args, extra: list[str]) -> str:
+    """The run's results folder: --results, else a `results=` of --config, else the default."""
+    return args.results or next((a.split("=", 1)[1] for a in extra
+                                 if a.startswith("results=")), "results")
+
+
 def places_to_write(args, extra: list[str]) -> str | None:
     """Why a run could not write where it must, with the flag or variable that moves it; None
     where it can: Snakemake's state (.snakemake/ here), the results, the temporary folder (the
@@ -177,8 +182,7 @@ def places_to_write(args, extra: list[str]) -> str | None:
 
     from experiments.core.store import unwritable
 
-    results = args.results or next((a.split("=", 1)[1] for a in extra
-                                    if a.startswith("results=")), "results")
+    results = results_folder(args, extra)
     if sys.version_info < (3, 11) and (mine := shadowing(Path.cwd())):  # no -P to keep it out
         return (f"{', '.join(mine)} here would shadow Python's own module of that name for "
                 "Snakemake: rename it, or run from another directory")
@@ -250,8 +254,8 @@ def report(args) -> int:
             except OSError:  # the place filled up meanwhile: the whole log here, then
                 print(log.getvalue(), end="", file=sys.stderr)
                 return status
-            print("\n".join(pipeline.failures(files.logs, since=path.stat().st_mtime))
-                  or log.getvalue(), file=sys.stderr)
+            print("\n".join(pipeline.failure_lines(log.getvalue(), path)) or log.getvalue(),
+                  file=sys.stderr)
             return status
     from experiments.report.summary import summary
     print(summary(Path(args.results), detail=args.claims))

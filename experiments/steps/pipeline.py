@@ -74,9 +74,14 @@ def failures(logs, since: float = 0.0) -> list[str]:
     out = []
     for log in sorted(Path(logs).glob("*.log")) if logs and Path(logs).is_dir() else []:
         if log.stat().st_mtime >= since:
-            out += [f"{line} (traceback: {log})" for line in log.read_text(errors="replace")
-                    .splitlines() if line.startswith("rooflab: ") and FAILED in line]
+            out += failure_lines(log.read_text(errors="replace"), log)
     return out
+
+
+def failure_lines(text: str, log) -> list[str]:
+    """A step's error lines in its log's `text`, each with the log's path."""
+    return [f"{line} (traceback: {log})" for line in text.splitlines()
+            if line.startswith("rooflab: ") and FAILED in line]
 
 
 # ---- the steps on files ----------------------------------------------------------------------
