@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Issue 56: N cold default sweeps of this machine back to back, each from a fresh copy of the tree
+# (as a new user's clone: no .snakemake, no results), then `rooflab compare` of each against the
+# first. Optionally (COTENANT=1) one more quick sweep beside another process's bfloat16 matmul loop
+# on GPU 0.
+#   OUT=/tmp/out N=2 bash bench/repeats.sh
+# Files under $OUT: rN.tgz (per run: measurements.parquet, ceilings.parquet, claims.parquet,
+# summary.txt, compare.csv against
+# the first, sweep.log, the job logs), shared.tgz with COTENANT=1, times.txt, tree.sha (the files that ran).
+python3 -m pip install -q --no-index --find-links .whl snakemake hydra-core bokeh nvidia-ml-py \
+  || exit 1
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-$PWD/out}; N=${N:-2}; HOST=${HOST:-node}; FIRST=${FIRST:-1}
+WORK=$(mktemp -d); mkdir -p "$OUT/runs"
+# provenance: the device's .git can lag the tree, so hash the files themselves
+git ls-files -co --exclude-standard | grep -v "^\.whl/" | sort | while read -r f; do [ -f "$f" ] && sha256sum "$f"; done \
+  | sha256sum | cut -c1-16 > "$OUT/tree.sha"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader \
+  >> "$OUT/times.txt" 2>&1 || true
+sweep() {  # sweep NAME [config KEY=VALUE ...]   (PRESET=--quick for a quick one)
+  local name=$1; shift
+  local tree=$WORK/$name; mkdir -p "$tree"
+  tar --exclude=./.whl --exclude=./.snakemake --exclude=./results/run --exclude=./out \
+    --exclude=./.git -cf - . | tar -xf - -C "$tree"
+  local r=$OUT/runs/$name; mkdir -p "$r"
+  local t0=$(date +%s)
+  (cd "$tree" && PYTHONPATH=$tree python3 -m experiments.cli.rooflab run ${PRESET:-} \
+    --results "$WORK/res-$name" --config "host=$HOST" "$@" > "$r/sweep.log" 2>&1); local rc=$?
+  echo "$name rc=$rc $(( $(date +%s) - t0 )) s $*" | tee -a "$OUT/times.txt"
+  local res=$WORK/res-$name
+  cp "$res/measurements.parquet" "$res/claims.parquet" "$res/summary.txt" "$r/" 2>/dev/null
+  cp "$res/roofline/ceilings.parquet" "$r/" 2>/dev/null
+  cp -r "$res/logs" "$r/joblogs" 2>/dev/null
+  tail -25 "$r/sweep.log"
+  if [ "$name" != "r$FIRST" ] && [ -d "$WORK/res-r$FIRST" ]; then
+    (PYTHONPATH=$PWD python3 -m experiments.cli.rooflab compare "$WORK/res-r$FIRST" "$res" \
+       --out "$r/compare.csv" > "$r/compare.txt" 2>&1) || true
+    cat "$r/compare.txt"
+  fi
+  (cd "$OUT/runs" && tar czf "$OUT/$name.tgz" "$name" && rm -r "$name")  # one file a run
+}
+for i in $(seq "$FIRST" $((FIRST + N - 1))); do sweep "r$i"; done
+if [ "${COTENANT:-0}" = 1 ]; then
+  python3 - > "$OUT/runs/cotenant.log" 2>&1 <<'PY' &
+import time, torch
+a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16); b = torch.randn_like(a)
+t0 = time.time()
+while time.time() - t0 < 900:
+    for _ in range(20): a @ b
+    torch.cuda.synchronize()
+PY
+  hog=$!; sleep 5
+  PRESET=--quick sweep shared 'devices=["cuda:0"]'
+  kill $hog 2>/dev/null
+fi
