@@ -227,6 +227,9 @@ def worker(rank: int, world: int, store_path: str, out_path: str, spec: dict) ->
     """One rank: join the group, run every point in order, rank 0 appends each row to out_path."""
     import torch.distributed as dist
 
+    from experiments.core.cotenants import job_process_is
+
+    job_process_is(os.getppid())  # the job spawned every rank: its siblings are no co-tenants
     if spec["backend"] == "nccl":
         dev = torch.device("cuda", spec["indices"][rank])
         torch.cuda.set_device(dev)

@@ -138,7 +138,7 @@ def test_thermal_slowdown_is_measured_again_then_flagged(fake_nvml):
     assert t.runs == 2
     assert stats["throttled"] is True and stats["throttle_reasons"] == "hw_thermal"
     assert stats["sm_clock_mhz"] == 900 and stats["temperature_c"] == 91
-    assert stats["contended"] is None  # the CPU policy does not judge GPU points
+    assert stats["contended"] is None  # this fake NVML lists no processes: not judged
 
 
 def test_a_clean_retry_replaces_a_throttled_run_even_with_a_higher_cv(fake_nvml):

@@ -123,9 +123,14 @@ def _cpu_text(share: pd.Series, threshold: float, points: str = "CPU points") ->
 
 def _gpu_text(g: pd.DataFrame, throttled: float, capped: float) -> str:
     sm, power = _median(_num(g, "sm_clock_mhz")), _median(_num(g, "power_w"))
-    if math.isnan(sm) and math.isnan(power) and math.isnan(throttled):
-        return f"clocks and power {NOT_RECORDED}"
+    others = _num(g, "gpu_other_processes")
+    shared = _mean((others > 0).where(others.notna()))
     parts = []
+    if shared > 0:  # NaN (not recorded) compares False
+        parts.append(f"measured under load: another process ran on the GPU during "
+                     f"{_pct(shared)} of points")
+    if math.isnan(sm) and math.isnan(power) and math.isnan(throttled):
+        return "; ".join(parts + [f"clocks and power {NOT_RECORDED}"])
     if not math.isnan(throttled):
         parts.append(f"{_pct(throttled)} of points throttled (thermal, or a low SM clock)")
     if not math.isnan(capped):
@@ -230,3 +235,29 @@ def energy_table(rows: pd.DataFrame, facts: dict[str, dict] | None = None) -> pd
                 out.append(ident | _energy_row(dram, "bandwidth", "pJ/byte", "j_per_byte",
                                                f"DRAM-sized working sets (>= {lo:.3g} B)"))
     return pd.DataFrame(out).reindex(columns=ENERGY_COLUMNS)
+
+
+def shared_gpus(rows: pd.DataFrame) -> list[str]:
+    """One line per GPU that another process used while its points measured (their `contended`
+    flag, from NVML's process list): which GPU, how many of its ok points, and for how long
+    (the timed part of those points, and the span of their timestamps)."""
+    out = []
+    if "gpu_other_processes" not in rows:
+        return out
+    for system, g in ok(_labelled(rows)).groupby("system", sort=False):
+        if str(g.device_kind.iloc[0]) == "cpu":
+            continue
+        hit = g[_num(g, "gpu_other_processes") > 0]
+        if hit.empty:
+            continue
+        timed = float((_num(hit, "time_s") * _num(hit, "samples")
+                       * _num(hit, "inner_reps").fillna(1)).sum())
+        when = pd.to_datetime(hit["measured_at"], utc=True) if "measured_at" in hit else None
+        span = "" if when is None or when.isna().all() else \
+            f", {when.min():%H:%M:%S}-{when.max():%H:%M:%S} UTC"
+        most = int(_num(hit, "gpu_other_processes").max())
+        out.append(f"shared GPU: {g.device_name.iloc[0]} ({g.device.iloc[0]} @ {g.host.iloc[0]}) "
+                   f"ran beside {f'{most} other processes' if most > 1 else 'another process'}"
+                   f" in {len(hit)} of {len(g)} points "
+                   f"({timed:.1f} s timed{span}); ceilings leave those points out")
+    return out

@@ -23,6 +23,7 @@ import statistics
 import threading
 import time
 
+from experiments.core import cotenants
 from experiments.core.cpu_time import _hz, cpu_freq_mhz, own_cpus, proc_stat, self_ticks
 from experiments.core.power import (  # noqa: F401  (re-exported: the analysis reads them here)
     ABOVE_LIMIT, ENERGY_UNRESOLVED, POWER_LIMITS_W, POWER_TOLERANCE, drop_impossible_power,
@@ -49,7 +50,7 @@ THERMAL = {"sw_thermal", "hw_thermal"}
 EXPLAINS_LOW_CLOCK = {"sw_power_cap", "gpu_idle"}
 
 GPU_COLUMNS = ("sm_clock_mhz", "mem_clock_mhz", "power_w", "temperature_c", "throttle_reasons",
-               "energy_j")
+               "energy_j", "gpu_other_processes")
 CPU_COLUMNS = ("cpu_freq_mhz", "other_cpu_share", "steal_share", "team_off_cpu_share")
 FLAGS = ("contended", "throttled")
 COLUMNS = GPU_COLUMNS + CPU_COLUMNS + FLAGS
@@ -160,7 +161,11 @@ class Conditions:
     # sampling
     def _sample(self, with_freq: bool):
         if self.gpu:
-            self.samples.append(self.nvml.sample() | {"t": self.clock()})
+            reading = self.nvml.sample() | {"t": self.clock()}
+            if with_freq:  # who else is on the GPU, at the CPU frequency's pace (lists change slowly)
+                reading |= {"pids": cotenants.listed(self.nvml),
+                            "busy": cotenants.busy_since(self.nvml, time.time() - cotenants.BEFORE_S)}
+            self.samples.append(reading)
         if with_freq:
             freq = cpu_freq_mhz()
             if freq is not None:
@@ -223,6 +228,17 @@ class Conditions:
         steal = (s1["steal"] - s0["steal"]) / total if total > 0 else None
         return share, error, steal
 
+    def other_processes(self) -> int | None:
+        """The most other processes seen busy on the GPU in one of the window's readings (or just
+        before it); None where NVML could not tell."""
+        seen = [s for s in self.samples if "pids" in s]
+        # the window's readings, or else the one just before it (a window shorter than a poll)
+        window = [s for s in seen if self.t0 <= s["t"] <= self.t1] or seen[:1]
+        own = cotenants.own_pids() if any(s["pids"] for s in window) else set()
+        counts = [n for s in window
+                  if (n := cotenants.others(s["pids"], s["busy"], own)) is not None]
+        return max(counts) if counts else None
+
     def mean_power_w(self) -> float | None:
         """The window's mean power, where the counter or the readings resolve it (power.py), else
         None with the reason in `energy_note`."""
@@ -269,6 +285,11 @@ class Conditions:
                 "energy_j": self.energy_j(time_s),
             }
             out["throttled"] = throttled(out["sm_clock_mhz"], self.max_sm_mhz, seen)
+            # another process ran on the GPU: its points are steady and slow, so they must be
+            # flagged here rather than left to the spread filter
+            out["gpu_other_processes"] = self.other_processes()
+            out["contended"] = None if out["gpu_other_processes"] is None \
+                else out["gpu_other_processes"] > 0
         else:
             # the contention policy is for CPU points: their own cores are what others take,
             # other processes here or, in a VM, its host (steal: the host ran something else on
@@ -310,13 +331,14 @@ def job_conditions(rows: list[dict], contention_threshold: float, loadavg_start,
     contended, throttled_ = values("contended"), values("throttled")
     sm, power, temp = values("sm_clock_mhz"), values("power_w"), values("temperature_c")
     share, steal = values("other_cpu_share"), values("steal_share")
-    team_off = values("team_off_cpu_share")
+    team_off, others = values("team_off_cpu_share"), values("gpu_other_processes")
     return {
         "contention_threshold": contention_threshold,
         "loadavg_start": loadavg_start, "loadavg_end": loadavg_end,
         "max_other_cpu_share": max(share) if share else None,
         "max_steal_share": max(steal) if steal else None,
         "max_team_off_cpu_share": max(team_off) if team_off else None,
+        "max_gpu_other_processes": max(others) if others else None,
         "points_judged_contended": len(contended), "points_contended": sum(contended),
         "points_judged_throttled": len(throttled_), "points_throttled": sum(throttled_),
         "any_contended": any(contended), "any_throttled": any(throttled_),

@@ -58,7 +58,8 @@ SCHEMA = pa.schema(
         pa.field("other_cpu_share", pa.float64()),  # other processes' share of all CPU time
         pa.field("steal_share", pa.float64()),  # hypervisor steal share of all CPU time
         pa.field("team_off_cpu_share", pa.float64()),  # CPU team: off its CPUs, best sample
-        pa.field("contended", pa.bool_()),  # CPU: others above contention_threshold after a retry
+        pa.field("gpu_other_processes", pa.int64()),  # GPU: others seen busy on it (NVML)
+        pa.field("contended", pa.bool_()),  # others above contention_threshold / on the GPU
         pa.field("throttled", pa.bool_()),  # GPU: thermal or unexplained low clock after a retry
         # rates from the median time
         pa.field("flop_per_s", pa.float64()),
@@ -84,7 +85,8 @@ COLUMNS = SCHEMA.names
 # (`measured_on` is filled from `device` instead, store.read_measurements).
 LATER_COLUMNS = ("sm_clock_mhz", "mem_clock_mhz", "power_w", "temperature_c", "throttle_reasons",
                  "energy_j", "cpu_freq_mhz", "other_cpu_share", "steal_share", "contended",
-                 "throttled", "j_per_flop", "j_per_byte", "team_off_cpu_share")
+                 "throttled", "j_per_flop", "j_per_byte", "team_off_cpu_share",
+                 "gpu_other_processes")
 METADATA_KEY = b"rooflab"
 # Written into every measurement file's metadata (and a merged set's: core/store.py) and checked
 # on reading: a file of another row schema or time unit is refused, naming it.

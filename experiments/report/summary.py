@@ -6,12 +6,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.parquet as pq
 
 from experiments.analysis import claims as claims_mod
 from experiments.report import glance
 from experiments.report.fmt import interval
 
 WIDTH = 100  # a claim's detail line is cut here
+# what health.shared_gpus reads of the rows (a few columns: the whole set takes seconds)
+SHARED_COLUMNS = ["source", "host", "device", "device_kind", "device_name", "experiment",
+                  "status", "gpu_other_processes", "time_s", "samples", "inner_reps",
+                  "measured_at"]
 
 
 def _first(results: Path, *names: str) -> Path | None:
@@ -20,26 +25,33 @@ def _first(results: Path, *names: str) -> Path | None:
 
 def summary(results, detail: bool = False) -> str:
     """The summary of a results folder (the workflow's layout, or a published folder's)."""
+    from experiments.analysis.health import shared_gpus
+
     results = Path(results)
     ceilings_file = _first(results, "roofline/ceilings.parquet", "ceilings.parquet")
     claims_file = _first(results, "claims.parquet")
     if ceilings_file is None or claims_file is None:
         return f"rooflab: no ceilings or claims under {results} yet"
     report = results / "report.html"
+    rows = _first(results, "measurements.parquet")
+    have = set(pq.read_schema(rows).names) if rows else set()
+    shared = shared_gpus(pd.read_parquet(rows, columns=[c for c in SHARED_COLUMNS if c in have])) \
+        if "gpu_other_processes" in have else []
     return text(pd.read_parquet(ceilings_file), pd.read_parquet(claims_file),
-                report if report.is_file() else None, detail)
+                report if report.is_file() else None, detail, shared)
 
 
 def text(ceilings: pd.DataFrame, table: pd.DataFrame, report: Path | None,
-         detail: bool = False) -> str:
+         detail: bool = False, shared: list[str] = ()) -> str:
     """The summary of these ceilings and claims (the report step writes it beside the report,
-    so that `rooflab run` prints it without loading the analysis again, seconds on a small CPU)."""
+    so that `rooflab run` prints it without loading the analysis again, seconds on a small CPU);
+    `shared` (health.shared_gpus): the GPUs another process used, said first."""
     own = ceilings[ceilings.source == "run"] if "source" in ceilings else ceilings
     base = own if len(own) else ceilings
     head = glance.headline(base)
     # the systems with a headline; where none has one (every point dropped), every system
     systems = list(dict.fromkeys(head.system)) or list(dict.fromkeys(base.system))
-    lines = []
+    lines = [*shared, ""] if shared else []
     for s in systems:
         r = base[base.system == s].iloc[0]
         lines.append(f"{r.device_name}  ({r.host}, {r.device})")

@@ -200,9 +200,11 @@ def _report(f: Files) -> str:
                   out=f.report, plot=json.loads(Path(f.interactive).read_text()))
     if not f.summary:
         return f"report -> {f.report}"
+    from experiments.analysis.health import shared_gpus
     from experiments.core.store import write_text_atomic
     from experiments.report import summary
-    write_text_atomic(f.summary, summary.text(ceilings, claims, Path(f.report)) + "\n")
+    write_text_atomic(f.summary, summary.text(ceilings, claims, Path(f.report),
+                                              shared=shared_gpus(_dataset(f).rows)) + "\n")
     return f"report -> {f.report}, its summary -> {f.summary}"
 
 

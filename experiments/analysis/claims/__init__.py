@@ -66,19 +66,23 @@ def under_load(conditions: dict) -> str:
 
 
 def contended(rows: pd.DataFrame, threshold: float | None = None) -> pd.Series:
-    """Per row: other processes disturbed it. Its `contended` flag where the job judged one (CPU
-    points); else, for a point timed by the host's clock (a GPU's launches, its host-side
-    timings), other processes' share of its CPUs above the threshold. A point timed on the GPU's
-    own clock (events, the profiler) is not disturbed by a busy host CPU. `threshold` None:
+    """Per row: other processes disturbed it. Its `contended` flag where the job judged one (a
+    CPU's load; on a GPU, another process on it). A point timed by the host's clock (a GPU's
+    launches and host-side timings; a CPU point no flag judged) counts also where other
+    processes' share of its CPUs was above the threshold; a point timed on the GPU's own clock
+    (events, the profiler) is not disturbed by a busy host CPU. `threshold` None:
     config/job.yaml's contention_threshold."""
     if threshold is None:
         threshold = job_default("contention_threshold")
     flag = rows["contended"] if "contended" in rows else pd.Series(None, index=rows.index)
     share = pd.to_numeric(rows.get("other_cpu_share", pd.Series(math.nan, index=rows.index)),
                           errors="coerce")
-    host_clock = host_clocked(rows)
+    host_load = (share > threshold) & host_clocked(rows)
     judged = flag.map(lambda v: isinstance(v, (bool, np.bool_)))
-    return flag.where(judged, (share > threshold) & host_clock).fillna(False).astype(bool)
+    flagged = flag.where(judged, False).fillna(False).astype(bool)
+    # a GPU point's flag says another process used the GPU; a busy host CPU slows it as well
+    gpu = rows["device_kind"].ne("cpu") if "device_kind" in rows else ~judged
+    return flagged.where(judged & ~gpu, flagged | host_load).astype(bool)
 
 
 def load_of(c, s: System) -> tuple[int, int]:
