@@ -28,6 +28,8 @@ KEY = ["ceiling", "dtype"]
 WITHIN, DIFFERS = "within noise", "differs"
 MEASURED_DIFFERENTLY = "measured differently"
 ONE_SIDE = "not measurable on one side"
+NOISE = "within noise on one side"  # undecided there: its evidence sits at the threshold
+WHY = (MEASURED_DIFFERENTLY, NOISE, ONE_SIDE)  # why two verdicts differ, the weightiest first
 
 
 @dataclass
@@ -141,7 +143,9 @@ def ceilings_table(a: Side, b: Side) -> pd.DataFrame:
 def why(verdict_a: str, verdict_b: str) -> str:
     """Why two verdicts differ: both judged and apart, or one side could not judge."""
     judged = {claims.HOLDS, claims.FAILS}
-    return MEASURED_DIFFERENTLY if {verdict_a, verdict_b} <= judged else ONE_SIDE
+    if {verdict_a, verdict_b} <= judged:
+        return MEASURED_DIFFERENTLY
+    return NOISE if claims.UNDECIDED in {verdict_a, verdict_b} else ONE_SIDE
 
 
 def claims_table(a: Side, b: Side) -> pd.DataFrame:
@@ -245,7 +249,7 @@ def text(a: Side, b: Side, ceilings: pd.DataFrame, table: pd.DataFrame) -> str:
                      "on both")
         return "\n".join(lines)
     several = table[["system_a", "system_b"]].drop_duplicates().shape[0] > 1
-    for reason in (MEASURED_DIFFERENTLY, ONE_SIDE):
+    for reason in WHY:
         group = differ[differ.why == reason]
         if group.empty:
             continue

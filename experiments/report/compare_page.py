@@ -12,7 +12,7 @@ import pandas as pd
 from experiments.analysis.compute import place_calls
 from experiments.core.store import write_text_atomic
 from experiments.report import glance, interactive, provenance, workloads
-from experiments.report.compare import (DIFFERS, MEASURED_DIFFERENTLY, ONE_SIDE, Side, pairs,
+from experiments.report.compare import (DIFFERS, WHY, Side, pairs,
                                          rows_csv, shown)
 from experiments.report.fmt import qty
 from experiments.report.render import plain
@@ -74,7 +74,7 @@ def html(a: Side, b: Side, ceilings: pd.DataFrame, table: pd.DataFrame, sheets=(
                               "detail_a": plain(r["measurement_a"] or r["reason_a"]),
                               "detail_b": plain(r["measurement_b"] or r["reason_b"])}
                              for r in differ[differ.why == why].to_dict("records")]
-                       for why in (MEASURED_DIFFERENTLY, ONE_SIDE)},
+                       for why in WHY},
             "same": [{"claim": r["claim"], "verdict": r["verdict_a"]}
                      for r in t[~t["differ"]].to_dict("records")]})
     from experiments.report.compare import workloads_table

@@ -17,7 +17,7 @@ from experiments.report.interactive import Roofs
 
 DTYPES = ("float64", "float32", "tf32", "float16", "bfloat16", "float8_e4m3", "float8_e5m2")
 MEMORY = ("dram_bw", "l3_bw", "l2_bw", "l1_bw")
-VERDICTS = (claims_mod.HOLDS, claims_mod.FAILS, claims_mod.NOT_MEASURABLE)
+VERDICTS = (claims_mod.HOLDS, claims_mod.FAILS, claims_mod.UNDECIDED, claims_mod.NOT_MEASURABLE)
 
 
 def _dtype_rank(d) -> int:

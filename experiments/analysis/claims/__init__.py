@@ -20,7 +20,7 @@ from experiments.core.config import job_default
 from experiments.analysis.claims import (host_async, tensors, three_numbers, intensity_roofline,  # noqa: F401  (register,
                decode_batching, precision, launch_geometry)  # in the article's order)
 from experiments.analysis.claims.base import (ANALYSIS_ERROR, ARTICLE, CLAIMS, FAILS, HOLDS, MEASURED, NOT_MEASURABLE,
-                   SECTIONS, VERDICTS, WORKED, WORKED_EXAMPLES, NotMeasurable, System)
+                   SECTIONS, UNDECIDED, VERDICTS, WORKED, WORKED_EXAMPLES, NotMeasurable, System)
 from experiments.analysis.claims.launch_geometry import launch_waves
 
 CLAIM_IDS = tuple(CLAIMS)
@@ -104,7 +104,11 @@ def judge(c, s: System) -> dict:
                       "measurement": "", "under_load": bool(hit), "points_contended": hit}
     try:
         r = c.check(s)
-        row |= {"verdict": HOLDS if r.holds else FAILS, "measurement": r.measurement,
+        verdict = UNDECIDED if r.undecided else HOLDS if r.holds else FAILS
+        measurement = r.measurement + (
+            f"; undecided: {r.what} {abs(r.margin):.1%} {'inside' if r.holds else 'outside'} "
+            f"its bound, within its {r.noise:.1%} run-to-run noise" if r.undecided else "")
+        row |= {"verdict": verdict, "measurement": measurement,
                 "metric": r.metric, "value": float(r.value), "threshold": r.threshold,
                 "used": r.used, "rows_used": int(r.rows_used)}
     except NotMeasurable as exc:
@@ -113,7 +117,7 @@ def judge(c, s: System) -> dict:
         row |= {"verdict": NOT_MEASURABLE,
                 "reason": f"{ANALYSIS_ERROR}: {type(exc).__name__}: {exc}"}
         print(f"rooflab: {c.id} on {s.name}: {row['reason']}", file=sys.stderr)
-    if load and row["verdict"] in (HOLDS, FAILS):
+    if load and row["verdict"] in (HOLDS, FAILS, UNDECIDED):
         row["measurement"] += f" [{load}]"
     return row
 
@@ -157,5 +161,5 @@ def evaluate(ds: Dataset, ceilings: pd.DataFrame, sheets: list,
 
 __all__ = ["by_experiment", "under_load", "contended", "load_of", "evaluate", "systems", "judge", "worked",
            "CLAIMS", "CLAIM_IDS", "SECTIONS",
-           "WORKED_EXAMPLES", "HOLDS", "FAILS", "NOT_MEASURABLE", "WORKED", "MEASURED", "ARTICLE",
+           "WORKED_EXAMPLES", "HOLDS", "FAILS", "UNDECIDED", "NOT_MEASURABLE", "WORKED", "MEASURED", "ARTICLE",
            "VERDICTS", "COLUMNS", "ANALYSIS_ERROR", "NotMeasurable", "System", "launch_waves"]

@@ -15,6 +15,7 @@ measured "holds".
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -24,9 +25,9 @@ from experiments.analysis import datasheets, roofline
 from experiments.analysis.dataset import ok
 from experiments.analysis.units import si
 
-HOLDS, FAILS, NOT_MEASURABLE, WORKED = ("holds", "does not hold", "not measurable here",
-                                        "worked example")
-VERDICTS = (HOLDS, FAILS, NOT_MEASURABLE, WORKED)
+HOLDS, FAILS, UNDECIDED, NOT_MEASURABLE, WORKED = (
+    "holds", "does not hold", "undecided", "not measurable here", "worked example")
+VERDICTS = (HOLDS, FAILS, UNDECIDED, NOT_MEASURABLE, WORKED)
 MEASURED = "measured"  # the `kind` of a verdict on a system's rows
 ARTICLE = "the article's arithmetic (datasheets)"  # the `system` of worked examples
 ANALYSIS_ERROR = "the check could not read these rows"
@@ -52,6 +53,39 @@ class Result:
     threshold: str  # the condition `value` had to meet, as stated before the data
     used: str  # which rows and ceilings the check read
     rows_used: int
+    # The condition nearest to flipping the verdict: how far its metric sits from its threshold
+    # (signed, + on the side the verdict took) and the run-to-run noise of that metric, both
+    # relative; within its noise the verdict is undecided (NaN: not judged for noise).
+    margin: float = math.nan
+    noise: float = math.nan
+    what: str = ""  # which condition that is
+
+    @property
+    def undecided(self) -> bool:
+        return abs(self.margin) <= self.noise  # False where either is NaN
+
+
+def nearest(*conditions: tuple[float, float, str]) -> tuple[float, float, str]:
+    """Of the (margin, noise, what) of the conditions an all-of verdict needs (margins signed
+    + where the condition holds), the one that decides it: a failing one beyond its noise if
+    any (the verdict fails whatever the others do), else the nearest to flipping, in units of
+    its noise."""
+    scored = [c for c in conditions if math.isfinite(c[0])]
+    if not scored:
+        return math.nan, math.nan, ""
+
+    def z(c):
+        return c[0] / c[1] if c[1] > 0 else math.copysign(math.inf, c[0])
+
+    return min(scored, key=z)
+
+
+def half_width(row) -> float:
+    """Half a ceiling's interval (a row or a dict) as a share of its value: the +- that a
+    repeat run's value falls in, its run-to-run noise."""
+    if row is None or not row["value"] > 0:
+        return math.nan
+    return float((row["ci_high"] - row["ci_low"]) / 2 / row["value"])
 
 
 @dataclass(frozen=True)

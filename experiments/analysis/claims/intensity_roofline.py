@@ -17,7 +17,7 @@ import pandas as pd
 
 from experiments.analysis import datasheets, roofline
 from experiments.analysis.claims.base import (PHYSICAL, NotMeasurable, Result, article_sheet,
-                                              claim, counts, section, si,
+                                              claim, counts, nearest, half_width, section, si,
                    worked_example)
 
 SECTION = section("intensity", "Arithmetic intensity: x + 1 against a 4096^3 GEMM", "matmul")
@@ -86,11 +86,19 @@ def c10(s):
     lo, hi = 1 - MARGIN, 1 + MARGIN
     # x + 1 in the statistic B is: a host-clocked CPU's best point (plateaus.plateau_value)
     stat = "max" if roofline.best_timed(rows).all() else "median"
-    ratio = float((rows.flop_per_s / (B * rows.intensity)).agg(stat))
+    ratios = rows.flop_per_s / (B * rows.intensity)
+    ratio = float(ratios.agg(stat))
     flops = rows.flop_per_s.agg(stat)
-    peak = s.ceiling("vector_flops", "float32") or s.ceiling("matrix_flops", "float32")
-    frac = flops / peak if peak else None
+    peak = s.ceiling_row("vector_flops", "float32")
+    peak = peak if peak is not None else s.ceiling_row("matrix_flops", "float32")
+    frac = flops / float(peak.value) if peak is not None else None
     good = lo <= ratio <= hi and (frac is None or frac < FAR_BELOW)
+    # noise: B's interval and the spread of x + 1's own points past the caches
+    spread = float((ratios.max() - ratios.min()) / 2 / ratio)
+    near = nearest((min(ratio - lo, hi - ratio) / ratio, half_width(c) + spread,
+                    "measured / predicted"),
+                   (1 - frac / FAR_BELOW if frac is not None else math.nan,
+                    half_width(peak) + spread, "the share of compute"))
     return Result(bool(good),
                   f"x + 1: {si(flops, 'FLOP/s')} at a counted {rows.intensity.median():.3f} "
                   f"FLOP/B; {', '.join(ops)} move {si(B, 'B/s')} past the caches, predicting "
@@ -100,7 +108,7 @@ def c10(s):
                      "; no float32 compute ceiling fitted: 'far below compute' not judged"),
                   "x + 1 FLOP/s / (copy-and-scale DRAM bandwidth x 0.125)", ratio,
                   f"in [{lo:.2f}, {hi:.2f}] and < {FAR_BELOW:.0%} of float32 compute",
-                  f"{counts(rows)}; predicted from {counts(ref)}", len(rows) + len(ref))
+                  f"{counts(rows)}; predicted from {counts(ref)}", len(rows) + len(ref), *near)
 
 
 @worked_example("C11", "2 x 4096^3 FLOPs of a 4096 x 4096 GEMM", "≈ 1374 亿 (1.374e11) FLOPs",
@@ -184,8 +192,9 @@ def c12(s):
     rows = s.exp("intensity")
     # the chain's traffic is a copy's: a CPU's write-allocate reads its written lines too, so the
     # fastest op's DRAM ceiling (a triad's) would sit above any y = f(x) sweep
-    B = float(_dram_same_traffic(s)[0]["value"])
-    parts, good, judged, used = [], True, 0, 0
+    dram = _dram_same_traffic(s)[0]
+    B, wB = float(dram["value"]), half_width(dram)
+    parts, good, judged, used, conds = [], True, 0, 0, []
     for dtype, g in rows[(rows.flop_per_s > 0) & (rows.intensity > 0)].groupby("dtype"):
         g, _ = roofline.fastest_variant(g)
         if len(g) < MIN_POINTS:
@@ -196,6 +205,7 @@ def c12(s):
         if peak is None:
             if top.flop_per_s >= TOUCH * B * top.intensity:  # still on the memory roof
                 judged, good, used = judged + 1, False, used + len(g)
+                conds.append((-1.0, 0.0, f"{dtype}: a compute roof reached"))  # no noise flips it
                 parts.append(f"{dtype}: the sweep never leaves the memory roof (at "
                              f"{top.intensity:.3g} FLOP/B: {si(top.flop_per_s, 'FLOP/s')}), so "
                              "no point reaches a compute roof")
@@ -209,6 +219,13 @@ def c12(s):
         mem, cmp_ = g[g.intensity < ridge / 2], g[g.intensity > 2 * ridge]
         touch_mem = bool((mem.flop_per_s >= TOUCH * B * mem.intensity).any())
         touch_cmp = bool((cmp_.flop_per_s >= TOUCH * P).any())
+        # the roofs' runs against the sweep's: B and P were measured by other jobs, at other
+        # minutes (the share under the roof compares points with roofs of the same sweep)
+        wP = half_width(peak)
+        conds += [((mem.flop_per_s / (B * mem.intensity)).max() / TOUCH - 1 if len(mem)
+                   else -1.0, wB, f"{dtype}: the memory roof's nearest point"),
+                  ((cmp_.flop_per_s / P).max() / TOUCH - 1 if len(cmp_) else -1.0, wP,
+                   f"{dtype}: the compute roof's nearest point")]
         judged += 1
         used += len(g)
         good &= under >= UNDER and touch_mem and touch_cmp
@@ -223,7 +240,8 @@ def c12(s):
     return Result(bool(good), "; ".join(parts), "points under the roof and touching both roofs "
                   "(every dtype judged)", float(good), f"under >= {UNDER:.0%} (+{MARGIN:.0%}), "
                   f"each roof within {1 - TOUCH:.0%}", "intensity sweep; DRAM bandwidth of the "
-                  "bandwidth experiment's copy and scale; FMA compute ceilings", used)
+                  "bandwidth experiment's copy and scale; FMA compute ceilings", used,
+                  *nearest(*conds))
 
 
 @worked_example("C13", lambda sheets: f"{datasheets.ARTICLE_DEVICE}: "
