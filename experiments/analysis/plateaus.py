@@ -97,5 +97,31 @@ def ceiling_row(ceiling, value, unit, method, n, dtype=None, ci=(math.nan, math.
             "ci_low": ci[0], "ci_high": ci[1], "method": method, "n_points": n} | cond | extra
 
 
+# A ceiling's interval is a promise about a repeat run on the same machine: no narrower than
+# the run-to-run spread measured by repeating the default sweep (docs/benchmarks.md, "Repeat
+# runs"), as a +- share of the value per device kind and kind of ceiling. The points of one run
+# cannot show it: the minutes a run takes share the machine's state (clocks, neighbours).
+RUN_TO_RUN = {
+    "cpu": {"bandwidth": 0.0, "flops": 0.0, "latency": 0.0},
+    "gpu": {"bandwidth": 0.0, "flops": 0.0, "latency": 0.0},
+}
+FAMILY = {"dram_bw": "bandwidth", "l1_bw": "bandwidth", "l2_bw": "bandwidth",
+          "l3_bw": "bandwidth", "intensity_bw": "bandwidth", "matrix_flops": "flops",
+          "vector_flops": "flops", "latency_graph": "latency", "latency_eager": "latency"}
+
+
+def repeatable(c: dict, device_kind: str) -> dict:
+    """Ceiling row `c` with its interval widened to at least RUN_TO_RUN around its value (a
+    ridge's, a ratio of two ceilings, is widened where it is made from theirs)."""
+    floor = RUN_TO_RUN["cpu" if device_kind == "cpu" else "gpu"].get(FAMILY.get(c["ceiling"]))
+    v = c["value"]
+    if floor is None or not (isinstance(v, float) and math.isfinite(v)):
+        return c
+    lo, hi = c["ci_low"], c["ci_high"]
+    lo = v * (1 - floor) if not math.isfinite(lo) else min(lo, v * (1 - floor))
+    hi = v * (1 + floor) if not math.isfinite(hi) else max(hi, v * (1 + floor))
+    return c | {"ci_low": lo, "ci_high": hi}
+
+
 def missing_row(ceiling, unit, note, dtype=None):
     return ceiling_row(ceiling, math.nan, unit, "not fitted", 0, dtype, note=note)

@@ -24,7 +24,9 @@ Per system (source, host, device):
 * ridge per dtype: compute ceiling / DRAM bandwidth.
 A plateau's value (plateaus.plateau_value): its median, with a 95 % percentile bootstrap interval
 (scipy.stats.bootstrap; the range of fewer than 10 points); on host-clocked CPU points its best
-point, the plateau's range as the interval. A ridge's interval combines its two ceilings' bounds.
+point, the plateau's range as the interval. Every interval is then widened to at least the
+run-to-run spread of its kind (plateaus.RUN_TO_RUN). A ridge's interval combines its two
+ceilings' bounds.
 A ceiling that cannot be fitted is still a row, with value NaN and a note saying why.
 Each point's rate is its median time's, except a CPU point timed by the host's clock: its best
 time's (`fit_view`).
@@ -46,8 +48,8 @@ from experiments.analysis.levels import (AT_RATE, DRAM_PAST, PAST, RESIDENT,  # 
                                          l1_step, resident)
 from experiments.analysis.plateaus import (CONDITIONS, HOST_CLOCK, MIN_POINTS, TOP,  # noqa: F401
                                            best_timed, bootstrap_median, ceiling_row as _row,
-                                           missing_row as _missing, plateau_value, top_plateau,
-                                           top_two)
+                                           missing_row as _missing, plateau_value, repeatable,
+                                           top_plateau, top_two)
 
 # Rows a fit may use: ok, and not flagged as measured badly (columns absent in old files).
 FLAGS = ("noisy", "contended", "throttled")
@@ -235,7 +237,8 @@ def fit_system(rows: pd.DataFrame, facts: dict) -> list[dict]:
             if left:
                 c["note"] = "; ".join(n for n in (c.get("note"), left) if n)
         out += fitted + unfitted(exp, fitted, name)
-    out = l1_step(out)
+    kind = str(rows.device_kind.iloc[0]) if len(rows) else "cpu"
+    out = [repeatable(c, kind) for c in l1_step(out)]
     return out + ridges(out)
 
 
@@ -266,8 +269,9 @@ def dram_ceiling(rows: pd.DataFrame, facts: dict) -> dict | None:
     """The DRAM plateau of these (ok) bandwidth rows alone, pooled over their ops: a reference
     from a subset of ops (C10: the ops whose traffic is x + 1's)."""
     good, _ = fit_rows(rows)
-    return next((c for c in fit_bandwidth(good, facts, pooled=True)
-                 if c["ceiling"] == "dram_bw"), None) if not good.empty else None
+    c = next((c for c in fit_bandwidth(good, facts, pooled=True)
+              if c["ceiling"] == "dram_bw"), None) if not good.empty else None
+    return None if c is None else repeatable(c, str(good.device_kind.iloc[0]))
 
 
 def fit(ds: Dataset) -> pd.DataFrame:

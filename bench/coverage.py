@@ -1,0 +1,75 @@
+"""Do repeat runs fall in each other's intervals? (issue 56)
+
+    python bench/coverage.py [--calibrate K] RUN_DIR ...
+
+Each RUN_DIR holds a run's measurements.parquet (bench/repeats.sh's rN folders, or a results
+folder). The ceilings are fitted afresh with the code at hand (plateaus.RUN_TO_RUN included).
+--calibrate K: the spread between the first K runs per device kind and kind of ceiling (the
+largest |B/A - 1| of any pair, on the intervals without the floor), to set RUN_TO_RUN from; the
+coverage is then counted on the other runs only, so the floor is never judged on the runs it
+came from. Prints per pair the ceilings of B outside A's interval, and the coverage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+from pathlib import Path
+from unittest import mock
+
+import pandas as pd
+
+from experiments.analysis import dataset, plateaus, roofline
+
+KEY = ["device_kind", "ceiling", "dtype"]
+
+
+def fitted(run: Path, floors: bool = True) -> pd.DataFrame:
+    ds = dataset.load(run / "measurements.parquet")
+    ds.rows = ds.rows[ds.rows.source == "run"] if "source" in ds.rows else ds.rows
+    zero = {k: dict.fromkeys(v, 0.0) for k, v in plateaus.RUN_TO_RUN.items()}
+    with mock.patch.dict(plateaus.RUN_TO_RUN, plateaus.RUN_TO_RUN if floors else zero):
+        c = roofline.fit(ds)
+    c = c[c.value.notna() & ~c.ceiling.str.startswith("ridge")]
+    c = c.assign(dtype=c.dtype.fillna(""), family=c.ceiling.map(plateaus.FAMILY),
+                 kind=c.device_kind.map(lambda k: "cpu" if k == "cpu" else "gpu"))
+    return c.set_index(KEY)
+
+
+def pairs(runs: dict[str, pd.DataFrame], names: list[str]):
+    for a, b in itertools.permutations(names, 2):
+        both = runs[a].merge(runs[b], left_index=True, right_index=True, suffixes=("_a", "_b"))
+        yield a, b, both
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("runs", nargs="+", type=Path)
+    p.add_argument("--calibrate", type=int, default=0)
+    args = p.parse_args()
+    names = [str(r) for r in args.runs]
+    k = args.calibrate
+    if k:
+        raw = {n: fitted(Path(n), floors=False) for n in names[:k]}
+        spread = pd.concat([both.assign(dev=(both.value_b / both.value_a - 1).abs())
+                            for _, _, both in pairs(raw, names[:k])])
+        print("run-to-run spread of the calibration runs (largest |B/A - 1|):")
+        print(spread.groupby(["kind_a", "family_a"]).dev.agg(["max", "median", "count"])
+              .round(3).to_string())
+    held = names[k:]
+    runs = {n: fitted(Path(n)) for n in held}
+    inside = total = 0
+    for a, b, both in pairs(runs, held):
+        ok = (both.value_b >= both.ci_low_a) & (both.value_b <= both.ci_high_a)
+        inside, total = inside + int(ok.sum()), total + len(both)
+        out = both[~ok]
+        print(f"\n{Path(b).name} in {Path(a).name}'s intervals: {int(ok.sum())} of {len(both)}")
+        for key, r in out.iterrows():
+            print(f"  outside: {' '.join(str(x) for x in key if x)}: {r.value_b:.4g} not in "
+                  f"[{r.ci_low_a:.4g}, {r.ci_high_a:.4g}] ({r.value_b / r.value_a:.3f}x)")
+    if total:
+        print(f"\ncoverage on held-out runs: {inside} of {total} = {inside / total:.1%}")
+
+
+if __name__ == "__main__":
+    main()
