@@ -56,27 +56,67 @@ def self_ticks(path: str = "/proc/self/stat") -> int | None:
     return int(fields[11]) + int(fields[12])  # fields 14 and 15 of proc(5)
 
 
-def cpu_freq_mhz() -> float | None:
-    """Mean current frequency of the CPUs this process may run on (cpufreq, else /proc/cpuinfo)."""
-    try:
-        cpus = sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = list(range(os.cpu_count() or 1))
+# Where a CPU point's clock comes from (cpu_clock), best first, and whether it is the cores'
+# counted cycles on any CPU: cpufreq's cpuinfo_avg_freq is (APERF/MPERF, ARM's AMU). The others
+# are where the CPU has APERF/MPERF (x86's "aperfmperf" flag: the kernel's rate over the last
+# tick); without them scaling_cur_freq is the driver's request and cpuinfo's "cpu MHz" a fixed
+# estimate of the nominal clock (most VMs).
+CLOCK_SOURCES = {"cpuinfo_avg_freq": True, "scaling_cur_freq": False, "cpuinfo": False}
+CPUFREQ = "/sys/devices/system/cpu"
+
+
+def _own_cpus() -> list[int]:
+    mine = own_cpus()
+    return sorted(mine) if mine else list(range(os.cpu_count() or 1))
+
+
+def _cpufreq_khz(cpus, name: str, root: str) -> list[int] | None:
     khz = []
     for cpu in cpus:
         try:
-            khz.append(int(Path(f"/sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_cur_freq")
-                           .read_text()))
+            khz.append(int(Path(f"{root}/cpu{cpu}/cpufreq/{name}").read_text()))
         except (OSError, ValueError):
-            break
-    if len(khz) == len(cpus) and khz:
-        return sum(khz) / len(khz) / 1000
-    try:  # VMs often lack cpufreq; cpuinfo's "cpu MHz" is the kernel's estimate
-        mhz = [float(line.split(":")[1]) for line in Path("/proc/cpuinfo").read_text().splitlines()
-               if line.startswith("cpu MHz")]
-    except (OSError, ValueError, IndexError):
+            return None
+    return khz or None
+
+
+def cpuinfo_mhz(cpus, path: str = "/proc/cpuinfo") -> list[float] | None:
+    """"cpu MHz" of each of `cpus` (a block per CPU, its "processor" line first), None where
+    cpuinfo has none (ARM) or is unreadable."""
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError:
         return None
-    return sum(mhz) / len(mhz) if mhz else None
+    wanted, cpu, mhz = set(cpus), None, []
+    for line in lines:
+        key, _, value = line.partition(":")
+        key = key.strip()
+        try:
+            if key == "processor":
+                cpu = int(value)
+            elif key == "cpu MHz" and cpu in wanted:
+                mhz.append(float(value))
+        except ValueError:
+            return None
+    return mhz or None
+
+
+def cpu_clock(cpus=None, root: str = CPUFREQ, cpuinfo: str = "/proc/cpuinfo"
+              ) -> tuple[float | None, str | None]:
+    """(mean clock in MHz of `cpus`, default the CPUs this process may run on; its source, a
+    key of CLOCK_SOURCES): the cores the job measures on, not the machine's."""
+    cpus = _own_cpus() if cpus is None else sorted(cpus)
+    for name in ("cpuinfo_avg_freq", "scaling_cur_freq"):
+        khz = _cpufreq_khz(cpus, name, root)
+        if khz:
+            return sum(khz) / len(khz) / 1000, name
+    mhz = cpuinfo_mhz(cpus, cpuinfo)
+    return (sum(mhz) / len(mhz), "cpuinfo") if mhz else (None, None)
+
+
+def cpu_freq_mhz() -> float | None:
+    """Mean current clock of the CPUs this process may run on (cpu_clock says from where)."""
+    return cpu_clock()[0]
 
 
 def loadavg() -> list[float] | None:

@@ -15,6 +15,8 @@ from pathlib import Path
 import torch
 from filelock import FileLock, Timeout
 
+from experiments.core.cpu_peak import cpu_identity
+from experiments.core.cpu_time import cpu_clock
 from experiments.core.cpus import read_topology
 from experiments.core.devicenames import DeviceError, check, gpu_indices
 
@@ -250,7 +252,10 @@ def _cpu_facts(dev: torch.device) -> DeviceFacts:
                "team": team, "placement": topo.placement(team),
                "cache_total_bytes": topo.cache_total(team),
                "numa": {str(n): list(c) for n, c in topo.nodes.items()},
-               "smt_per_core": max(len(c) for c in topo.cores)},
+               "smt_per_core": max(len(c) for c in topo.cores),
+               # what the silicon's peak reads (core/cpu_peak.py), and where the rows' clock
+               # comes from (cpu_time.CLOCK_SOURCES)
+               "cpu": (cpu_identity() or {}) | {"clock_source": cpu_clock()[1]}},
     )
 
 
