@@ -1,15 +1,24 @@
 """The silicon's vector peak of a CPU (core/cpu_peak.py): the microarchitecture table read from
-cpuinfo, the arithmetic, and the clock it takes (core/cpu_time.py)."""
+cpuinfo, the arithmetic, the clock it takes (core/cpu_time.py), and the ceilings' columns
+(analysis/silicon.py) on a real 2-core Zen 4 VM run (tests/data/cpu_run.parquet)."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from experiments.core import cpu_peak
 from experiments.core.cpu_peak import cpu_identity, microarchitecture, peak
 from experiments.core.cpu_time import cpu_clock, cpuinfo_mhz
+from experiments.steps import pipeline
+
+RUN = Path(__file__).resolve().parent / "data" / "cpu_run.parquet"
 
 
 def cpuinfo(family, model, name, flags, vendor="AuthenticAMD", cpus=1, mhz=(2596.148,)):
@@ -118,3 +127,76 @@ def test_the_clock_is_read_on_the_job_s_cpus_and_says_from_where(tmp_path):
         (root / f"cpu{cpu}" / "cpufreq" / "scaling_cur_freq").write_text(f"{khz - 100_000}\n")
         (root / f"cpu{cpu}" / "cpufreq" / "cpuinfo_avg_freq").write_text(f"{khz}\n")
     assert cpu_clock({1, 2}, root=str(root), cpuinfo=str(info)) == (3500.0, "cpuinfo_avg_freq")
+
+
+def run_file(tmp: Path, clock: float = 1.0, cpu: dict | None = None) -> Path:
+    """tests/data/cpu_run.parquet with its files' device facts given `cpu` (what a run records
+    since the peak exists) and its clocks scaled by `clock`."""
+    table = pq.read_table(RUN)
+    meta = json.loads(table.schema.metadata[b"rooflab"])
+    for source in meta["sources"].values():
+        if cpu is not None:
+            source["device_facts"]["extra"]["cpu"] = cpu
+    frame = table.to_pandas()
+    frame["cpu_freq_mhz"] *= clock
+    out = pa.Table.from_pandas(frame, schema=table.schema, preserve_index=False)
+    out = out.replace_schema_metadata({**table.schema.metadata,
+                                       b"rooflab": json.dumps(meta).encode()})
+    path = tmp / "in" / "run.parquet"
+    path.parent.mkdir(parents=True)
+    pq.write_table(out, path)
+    return path
+
+
+def ceilings(tmp: Path, **kw) -> pd.DataFrame:
+    """The roofline step's ceilings of the run file, by the workflow's steps."""
+    results = tmp / "results"
+    files = pipeline.Files.under(results)
+    (results / "roofline").mkdir(parents=True, exist_ok=True)
+    pipeline.collect([str(run_file(tmp, **kw))], out=files.dataset)
+    pipeline.run("roofline", files)
+    c = pd.read_parquet(files.ceilings)
+    return c.set_index(["ceiling", c.dtype.fillna("")])
+
+
+ZEN4_VM = {"vendor": "AuthenticAMD", "family": 25, "model": 17, "model_name": "AMD EPYC",
+           "flags": ["avx", "avx2", "avx512_bf16", "avx512f", "f16c", "fma", "hypervisor"],
+           "clock_source": "cpuinfo"}
+
+
+def test_the_ceilings_carry_the_silicon_s_peak_at_their_points_clock(tmp_path):
+    c = ceilings(tmp_path / "a", cpu=ZEN4_VM)
+    fma32, fma64 = c.loc[("vector_flops", "float32")], c.loc[("vector_flops", "float64")]
+    mhz = 2596.148  # the VM's cpuinfo, every point's
+    assert fma32.cpu_freq_mhz == pytest.approx(mhz)
+    assert fma32.physical_peak == pytest.approx(2 * 2 * 8 * 2 * mhz * 1e6)  # 166 GFLOP/s
+    assert fma64.physical_peak == pytest.approx(2 * 2 * 4 * 2 * mhz * 1e6)
+    assert fma32.of_physical_peak == pytest.approx(fma32.value / fma32.physical_peak)
+    assert fma32.peak_basis.startswith("2 cores x 2 FMA ports x 8 float32 lanes x 2 x 2.60 GHz")
+    # the VM's cpuinfo reads a fixed estimate: the ceiling passes the peak at that clock
+    assert fma32.of_physical_peak > 1 and "not the cores' counted cycles" in fma32.peak_basis
+    gemm = c.loc[("matrix_flops", "float32")]
+    assert gemm.physical_peak == pytest.approx(fma32.physical_peak)
+    bf16 = c.loc[("matrix_flops", "bfloat16")]
+    assert bf16.value > 0 and math.isnan(bf16.physical_peak) and "VDPBF16PS" in bf16.peak_basis
+    assert pd.isna(c.loc[("dram_bw", "")].peak_basis)
+    # a repeat on a slower clock gets a lower peak, and the same ceiling a higher fraction
+    slow = ceilings(tmp_path / "b", cpu=ZEN4_VM, clock=0.5).loc[("vector_flops", "float32")]
+    assert slow.physical_peak == pytest.approx(fma32.physical_peak / 2)
+    assert slow.of_physical_peak == pytest.approx(2 * fma32.of_physical_peak)
+
+
+def test_files_without_a_cpu_identity_get_no_peak(tmp_path):
+    c = ceilings(tmp_path)
+    fma = c.loc[("vector_flops", "float32")]
+    assert fma.value > 0 and math.isnan(fma.physical_peak) and pd.isna(fma.peak_basis)
+
+
+def test_the_clock_is_the_cores_own_only_where_they_count_cycles():
+    from experiments.analysis.silicon import counted
+
+    assert counted({"clock_source": "cpuinfo", "flags": ["aperfmperf"]})
+    assert counted({"clock_source": "cpuinfo_avg_freq", "flags": []})
+    assert not counted({"clock_source": "cpuinfo", "flags": ["hypervisor"]})  # a VM's estimate
+    assert not counted({"clock_source": "scaling_cur_freq", "flags": []})
+    assert not counted({"clock_source": None, "flags": ["aperfmperf"]})

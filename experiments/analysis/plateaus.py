@@ -5,6 +5,7 @@ row a ceiling (fitted or not) becomes. analysis/roofline.py says the methods."""
 from __future__ import annotations
 
 import inspect
+import json
 import math
 
 import numpy as np
@@ -88,11 +89,26 @@ def top_plateau(values, host: bool = False, sizes=None) -> np.ndarray:
     return top
 
 
+def _median(points, column) -> float:
+    return (float(points[column].median()) if points is not None and column in points
+            and points[column].notna().any() else math.nan)
+
+
+def cpu_conditions(points) -> dict:
+    """Of a CPU plateau's points: their median clock and the most physical cores they ran on
+    (params.cores), which the silicon's peak reads (analysis/silicon.py)."""
+    if points is None or "device_kind" not in points or not (points.device_kind == "cpu").all():
+        return {}
+    cores = [json.loads(p).get("cores") if isinstance(p, str) and p else None
+             for p in (points["params"] if "params" in points else ())]
+    cores = [c for c in cores if isinstance(c, int)]
+    return {"cpu_freq_mhz": _median(points, "cpu_freq_mhz"), "cores": max(cores, default=None)}
+
+
 def ceiling_row(ceiling, value, unit, method, n, dtype=None, ci=(math.nan, math.nan), points=None,
          **extra):
     """A fitted ceiling; `points` (the rows on its plateau) give the clock and power it ran at."""
-    cond = {c: float(points[c].median()) if points is not None and c in points
-            and points[c].notna().any() else math.nan for c in CONDITIONS}
+    cond = {c: _median(points, c) for c in CONDITIONS} | cpu_conditions(points)
     return {"ceiling": ceiling, "dtype": dtype, "value": value, "unit": unit,
             "ci_low": ci[0], "ci_high": ci[1], "method": method, "n_points": n} | cond | extra
 

@@ -22,6 +22,8 @@ Per system (source, host, device):
 * l1_bw (GPUs): the top plateau of the l1 experiment (blocks rereading resident tiles), kept if it
   stands 15 % above L2.
 * ridge per dtype: compute ceiling / DRAM bandwidth.
+* a CPU's FMA and GEMM ceilings: the silicon's peak at their points' clock, and the fraction of
+  it they reach (analysis/silicon.py).
 A plateau's value (plateaus.plateau_value): its median, with a 95 % percentile bootstrap interval
 (scipy.stats.bootstrap; the range of fewer than 10 points); on host-clocked CPU points its best
 point, the plateau's range as the interval. Every interval is then widened to at least the
@@ -41,6 +43,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize
 
+from experiments.analysis import silicon
 from experiments.analysis.dataset import Dataset, ok, reading
 from experiments.analysis.gemm import fit_top
 from experiments.analysis.levels import (AT_RATE, DRAM_PAST, PAST, RESIDENT,  # noqa: F401
@@ -56,7 +59,7 @@ FLAGS = ("noisy", "contended", "throttled")
 
 COLUMNS = ["source", "host", "device", "device_kind", "device_name", "system", "ceiling",
            "dtype", "value", "unit", "ci_low", "ci_high", "method", "n_points", "ws_min",
-           "ws_max", "capacity_bytes", "sm_clock_mhz", "power_w", "note"]
+           "ws_max", "capacity_bytes", "sm_clock_mhz", "power_w", *silicon.COLUMNS, "note"]
 LABELS = {"dram_bw": "DRAM bandwidth", "matrix_flops": "GEMM ceiling",
           "vector_flops": "FMA (vector) ceiling", "intensity_bw": "bandwidth seen by the FMA sweep",
           "ridge_matrix": "ridge (GEMM / DRAM)", "ridge_vector": "ridge (FMA / DRAM)",
@@ -238,7 +241,7 @@ def fit_system(rows: pd.DataFrame, facts: dict) -> list[dict]:
                 c["note"] = "; ".join(n for n in (c.get("note"), left) if n)
         out += fitted + unfitted(exp, fitted, name)
     kind = str(rows.device_kind.iloc[0]) if len(rows) else "cpu"
-    out = [repeatable(c, kind) for c in l1_step(out)]
+    out = [repeatable(c, kind) for c in silicon.with_physical_peak(l1_step(out), facts)]
     return out + ridges(out)
 
 

@@ -131,7 +131,13 @@ def glance(ds: Dataset, ceilings: pd.DataFrame, table: pd.DataFrame, sheets) -> 
                 continue
             c = c.iloc[0]
             ref = _reference(c, sheets)
-            cells.append({"text": interval(c.value, c.ci_low, c.ci_high, c.unit),
+            text = interval(c.value, c.ci_low, c.ci_high, c.unit)
+            note = silicon_note(c) if ref is None else ""  # a CPU's FMA or GEMM
+            if note:
+                cells.append({"text": text + (f", {silicon_share(c)}" if finite(
+                    c.get("of_physical_peak")) else ""), "title": note})
+                continue
+            cells.append({"text": text,
                           "title": f"{share(c.value / ref)} of the datasheet's {qty(ref, c.unit)}"
                           if ref else ""})
         quantities.append({"name": name(ceiling, dtype), "cells": cells})
@@ -139,6 +145,26 @@ def glance(ds: Dataset, ceilings: pd.DataFrame, table: pd.DataFrame, sheets) -> 
     return {"systems": systems, "quantities": quantities, "others": others,
             "verdicts": VERDICTS, "worked": len(worked),
             "worked_same": int(worked.measurement.str.endswith("as the article says").sum())}
+
+
+def silicon_share(c) -> str:
+    """"71 % of the silicon's peak" of a CPU ceiling with one (analysis/silicon.py). Over 100 %
+    the table's ports and lanes say the cores ran faster than their recorded clock (without
+    APERF/MPERF, as in most VMs, /proc/cpuinfo reads a fixed estimate)."""
+    of = c.get("of_physical_peak")
+    return f"{share(of)} of the silicon's peak" + (
+        " at the recorded clock: the cores ran faster" if finite(of) and of > 1 else "")
+
+
+def silicon_note(c) -> str:
+    """A CPU FMA or GEMM ceiling's peak and its basis, or why it has none; "" without either."""
+    basis = c.get("peak_basis")
+    if not isinstance(basis, str) or not basis:
+        return ""
+    if not finite(c.get("physical_peak")):
+        return f"no silicon peak: {basis}"
+    return (f"{share(c.get('of_physical_peak'))} of the silicon's peak "
+            f"({qty(c['physical_peak'], c['unit'])}: {basis})")
 
 
 def _claim_rank(cid: str) -> int:

@@ -107,6 +107,8 @@ def _conditions(c) -> str:
     parts = []
     if finite(c.get("sm_clock_mhz")):
         parts.append(f"{c['sm_clock_mhz']:.0f} MHz")
+    if finite(c.get("cpu_freq_mhz")):
+        parts.append(f"CPU {c['cpu_freq_mhz']:.0f} MHz")
     if finite(c.get("power_w")):
         parts.append(f"{c['power_w']:.0f} W")
     return ", ".join(parts)
@@ -126,13 +128,17 @@ def _ceiling_table(ceilings: pd.DataFrame, shown: list[str], sheets) -> tuple[li
             sheet = datasheets.find(sheets, c["device_name"])
             ref = sheet.ridge("matrix" if c["ceiling"] == "ridge_matrix" else "vector",
                               dtype) if sheet else None
+        silicon = ref is None and finite(c.get("physical_peak"))  # a CPU's FMA or GEMM
         rows.append({
             "system": c["system"], "ceiling": roofline.label(c["ceiling"]), "dtype": dtype,
             "value": interval(c["value"], c["ci_low"], c["ci_high"], c["unit"]),
             "n": int(c["n_points"]) if finite(c["n_points"]) else 0,
-            "method": plain(c["method"]), "note": plain(c["note"]),
-            "datasheet": qty(ref, c["unit"]) if ref else "",
-            "efficiency": share(c["value"] / ref) if ref else "",
+            "method": plain(c["method"]), "note": "; ".join(filter(None, (
+                plain(c["note"]), glance.silicon_note(c)))),
+            "datasheet": f"silicon {qty(c['physical_peak'], c['unit'])}" if silicon
+            else qty(ref, c["unit"]) if ref else "",
+            "efficiency": share(c["of_physical_peak"]) if silicon
+            else share(c["value"] / ref) if ref else "",
             "conditions": _conditions(c)})
     return rows, unfitted
 

@@ -9,6 +9,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from experiments.analysis import claims as claims_mod
+from experiments.analysis.units import finite
 from experiments.report import glance
 from experiments.report.fmt import interval
 
@@ -59,9 +60,11 @@ def text(ceilings: pd.DataFrame, table: pd.DataFrame, report: Path | None,
         lines.append("no ceilings fitted (see the report's notes)")
     else:
         rows = {}
-        for r in head.itertuples():
-            rows.setdefault(glance.name(r.ceiling, r.dtype), {})[r.system] = interval(
-                r.value, r.ci_low, r.ci_high, r.unit)
+        for r in head.to_dict("records"):
+            cell = interval(r["value"], r["ci_low"], r["ci_high"], r["unit"])
+            if finite(r.get("of_physical_peak")):  # a CPU's FMA or GEMM: against the silicon
+                cell += f", {glance.silicon_share(r)}"
+            rows.setdefault(glance.name(r["ceiling"], r["dtype"]), {})[r["system"]] = cell
         grid = pd.DataFrame(rows).T.reindex(columns=systems).fillna("")
         grid.columns = [s.split(" @ ")[-1] for s in systems]  # the host: short, and unique
         lines += ["", *grid.to_string().splitlines()]

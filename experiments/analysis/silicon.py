@@ -1,0 +1,54 @@
+"""Each CPU FMA and GEMM ceiling against the silicon's peak (core/cpu_peak.py), at the clock its
+plateau's points recorded: a repeat on a slower clock gets a lower peak, not a lower fraction."""
+
+from __future__ import annotations
+
+import math
+
+from experiments.analysis.units import finite
+from experiments.core.cpu_peak import peak
+from experiments.core.cpu_time import CLOCK_SOURCES
+
+# the ceilings table's columns this adds (null on a GPU, and on files without a CPU identity)
+COLUMNS = ("cpu_freq_mhz", "physical_peak", "of_physical_peak", "peak_basis")
+MATRIX = {"vector_flops": False, "matrix_flops": True}  # ceiling -> a GEMM's
+
+
+def counted(cpu: dict) -> bool:
+    """Whether the rows' clock is the cores' counted cycles (core/cpu_time.CLOCK_SOURCES), not a
+    driver's request or the kernel's fixed estimate (a VM without APERF/MPERF)."""
+    source = cpu.get("clock_source")
+    return bool(CLOCK_SOURCES.get(source)) or (
+        source in CLOCK_SOURCES and "aperfmperf" in (cpu.get("flags") or ()))
+
+
+def clock_note(cpu: dict) -> str:
+    source = cpu.get("clock_source")
+    if source is None:
+        return "clock: no source recorded"
+    return f"clock: {source}, " + ("the cores' counted cycles" if counted(cpu) else
+                                   "not the cores' counted cycles (no APERF/MPERF here)")
+
+
+def with_physical_peak(rows: list[dict], facts: dict) -> list[dict]:
+    """The rows, each fitted CPU FMA and GEMM ceiling with its peak, the fraction of it and
+    their basis (the product, or why there is no peak)."""
+    cpu = (facts.get("extra") or {}).get("cpu") if facts.get("kind") == "cpu" else None
+    if not cpu:
+        return rows
+    cores = ((facts.get("extra") or {}).get("placement") or {}).get("cores")
+    out = []
+    for r in rows:
+        if r["ceiling"] not in MATRIX or not finite(r["value"]):
+            out.append(r)
+            continue
+        mhz = r.get("cpu_freq_mhz")
+        p = peak(cpu, r.get("cores") or cores, mhz, r["dtype"], MATRIX[r["ceiling"]])
+        share = r["value"] / p.flops if finite(p.flops) else math.nan
+        basis = p.basis + ("; " + clock_note(cpu) if finite(p.flops) else "")
+        if share > 1:  # the table's ports and lanes hold: the cores ran faster than recorded
+            basis += (f"; above 100 %: the cores ran at {share * mhz / 1000:.2f} GHz or more, "
+                      "not the recorded clock")
+        out.append(r | {"physical_peak": p.flops, "of_physical_peak": share,
+                        "peak_basis": basis})
+    return out
