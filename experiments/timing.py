@@ -26,6 +26,7 @@ from experiments.core.dtypes import itemsize, torch_dtype
 from experiments.core.checks import check_close, has_nan, need_storage_dtype, relative_error
 from experiments.core.runner import Context, NotApplicable, WrongResult
 from experiments.core.conditions import Conditions
+from experiments.core.schema import LAUNCH_ONLY_TIMER
 from experiments.core.timer import MedianTiming, Timing, best_run, summarize
 
 NAME = "timing"
@@ -160,7 +161,7 @@ def _measure_method(ctx: Context, cfg: TimingConfig, n: int, method: str) -> dic
         return row | stats | cond(stats["time_s"]) | {"params": {"gpu_preloaded": preloaded}}
     (times, pending), cond = _conditions(
         ctx, lambda: _host_samples(ctx, kernel, samples, sync=method == "host_sync"))
-    timer = "perf_counter_sync" if method == "host_sync" else "perf_counter_nosync"
+    timer = "perf_counter_sync" if method == "host_sync" else LAUNCH_ONLY_TIMER
     row |= _stats(times, timer, ctx)
     # without a synchronize time_s is not how long a call ran: no energy per call for it
     row |= cond(row["time_s"]) | ({"energy_j": None} if method == "host_nosync" else {})

@@ -19,6 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from experiments.analysis import rowcheck
 from experiments.core import layout
 from experiments.core.power import drop_impossible_power
 from experiments.core.paths import config_dir
@@ -57,14 +58,6 @@ def _read(path: Path, source: str) -> tuple[pa.Table, dict]:
     return table.append_column("source", column), metas
 
 
-def _row_keys(table: pa.Table) -> list[str]:
-    """One key per row: its every schema column (run_id included), as JSON."""
-    columns = table.select(SCHEMA.names).to_pydict()
-    return [json.dumps(values, default=str) for values in zip(*columns.values())]
-
-
-
-
 def ignored_files(scan, inputs: list[Path]) -> dict[str, str]:
     """Every Parquet file under `scan` that is not an input, with the reason it is left out."""
     if scan is None or not Path(scan).is_dir():
@@ -84,19 +77,39 @@ def ignored_files(scan, inputs: list[Path]) -> dict[str, str]:
     return ignored
 
 
-def collect(run_files, published=(), out=None, log=lambda msg: print(msg, file=sys.stderr),
-            scan=None, claims_of: dict | None = None):
+def _leave_out(table: pa.Table, path, seen: dict, sheets: list, log):
+    """The table less the rows no step reads (analysis/rowcheck.py), each kind said in a line
+    naming `path`; also what the metadata records of them: `duplicates` and `refused` entries."""
+    table, why = rowcheck.refuse(table, sheets)
+    if why:
+        log(rowcheck.refused_line(path, why))
+    table, copies = rowcheck.drop_copies(table, path, seen)
+    for kept, rows in copies.items():
+        log(rowcheck.copies_line(path, kept, rows))
+    return (table, [{"kept": k, "dropped": str(path), "rows": n} for k, n in copies.items()],
+            [{"file": str(path), "rows": sum(why.values()), "why": why}] if why else [])
+
+
+def say(msg: str) -> None:
+    print(msg, file=sys.stderr)
+
+
+def collect(run_files, published=(), out=None, log=say, scan=None,
+            claims_of: dict | None = None, datasheets=None):
     """Merge this run's measurement files and the published sets that exist into one table.
 
     A missing published set is skipped with a message; a file that is not a rooflab measurement
-    file fails with DatasetError naming it. Rows already read from another file (same run_id,
-    same content: a host folder copied twice, a published set copied into measurements/) are
-    collected once, with a message naming both files. With `scan` (the measurements folder),
-    every Parquet file under it that is not collected is named with the reason.
+    file fails with DatasetError naming it. Rows already read (same run_id, same content: a host
+    folder copied twice, a published set copied into measurements/, a row written twice) are
+    collected once, and rows that cannot be true are left out (analysis/rowcheck.py; rate limits
+    from `datasheets`, default config/datasheets.yaml), each with a message naming the file. With
+    `scan` (the measurements folder), every Parquet file under it that is not collected is named
+    with the reason.
 
     The merged file's rooflab metadata: `sources` (each input file's metadata, keyed by path),
-    `duplicates` ([{kept, dropped, rows}]) and `ignored` ({path: reason}). With `claims_of`
-    (experiment -> claim ids), every row's `claims` is its experiment's."""
+    `duplicates` ([{kept, dropped, rows}]), `refused` ([{file, rows, why: {reason: rows}}]) and
+    `ignored` ({path: reason}). With `claims_of` (experiment -> claim ids), every row's `claims`
+    is its experiment's."""
     inputs = [(Path(p), RUN) for p in run_files]
     for p in published:
         p = Path(p)
@@ -111,31 +124,23 @@ def collect(run_files, published=(), out=None, log=lambda msg: print(msg, file=s
     for path, reason in ignored.items():
         log(f"rooflab: {path} ignored: {reason}")
 
-    tables, metas, duplicates = [], {}, []
+    tables, metas, duplicates, refused = [], {}, [], []
     seen: dict[str, str] = {}  # row key -> the file it was first read from
     read: set[Path] = set()
+    sheets = rowcheck.reference_sheets(datasheets)
     for path, source in inputs:
         if path.resolve() in read:  # one file named twice (a published set inside measurements/)
             log(f"rooflab: {path} named twice; read once")
             continue
         read.add(path.resolve())
         table, meta = _read(path, source)
-        keys = _row_keys(table)
-        # only rows of earlier files count: identical rows within one file are the file's own
-        first = [seen.get(k) for k in keys]
-        for kept in sorted({f for f in first if f}):
-            rows = sum(f == kept for f in first)
-            duplicates.append({"kept": kept, "dropped": str(path), "rows": rows})
-            log(f"rooflab: {rows} rows of {path} are already in {kept} (same run_id and "
-                "content); collected once")
-        if keys and all(first):
+        table, copies, why = _leave_out(table, path, seen, sheets, log)
+        duplicates += copies
+        refused += why
+        if copies and not table.num_rows:
             continue  # nothing new: neither its rows nor its metadata
-        if any(first):
-            table = table.filter(pa.array([f is None for f in first]))
         tables.append(table)
         metas.update(meta)
-        for k in keys:
-            seen.setdefault(k, str(path))
     if not tables:
         raise DatasetError("no measurement files to collect (no run files, no published sets)")
     merged = pa.concat_tables(tables)
@@ -145,7 +150,8 @@ def collect(run_files, published=(), out=None, log=lambda msg: print(msg, file=s
             [list(claims_of.get(e, ())) for e in merged.column("experiment").to_pylist()],
             merged.schema.field(i).type))
     merged = merged.replace_schema_metadata({METADATA_KEY: json.dumps(
-        {"sources": metas, "duplicates": duplicates, "ignored": ignored}, default=str)})
+        {"sources": metas, "duplicates": duplicates, "refused": refused, "ignored": ignored},
+        default=str)})
     if out is not None:
         write_atomic(merged, out)
         log(f"rooflab: {merged.num_rows} rows from {len(inputs)} files -> {out}")
@@ -160,6 +166,7 @@ class Dataset:
     files: dict  # path -> that file's metadata (with its "source")
     duplicates: list = field(default_factory=list)  # [{kept, dropped, rows}] collect dropped
     ignored: dict = field(default_factory=dict)  # {path: why} files collect left out
+    refused: list = field(default_factory=list)  # [{file, rows, why}] rows that cannot be true
     _systems: tuple = field(default=(None, None), repr=False, compare=False)  # (rows, table)
 
     def systems(self) -> pd.DataFrame:
@@ -241,19 +248,23 @@ def add_labels(rows: pd.DataFrame) -> pd.DataFrame:
     return rows
 
 
-def load(path) -> Dataset:
-    """Read a merged dataset written by `collect` (or a single measurement file)."""
+def load(path, log=say, datasheets=None) -> Dataset:
+    """Read a merged dataset written by `collect` (or a single measurement file), less the rows
+    no step reads, left out and said as `collect` does (rate limits from `datasheets`)."""
     path = Path(path)
     table = read_measurements(path)  # the schema columns, checked
-    rows = table.to_pandas()
     if "source" in pq.read_schema(path).names:
-        rows["source"] = pq.read_table(path, columns=["source"]).column("source").to_pandas()
+        source = pq.read_table(path, columns=["source"]).column("source").cast(pa.string())
+        table = table.append_column("source", source)
+    table, copies, why = _leave_out(table, path, {}, rowcheck.reference_sheets(datasheets), log)
+    rows = table.to_pandas()
     meta = read_metadata(path)
     files = meta.get("sources") if isinstance(meta.get("sources"), dict) else {
         str(path): meta | {"source": RUN}}
     files = {k: dict(v, source=v.get("source", RUN)) for k, v in files.items()}
-    return Dataset(add_labels(rows), files, list(meta.get("duplicates") or []),
-                   dict(meta.get("ignored") or {})).drop_impossible_power()
+    return Dataset(add_labels(rows), files, list(meta.get("duplicates") or []) + copies,
+                   dict(meta.get("ignored") or {}),
+                   list(meta.get("refused") or []) + why).drop_impossible_power()
 
 
 def from_rows(rows: list[dict], files: dict | None = None, source: str = RUN) -> Dataset:

@@ -353,6 +353,8 @@ def render(ds: Dataset, ceilings: pd.DataFrame, sheets: list, figures_dir,
         ignored=[(_short(p), plain(why)) for p, why in sorted(ds.ignored.items())],
         duplicates=[{"kept": _short(d.get("kept")), "dropped": _short(d.get("dropped")),
                      "rows": d.get("rows")} for d in ds.duplicates],
+        refused=[{"file": _short(r.get("file")), "rows": r.get("rows"), "why": ", ".join(
+            f"{why} ({n})" for why, n in (r.get("why") or {}).items())} for r in ds.refused],
         datasheet=_datasheet_rows(sheets), gpu2gpu=gpu2gpu(ds),
         method=METHOD, qty=qty, num=num, interval=interval, isfinite=finite,
         tables_js=(Path(__file__).parent / "tables.js").read_text())

@@ -99,8 +99,9 @@ def _frame(path):
 
 
 def _dataset(files: Files):
+    """The dataset less the rows no step reads (copies, rows that cannot be true), each said."""
     from experiments.analysis import dataset
-    return dataset.load(files.dataset)
+    return dataset.load(files.dataset, datasheets=files.datasheets)
 
 
 def _sheets(files: Files):
