@@ -146,3 +146,38 @@ def test_the_report_renders_without_bokeh(tmp_path, monkeypatch):
     ceilings, knees, claims = compute.judged(ds, [])
     html = render.render(ds, ceilings, [], tmp_path, claims, knees, compute.placed(ds, ceilings))
     assert "needs Bokeh" in html and "Bokeh.embed" not in html
+
+
+# Names with every mathtext trigger: a pair of `$` (math), a lone `$`, an escaped `\$`, a
+# backslash command, `_` and `^` (twice over: math that mathtext cannot parse, and raises on)
+ODD_GPU = {"device_name": "Acme $x$ GPU \\alpha_1^2 $y^2^3", "host": "lab$"}
+ODD_CPU = {"device_name": "Zen \\$ 5 $a_b_c$", "host": "h$st$"}
+ODD_WORKLOAD = "mlp $x^2^3$ \\_"
+
+
+def test_names_with_mathtext_triggers_are_drawn_as_written(tmp_path):
+    """Text from users or devices never reaches mathtext (issue 59): every figure draws, each
+    system's name and the datasheet's read in the SVG as written, the workload's beside them."""
+    from experiments.analysis import compute
+    from experiments.analysis.dataset import from_rows
+    from experiments.analysis.datasheets import Datasheet
+    from experiments.report import figures
+
+    gpu = [r | ODD_GPU for rows in fx.gpu_rows().values() for r in rows]
+    cpu = [r | ODD_CPU for rows in fx.cpu_rows().values() for r in rows]
+    workload = [r | {"experiment": "workload", "op": ODD_WORKLOAD, "variant": None}
+                for r in gpu[:1] + cpu[:1]]
+    ds = from_rows(gpu + cpu + workload)
+    sheet = Datasheet("Ref $x_1_2$ sheet", "cuda", ["Acme"], bandwidth_Bps=5e12,
+                      matrix={"bfloat16": 1e15})
+    ceilings = compute.fit_ceilings(ds)
+    knees, per_row = compute.decode_knees(ds, ceilings)
+    status = figures.draw_all(figures.Inputs(ds, ceilings, [sheet], per_row, knees), tmp_path)
+    assert status == dict.fromkeys(FIGURES), status
+    systems = list(ds.systems().system)
+    assert systems == ["Acme $x$ GPU \\alpha_1^2 $y^2^3 @ lab$", "Zen \\$ 5 $a_b_c$ @ h$st$"]
+    for name in FIGURES:
+        texts = _svg_texts((tmp_path / f"{name}.svg").read_text())
+        assert systems[0] in texts, (name, [t for t in texts if "$" in t])
+    assert "datasheet: Ref $x_1_2$ sheet" in _svg_texts((tmp_path / "roofline.svg").read_text())
+    assert systems[1] in _svg_texts((tmp_path / "bandwidth.svg").read_text())

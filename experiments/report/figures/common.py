@@ -90,6 +90,13 @@ def cjk_font() -> str | None:
     return next(iter(_cjk_families()), None)
 
 
+def literal(text) -> str:
+    """`text` as matplotlib draws it as written: each `$` escaped, so a device's, host's or
+    user's text never starts mathtext (between two `$`, `_` `^` `\\` turn to math, and math it
+    cannot parse raises: no figure). Every label, title, legend entry and note of such text."""
+    return str(text).replace("$", r"\$")
+
+
 def no_cjk(text):
     return CJK.sub("[CJK]", text) if isinstance(text, str) else text
 
@@ -195,8 +202,9 @@ def title(ax, text: str):
     """A panel's title, wrapped to the panel's width."""
     fig = root(ax)
     width = ax.get_position().width * fig.get_figwidth() * 72  # points
-    ax.set_title(textwrap.fill(text, max(20, int(width / (0.55 * plt.rcParams["axes.titlesize"])))),
-                 loc="left")
+    # escaped after wrapping: a line broken inside a long word must not split a `\$`
+    ax.set_title(literal(textwrap.fill(text, max(20, int(
+        width / (0.55 * plt.rcParams["axes.titlesize"]))))), loc="left")
 
 
 def ceiling_rows(inp: Inputs, system: str) -> pd.DataFrame:
@@ -226,8 +234,8 @@ def legend_right(ax, source=None, **kw):
     if source.get_legend():
         source.get_legend().remove()
     if handles:
-        ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
-                  **kw)
+        ax.legend(handles, [literal(t) for t in labels], loc="upper left",
+                  bbox_to_anchor=(1.01, 1.0), frameon=False, **kw)
 
 
 def legend_inside(ax, **kw):
@@ -236,7 +244,7 @@ def legend_inside(ax, **kw):
     if ax.get_legend():
         ax.get_legend().remove()
     if handles:
-        ax.legend(handles, labels, loc="best", framealpha=0.85, **kw)
+        ax.legend(handles, [literal(t) for t in labels], loc="best", framealpha=0.85, **kw)
 
 
 def legend_below(ax, groups_titles=("dtype", "experiment")):
@@ -261,7 +269,8 @@ def legend_below(ax, groups_titles=("dtype", "experiment")):
     for name, items in groups:  # legends fill column by column: pad each group to `rows`
         titles.append(len(entries))
         entries += [(blank, name)] + items + [(blank, "")] * (rows - 1 - len(items))
-    leg = ax.legend(*zip(*entries), ncol=len(groups), loc="upper center",
+    handles, labels = zip(*entries)
+    leg = ax.legend(handles, [literal(t) for t in labels], ncol=len(groups), loc="upper center",
                     bbox_to_anchor=(0.5, -0.14), frameon=False, handletextpad=0.4,
                     columnspacing=2.0)
     for i in titles:
@@ -315,7 +324,7 @@ def _layout(systems: list[str], panels: int, panel, columns: int):
     subs = fig.subfigures(len(systems), 1, squeeze=False)[:, 0]
     axes = []
     for sub, system in zip(subs, systems):
-        sub.suptitle(system, x=0.01, ha="left", weight="bold", fontsize=12)
+        sub.suptitle(literal(system), x=0.01, ha="left", weight="bold", fontsize=12)
         a = sub.subplots(nrows, ncols, squeeze=False).ravel()
         for extra in a[panels:]:
             extra.remove()
@@ -349,8 +358,8 @@ def figure(name: str, *, where=None, missing: str | None = None, panels: int = 1
             fig, axes = _layout(systems, panels, panel, columns)
             absent = [s for s in listed if s not in systems]
             if absent:
-                note = textwrap.fill(f"not drawn for {', '.join(absent)}: {why}",
-                                     int(fig.get_figwidth() * 72 / (0.55 * NOTE)))
+                note = literal(textwrap.fill(f"not drawn for {', '.join(absent)}: {why}",
+                                             int(fig.get_figwidth() * 72 / (0.55 * NOTE))))
                 fig.supxlabel(note, fontsize=NOTE, color="0.35", ha="left", x=0.01)
             draw(Grid(fig, axes, inp, rows, all_rows, systems))
             return fig
@@ -363,8 +372,8 @@ def figure(name: str, *, where=None, missing: str | None = None, panels: int = 1
 
 def placeholder(name: str, reason: str):
     fig = plt.figure(figsize=(7.5, 1.4), layout="constrained")
-    fig.text(0.5, 0.62, f"{name}: not drawn", ha="center", fontsize=13, weight="bold")
-    fig.text(0.5, 0.3, reason, ha="center", fontsize=11, wrap=True)
+    fig.text(0.5, 0.62, literal(f"{name}: not drawn"), ha="center", fontsize=13, weight="bold")
+    fig.text(0.5, 0.3, literal(reason), ha="center", fontsize=11, wrap=True)
     return fig
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import seaborn as sns
 
 from experiments.analysis.units import si
-from experiments.report.figures.common import Grid, Missing, figure, log_ticks, palette, title
+from experiments.report.figures.common import (Grid, Missing, figure, literal, log_ticks,
+                                               palette, title)
 
 
 def _with_events(rows):
@@ -47,7 +48,8 @@ def timing(g: Grid):
             ax_cv.get_legend().remove()
         ax_key.axis("off")
         if handles:
-            ax_key.legend(handles, labels, title="method", loc="upper left", frameon=False)
+            ax_key.legend(handles, [literal(t) for t in labels], title="method",
+                          loc="upper left", frameon=False)
         launch = rows[rows.op == "launch_overhead"]
         if launch.empty:
             ax_l.text(0.5, 0.5, "no launch_overhead rows", ha="center", transform=ax_l.transAxes)
