@@ -52,6 +52,22 @@ def test_a_dataset_with_every_row_three_times_gives_the_same_ceilings_and_verdic
                               "rows": 2 * table.num_rows}]
 
 
+def test_rooflab_report_says_once_which_rows_its_steps_left_out(tmp_path, monkeypatch, capsys):
+    """`rooflab report` keeps its steps' lines to itself unless one fails: the rows they left
+    out it says, once, though every step reads them."""
+    from experiments.cli import rooflab
+    from experiments.report import summary
+
+    table = pq.read_table(RUN)
+    files = _results(tmp_path / "results", pa.concat_tables([table] * 3))
+    monkeypatch.setattr(pipeline, "AFTER_COLLECT", ("roofline", "decode"))  # the first two
+    monkeypatch.setattr(summary, "summary", lambda *args, **kw: "the summary")
+    assert rooflab.main(["report", "--results", str(tmp_path / "results")]) == 0
+    out, err = capsys.readouterr()
+    line = f"rooflab: {files.dataset}: {2 * table.num_rows} rows dropped: {COPIES}"
+    assert err.splitlines().count(line) == 1 and out.strip() == "the summary"
+
+
 def test_collect_keeps_one_of_rows_written_twice_in_one_file(tmp_path):
     twice = tmp_path / "run.parquet"
     table = pq.read_table(RUN)

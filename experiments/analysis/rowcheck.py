@@ -42,6 +42,7 @@ CLOCK_SKEW = pd.Timedelta(days=1)  # a machine's clock set a little ahead still 
 FACTOR = 10.0  # a rate this far past a device's figure is a unit slip, never a fast run
 CACHE_HEADROOM = 10.0  # the most caches run past the fastest DRAM (the docstring's cases)
 COPY = "same run_id and content"
+DROPPED = " rows dropped: "  # in every line that says a file's rows were left out
 _READS = ["status", "time_s", *SPREAD, "flops", "bytes", "flop_per_s", "byte_per_s", "timer",
           "device_name", "measured_at"]
 
@@ -70,7 +71,7 @@ def drop_copies(table: pa.Table, path, seen: dict) -> tuple[pa.Table, dict[str, 
 
 def copies_line(path, kept: str, rows: int) -> str:
     if kept == str(path):
-        return f"rooflab: {path}: {rows} rows dropped: copies of rows above them in it ({COPY})"
+        return f"rooflab: {path}: {rows}{DROPPED}copies of rows above them in it ({COPY})"
     return f"rooflab: {rows} rows of {path} are already in {kept} ({COPY}); collected once"
 
 
@@ -133,7 +134,7 @@ def refuse(table: pa.Table, sheets: list, now: pd.Timestamp | None = None
 
 def refused_line(path, counts: dict[str, int]) -> str:
     """'rooflab: FILE: 12 rows dropped: time_s not positive and finite (8), ...'."""
-    return (f"rooflab: {path}: {sum(counts.values())} rows dropped: "
+    return (f"rooflab: {path}: {sum(counts.values())}{DROPPED}"
             + ", ".join(f"{why} ({n})" for why, n in counts.items()))
 
 

@@ -242,6 +242,9 @@ def report(args) -> int:
     import contextlib
     import io
 
+    from experiments.analysis.rowcheck import DROPPED
+
+    said: set[str] = set()  # rows left out: every step reads the dataset, one line says it
     for step in pipeline.AFTER_COLLECT:  # a step's lines kept for a failure; the summary says the rest
         log = io.StringIO()
         with contextlib.redirect_stderr(log):
@@ -257,6 +260,10 @@ def report(args) -> int:
             print("\n".join(pipeline.failure_lines(log.getvalue(), path)) or log.getvalue(),
                   file=sys.stderr)
             return status
+        for line in log.getvalue().splitlines():
+            if DROPPED in line and line not in said:
+                print(line, file=sys.stderr)
+                said.add(line)
     from experiments.report.summary import summary
     print(summary(Path(args.results), detail=args.claims))
     return 0
