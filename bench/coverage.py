@@ -4,8 +4,8 @@
 
 Each RUN_DIR holds a run's measurements.parquet (bench/repeats.sh's rN folders, or a results
 folder). The ceilings are fitted afresh with the code at hand (plateaus.RUN_TO_RUN included).
---calibrate K: the spread between the first K runs per device kind and kind of ceiling (the
-largest |B/A - 1| of any pair, on the intervals without the floor), to set RUN_TO_RUN from; the
+--calibrate K: the spread between the first K runs per device kind and kind of ceiling (B/A - 1
+over every ordered pair, so its max is the largest ratio either way), to set RUN_TO_RUN from; the
 coverage is then counted on the other runs only, so the floor is never judged on the runs it
 came from. Prints per pair the ceilings of B outside A's interval, and the coverage.
 """
@@ -51,9 +51,9 @@ def main() -> None:
     k = args.calibrate
     if k:
         raw = {n: fitted(Path(n), floors=False) for n in names[:k]}
-        spread = pd.concat([both.assign(dev=(both.value_b / both.value_a - 1).abs())
+        spread = pd.concat([both.assign(dev=both.value_b / both.value_a - 1)
                             for _, _, both in pairs(raw, names[:k])])
-        print("run-to-run spread of the calibration runs (largest |B/A - 1|):")
+        print("run-to-run spread of the calibration runs (B/A - 1 over every ordered pair):")
         print(spread.groupby(["kind_a", "family_a"]).dev.agg(["max", "median", "count"])
               .round(3).to_string())
     held = names[k:]

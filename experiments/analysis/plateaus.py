@@ -115,27 +115,30 @@ def ceiling_row(ceiling, value, unit, method, n, dtype=None, ci=(math.nan, math.
 
 # A ceiling's interval is a promise about a repeat run on the same machine: no narrower than
 # the run-to-run spread measured by repeating the default sweep (docs/benchmarks.md, "Repeat
-# runs"), as a +- share of the value per device kind and kind of ceiling. The points of one run
-# cannot show it: the minutes a run takes share the machine's state (clocks, neighbours).
+# runs"): a repeat's value within [value / (1 + f), value x (1 + f)], f per device kind and kind
+# of ceiling, the largest ratio seen between repeats rounded up to 0.05. The points of one run
+# cannot show it: a run's minutes share the machine's state (clocks, neighbours).
 RUN_TO_RUN = {
-    "cpu": {"bandwidth": 0.0, "flops": 0.0, "latency": 0.0},
-    "gpu": {"bandwidth": 0.0, "flops": 0.0, "latency": 0.0},
+    "cpu": {"cache": 0.35, "dram": 0.70, "fma_sweep_bw": 1.45, "gemm": 0.15, "fma": 0.05,
+            "latency": 1.10},
+    "gpu": {"cache": 0.05, "dram": 0.05, "fma_sweep_bw": 0.05, "gemm": 0.05, "fma": 0.05,
+            "latency": 0.15},
 }
-FAMILY = {"dram_bw": "bandwidth", "l1_bw": "bandwidth", "l2_bw": "bandwidth",
-          "l3_bw": "bandwidth", "intensity_bw": "bandwidth", "matrix_flops": "flops",
-          "vector_flops": "flops", "latency_graph": "latency", "latency_eager": "latency"}
+FAMILY = {"l1_bw": "cache", "l2_bw": "cache", "l3_bw": "cache", "dram_bw": "dram",
+          "intensity_bw": "fma_sweep_bw", "matrix_flops": "gemm", "vector_flops": "fma",
+          "latency_graph": "latency", "latency_eager": "latency"}
 
 
 def repeatable(c: dict, device_kind: str) -> dict:
     """Ceiling row `c` with its interval widened to at least RUN_TO_RUN around its value (a
     ridge's, a ratio of two ceilings, is widened where it is made from theirs)."""
-    floor = RUN_TO_RUN["cpu" if device_kind == "cpu" else "gpu"].get(FAMILY.get(c["ceiling"]))
-    v = c["value"]
-    if floor is None or not (isinstance(v, float) and math.isfinite(v)):
+    f = RUN_TO_RUN["cpu" if device_kind == "cpu" else "gpu"].get(FAMILY.get(c["ceiling"]))
+    v = float(c["value"])
+    if f is None or not math.isfinite(v):
         return c
     lo, hi = c["ci_low"], c["ci_high"]
-    lo = v * (1 - floor) if not math.isfinite(lo) else min(lo, v * (1 - floor))
-    hi = v * (1 + floor) if not math.isfinite(hi) else max(hi, v * (1 + floor))
+    lo = v / (1 + f) if not math.isfinite(lo) else min(lo, v / (1 + f))
+    hi = v * (1 + f) if not math.isfinite(hi) else max(hi, v * (1 + f))
     return c | {"ci_low": lo, "ci_high": hi}
 
 

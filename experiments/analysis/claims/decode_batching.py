@@ -14,8 +14,8 @@ import pandas as pd
 
 from experiments.analysis.dataset import param
 from experiments.analysis.knees import gemv_rows
-from experiments.analysis.claims.base import (NotMeasurable, Result, article_sheet, claim, section, si, text_only,
-                   worked_example)
+from experiments.analysis.claims.base import (NotMeasurable, Result, article_sheet, claim, nearest,
+                                              section, si, text_only, worked_example)
 
 SECTION = section("decode", "Decode: why batching raises utilisation", "decode")
 BATCHED = 0.5  # C14: b sequences in one GEMM cost less than this share of b GEMVs
@@ -26,6 +26,14 @@ LATENCY = 2.0  # C17: a step slower than this x its weights' streaming time is l
 MEMORY_SHARE = 0.5  # C18: decode is memory-bound when it moves this share of DRAM bandwidth
 KV_GROWTH = 0.5  # C18: extra time for extra KV bytes, at least this share of bytes / B
 COMPUTE_SHARE = 0.5  # C18: prefill is compute-bound at this share of the GEMM ceiling
+
+
+def _spread(g: pd.DataFrame) -> pd.Series:
+    """Per batch: half its samples' 10-90 % spread as a share of its median time (the +- of a
+    time; NaN where the rows do not record it)."""
+    if not {"time_s_q10", "time_s_q90"} <= set(g):
+        return pd.Series(math.nan, index=g.batch.unique())
+    return ((g.time_s_q90 - g.time_s_q10) / 2 / g.time_s).groupby(g.batch).median()
 
 
 def _gemv(s) -> pd.DataFrame:
@@ -54,22 +62,23 @@ def w14(sheets):
        experiments=("decode",), limits=("BATCHED",))
 def c14(s):
     rows = _gemv(s)
-    parts, ratios = [], []
+    parts, ratios, conds = [], [], []
     for (dtype, c), g in rows.groupby(["dtype", "n"]):
-        t = g.groupby("batch").time_s.median()
+        t, spread = g.groupby("batch").time_s.median(), _spread(g)
         more = t.index[t.index > 1]
         if 1 not in t.index or more.empty:
             continue
         b = max(more[more <= 8]) if (more <= 8).any() else min(more)
         r = t[b] / (b * t[1])
         ratios.append(r)
+        conds.append((BATCHED / r - 1, spread[b] + spread[1], f"{dtype} C={int(c)}'s ratio"))
         parts.append(f"{dtype} C={int(c)}: t({b:.0f}) / ({b:.0f} t(1)) = {r:.2f}")
     if not parts:
         raise NotMeasurable("no decode curve with batch 1 and a larger batch")
     worst = max(ratios)
     return Result(worst < BATCHED, "; ".join(parts), "t(b) / (b t(1)), worst curve",
                   worst, f"< {BATCHED} on every curve",
-                  "decode: gemv_gemm, batch 1 and b", len(rows))
+                  "decode: gemv_gemm, batch 1 and b", len(rows), *nearest(*conds))
 
 
 @worked_example("C15", "FP32 decode intensity 2 b C^2 / (4 C^2) at b = 8 (W dominant)",
@@ -92,6 +101,19 @@ def _flat(k, g):
     return g[g.index <= limit]
 
 
+def _flat_within(g, knee):
+    """The batches below half `knee` (None where the knee is not a finite number)."""
+    return g[g.index <= knee / 2] if knee is not None and math.isfinite(knee) else None
+
+
+def _rise(g, flat) -> float:
+    """The largest t(b) / t(1) or t(1) / t(b) over the batches `flat` (inf without batch 1)."""
+    if 1 not in g.index:
+        return math.inf
+    ratio = flat / g[1]
+    return float(np.maximum(ratio, 1 / ratio).max())
+
+
 @claim("C16", SECTION,
        en="Larger batch reuses the same weights, so utilisation rises with batch: time stays "
           "nearly flat while memory-bound.",
@@ -106,10 +128,18 @@ def c16(s):
     rows = _gemv(s)
     if s.knees.empty or not s.knees.predicted.notna().any():
         raise NotMeasurable("no decode knee predicted (no ceilings for the decode dtypes)")
-    parts, rises, skipped = [], [], []
+    parts, rises, skipped, conds = [], [], [], []
     for _, k in s.knees.iterrows():
-        g = rows[(rows.dtype == k["dtype"]) & (rows.n == k.C)].groupby("batch").time_s.median()
+        curve = rows[(rows.dtype == k["dtype"]) & (rows.n == k.C)]
+        g, spread = curve.groupby("batch").time_s.median(), _spread(curve)
         flat = _flat(k, g) if pd.notna(k.predicted) else g.iloc[:0]
+        # the knee's interval (from the ceilings') may hold more or fewer batches below its half:
+        # where that changes the curve's verdict, the verdict is undecided
+        ends = [_flat_within(g, k.get(e)) for e in ("predicted_low", "predicted_high")]
+        if len({_rise(g, e) <= FLAT if e is not None and len(e) >= 2 else True  # none judged
+                for e in ends}) > 1:
+            conds.append((0.0, 1.0, f"{k['dtype']} C={k.C}: which batches lie below half its "
+                                    f"knee ({k.predicted_low:.3g} to {k.predicted_high:.3g})"))
         if 1 not in g.index or len(flat) < 2:
             skipped.append(f"{k['dtype']} C={k.C}")
             continue
@@ -117,6 +147,7 @@ def c16(s):
         b = (ratio.apply(lambda r: max(r, 1 / r))).idxmax()  # the batch furthest from flat
         rise = max(ratio[b], 1 / ratio[b])
         rises.append(rise)
+        conds.append((FLAT / rise - 1, spread[b] + spread[1], f"{k['dtype']} C={k.C}'s rise"))
         parts.append(f"{k['dtype']} C={k.C}: t(b) / t(1) from {ratio.min():.2f} to "
                      f"{ratio.max():.2f} over b <= {flat.index[-1]:.0f}, tokens/s "
                      f"x{flat.index[-1] * g[1] / flat.iloc[-1]:.1f}")
@@ -126,7 +157,7 @@ def c16(s):
     worst = max(rises)
     return Result(worst <= FLAT, "; ".join(parts), "largest t(b) / t(1) or t(1) / t(b) below "
                   "b*/2, worst curve", worst, f"<= {FLAT}", "decode: gemv_gemm; knees predicted "
-                  "from DRAM bandwidth and GEMM ceilings", len(rows))
+                  "from DRAM bandwidth and GEMM ceilings", len(rows), *nearest(*conds))
 
 
 def _ridge_label(sheets) -> str:

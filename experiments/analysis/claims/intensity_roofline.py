@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from experiments.analysis import datasheets, roofline
+from experiments.analysis.plateaus import repeatable
 from experiments.analysis.claims.base import (PHYSICAL, NotMeasurable, Result, article_sheet,
                                               claim, counts, nearest, half_width, section, si,
                    worked_example)
@@ -93,7 +94,8 @@ def c10(s):
     peak = peak if peak is not None else s.ceiling_row("matrix_flops", "float32")
     frac = flops / float(peak.value) if peak is not None else None
     good = lo <= ratio <= hi and (frac is None or frac < FAR_BELOW)
-    # noise: B's interval and the spread of x + 1's own points past the caches
+    # noise: B's interval within the run (x + 1 ran in the same job, seconds from copy and
+    # scale) and the spread of x + 1's own points past the caches
     spread = float((ratios.max() - ratios.min()) / 2 / ratio)
     near = nearest((min(ratio - lo, hi - ratio) / ratio, half_width(c) + spread,
                     "measured / predicted"),
@@ -193,7 +195,8 @@ def c12(s):
     # the chain's traffic is a copy's: a CPU's write-allocate reads its written lines too, so the
     # fastest op's DRAM ceiling (a triad's) would sit above any y = f(x) sweep
     dram = _dram_same_traffic(s)[0]
-    B, wB = float(dram["value"]), half_width(dram)
+    # B against the sweep's points, measured by another job at other minutes: a repeat's spread
+    B, wB = float(dram["value"]), half_width(repeatable(dram, s.kind))
     parts, good, judged, used, conds = [], True, 0, 0, []
     for dtype, g in rows[(rows.flop_per_s > 0) & (rows.intensity > 0)].groupby("dtype"):
         g, _ = roofline.fastest_variant(g)
