@@ -62,3 +62,25 @@ def test_x_plus_one_near_its_bound_is_undecided_and_far_from_it_decided(ratio, e
     assert r.verdict == expected, r.measurement
     if expected == UNDECIDED:
         assert "undecided: measured / predicted" in r.measurement
+
+
+
+
+@pytest.mark.parametrize("ratio, spread, expected", [
+    (0.40, 0.02, HOLDS),      # 20 % under the 0.5 bound: decided
+    (0.48, 0.05, UNDECIDED),  # 4 % under it, each time +-5 %: within the noise
+    (0.52, 0.05, UNDECIDED),  # 4 % over it: the same
+    (0.52, 0.005, FAILS),     # 4 % over, each time +-0.5 %: decided
+])
+def test_batched_decode_near_its_bound_is_undecided_within_the_times_spread(
+        ratio, spread, expected):
+    """C14 on every curve's t(8) / (8 t(1)), its noise the times' own 10-90 % spread."""
+    rows = fx.gpu_rows(seed=0)
+    for r in rows["decode"]:
+        if r.get("op") == "gemv_gemm" and r["batch"] in (1, 8):
+            t1 = next(x["time_s"] for x in rows["decode"] if x.get("op") == "gemv_gemm"
+                      and x["batch"] == 1 and x["n"] == r["n"] and x["dtype"] == r["dtype"])
+            t = t1 if r["batch"] == 1 else 8 * ratio * t1
+            r.update(time_s=t, time_s_q10=t * (1 - spread), time_s_q90=t * (1 + spread))
+    r = verdict(rows, "C14")
+    assert r.verdict == expected, r.measurement
