@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 56: N cold default sweeps of this machine back to back, each from a fresh copy of the tree
 # (as a new user's clone: no .snakemake, no results), then `rooflab compare` of each against the
-# first. Optionally (COTENANT=1) one more quick sweep beside another process's bfloat16 matmul loop
+# first. Optionally (COTENANT=1, first) a quick sweep beside another process's bfloat16 matmul loop
 # on GPU 0.
 #   OUT=/tmp/out N=2 bash bench/repeats.sh
 # Files under $OUT: rN.tgz (per run: measurements.parquet, ceilings.parquet, claims.parquet,
@@ -41,11 +41,11 @@ sweep() {  # sweep NAME [config KEY=VALUE ...]   (PRESET=--quick for a quick one
   fi
   (cd "$OUT/runs" && tar czf "$OUT/$name.tgz" "$name" && rm -r "$name")  # one file a run
 }
-for i in $(seq "$FIRST" $((FIRST + N - 1))); do sweep "r$i"; done
-if [ "${COTENANT:-0}" = 1 ]; then
-  python3 - > "$OUT/runs/cotenant.log" 2>&1 <<'PY' &
+shared() {  # a quick sweep of GPU 0 beside another process's bfloat16 matmul loop
+  python3 - >> "$OUT/times.txt" 2>&1 <<'PY' &
 import time, torch
 a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16); b = torch.randn_like(a)
+print("co-tenant: a bfloat16 matmul loop on GPU 0 started", flush=True)
 t0 = time.time()
 while time.time() - t0 < 900:
     for _ in range(20): a @ b
@@ -53,5 +53,9 @@ while time.time() - t0 < 900:
 PY
   hog=$!; sleep 5
   PRESET=--quick sweep shared 'devices=["cuda:0"]'
-  kill $hog 2>/dev/null
-fi
+  kill $hog 2>/dev/null; wait $hog 2>/dev/null; sleep 3
+}
+# COTENANT=1: the shared sweep first (before the repeats, so a short call still makes it);
+# REPEAT: config values for the repeats (e.g. 'devices=["cuda:0"]'), PRESET=--quick for quick ones
+[ "${COTENANT:-0}" = 1 ] && shared
+for i in $(seq "$FIRST" $((FIRST + N - 1))); do sweep "r$i" ${REPEAT:-}; done

@@ -162,9 +162,10 @@ class Conditions:
     def _sample(self, with_freq: bool):
         if self.gpu:
             reading = self.nvml.sample() | {"t": self.clock()}
-            if with_freq:  # who else is on the GPU, at the CPU frequency's pace (lists change slowly)
+            if with_freq:  # who else is on the GPU, at the CPU frequency's slower pace
+                before = time.time() - cotenants.BEFORE_S
                 reading |= {"pids": cotenants.listed(self.nvml),
-                            "busy": cotenants.busy_since(self.nvml, time.time() - cotenants.BEFORE_S)}
+                            "busy": cotenants.busy_since(self.nvml, before)}
             self.samples.append(reading)
         if with_freq:
             freq = cpu_freq_mhz()
