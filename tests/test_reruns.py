@@ -1,11 +1,13 @@
 """Every input that shapes a measurement reruns exactly the jobs it touches, and nothing else does:
 the composed defaults (config/job.yaml, config/experiment/<name>.yaml), the code of the
-experiment and of the core it imports, a workload's target, the versions of the timing packages."""
+experiment and of the core it imports, a workload's target and the user's modules it imports,
+the versions of the timing packages; with or without Snakemake's own records."""
 
 from __future__ import annotations
 
 import contextlib
 import re
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -105,3 +107,36 @@ def test_a_workload_target_and_a_timing_package_change_the_digest(tmp_path, monk
     triggers.job_digest.cache_clear()
     assert triggers.job_digest("workload", str(triggers.PACKAGE.parent / "config"),
                                f"{target}:make_x") != two
+
+
+HELPER_TARGET = '''import helper_layers
+
+
+def make_net(batch, dtype, device, generator):
+    import torch
+    layer = helper_layers.layer().to(device=device, dtype=dtype)
+    x = torch.randn(batch, 8, device=device, dtype=dtype, generator=generator)
+    return layer, (x,)
+'''
+HELPER = "def layer():\n    import torch\n    return torch.nn.Linear(8, 8)\n"
+
+
+def test_a_helper_the_target_imports_and_settings_without_snakemakes_records_rerun(tmp_path):
+    """Issue 59: editing a module a workload target imports reruns its jobs; with .snakemake/
+    gone, a changed job.yaml setting still reruns every job (the stamp files' times)."""
+    workloads = {"net": {"target": "net_target.py:make_net", "dtypes": ["float32"],
+                         "cpu": {"batches": [1], "max_copies": 2}}}
+    repo = copy_repo(tmp_path / "repo", experiments={"bandwidth": SWEEP["bandwidth"]},
+                     workloads=workloads)
+    (repo / "net_target.py").write_text(HELPER_TARGET)
+    (repo / "helper_layers.py").write_text(HELPER)
+    run = snakemake(repo, "--cores", "2", timeout=600)
+    assert run.returncode == 0, run.stdout[-4000:]
+    assert planned(repo) == set()
+    net = "workload/net-float32.parquet"
+    with edited(repo / "helper_layers.py", "Linear(8, 8)", "Linear(8, 8, bias=False)"):
+        assert planned(repo) == {net}
+    assert planned(repo) == set()
+    shutil.rmtree(repo / ".snakemake")
+    with edited(repo / "config/job.yaml", "retries: 1", "retries: 2"):
+        assert planned(repo) == {BANDWIDTH, net}

@@ -13,6 +13,9 @@ MEASUREMENT_GLOB = MEASUREMENTS + "/*/*/*/*.parquet"  # every job's file, this h
 MEASUREMENT_SHOWN = MEASUREMENT.format(host="<host>", device="<device>",
                                        experiment="<experiment>", case="<dtype>")
 JOB_LOG = "logs/{host}/{device}/{experiment}/{case}.log"
+# what shaped a job (its command line and inputs' digest), rewritten only when that changes: an
+# input newer than the job's file reruns it even where Snakemake's own records are gone
+JOB_STAMP = ".stamps/{host}/{device}/{experiment}/{case}.txt"
 STEP_LOGS = "logs/aggregate"  # each aggregate step's log
 # the aggregate steps' files (Files' keys); figures is a folder
 AGGREGATE = {"dataset": "measurements.parquet", "ceilings": "roofline/ceilings.parquet",

@@ -9,7 +9,7 @@ of them re-measures exactly the jobs it touches:
 * the code the job runs: the experiment's module and every `experiments` module it imports,
   transitively, plus the entry point's (as parsed code: comments and formatting do not count).
   Other experiments' modules do not count, nor the sweep's own machinery (fork server, checks);
-* a workload's target: its module or file;
+* a workload's target: its module or file, and every file of the user's it imports;
 * the versions of the packages that time it (TIMING_PACKAGES), read without importing them.
 """
 
@@ -20,6 +20,7 @@ import functools
 import hashlib
 import importlib.util
 import json
+import os
 from importlib import metadata
 from pathlib import Path
 
@@ -27,6 +28,7 @@ import yaml
 
 from experiments import experiment_names
 from experiments.core.paths import PACKAGE
+from experiments.core.store import write_text_atomic
 
 TIMING_PACKAGES = ("torch", "triton", "numpy", "nvidia-ml-py")
 ENTRY = "experiments.__main__"  # `python -m experiments`: what every job runs first
@@ -127,6 +129,59 @@ def target_file(target: str) -> Path | None:
     return Path(spec.origin) if spec and spec.origin and spec.origin.endswith(".py") else None
 
 
+def _user_module(name: str, roots: tuple[Path, ...]) -> Path | None:
+    """The user's source file of module `name` under one of `roots` (not installed packages,
+    not rooflab's own: those are tracked as code or versions), or None."""
+    parts = name.split(".")
+    for root in roots:
+        base = root.joinpath(*parts)
+        for path in (base.with_suffix(".py"), base / "__init__.py"):
+            if path.is_file() and PACKAGE not in path.resolve().parents:
+                return path
+    return None
+
+
+def user_closure(target: Path, roots: tuple[Path, ...]) -> list[Path]:
+    """A workload target's file and every file of the user's it imports, transitively, looked
+    up under `roots` (where the job finds them: the working directory, the target's folder, the
+    target module's sys.path entry): an edited helper module re-measures the target's jobs."""
+    seen, todo = set(), [target]
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        here = (path.parent, *roots)
+        for node in ast.walk(_parse(path) or ast.Module(body=[], type_ignores=[])):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # relative: from the file's own package folder
+                    folder = path.parent.parents[node.level - 2] if node.level > 1 \
+                        else path.parent
+                    names = [f"{base}.{a.name}" if base else a.name for a in node.names]
+                    todo += [f for n in [base] * bool(base) + names
+                             if (f := _user_module(n, (folder,))) is not None]
+                    continue
+                names = [base] + [f"{base}.{a.name}" for a in node.names]
+            todo += [f for n in names if (f := _user_module(n, here)) is not None]
+    return sorted(seen)
+
+
+def target_roots(target: str) -> tuple[Path, ...]:
+    """Where a job finds the modules a target imports: the working directory, and for a module
+    target the sys.path entry it sits under."""
+    roots = [Path.cwd()]
+    where = target.rpartition(":")[0]
+    path = target_file(target)
+    if path is not None and not where.endswith(".py"):
+        roots.append(path.parents[where.count(".")] if path.name != "__init__.py"
+                     else path.parents[where.count(".") + 1])
+    return tuple(roots)
+
+
 @functools.lru_cache(maxsize=None)
 def job_digest(experiment: str, config_dir: str, target: str = "") -> str:
     """The digest of everything but the command line that shapes a job of `experiment` (a
@@ -139,8 +194,20 @@ def job_digest(experiment: str, config_dir: str, target: str = "") -> str:
         "defaults": [_yaml(Path(config_dir, "job.yaml")),
                      _yaml(Path(config_dir, "experiment", f"{experiment}.yaml"))],
         "code": {str(p.relative_to(PACKAGE.parent)): _code(p) for p in files},
-        "target": _code(extra) if extra else None,
+        # relative names: the same files in a moved checkout are the same target
+        "target": {os.path.relpath(p): _code(p) for p in user_closure(extra, target_roots(target))}
+        if extra else None,
         "versions": versions(),
     }
     text = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def stamp(path: str, text: str) -> str:
+    """`path` holding `text`, written (atomically) only when it held something else, so that its
+    time moves exactly when what shapes the job does. Returns `path`."""
+    file = Path(path)
+    if not file.is_file() or file.read_text() != text:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(file, text)
+    return path

@@ -15,7 +15,7 @@ from experiments.core.paths import config_dir
 from experiments.sweep.checks import (check_results, check_sweep, check_workloads, coerce_nested,
                                       stray_files)
 from experiments.sweep import forkserver
-from experiments.sweep.triggers import job_digest
+from experiments.sweep.triggers import job_digest, stamp
 from experiments.steps.pipeline import Files
 from experiments.core import devicenames, layout
 
@@ -200,6 +200,14 @@ def job_inputs(wildcards):
     (as job_args), so a change of any of them re-measures exactly the jobs it touches."""
     spec, _, own = job_spec(wildcards)
     return job_digest(wildcards.experiment, str(config_dir()), own.get("experiment.target", ""))
+
+
+def job_stamp(wildcards):
+    """The job's stamp file (layout.JOB_STAMP): its command line and job_inputs' digest, an
+    input whose time moves when they change, with or without Snakemake's records."""
+    path = layout.under(RESULTS, layout.JOB_STAMP).format(**{k: wildcards[k] for k in
+                                                            layout.JOB_PARTS})
+    return stamp(path, job_args(wildcards) + "\n" + job_inputs(wildcards) + "\n")
 
 
 def hydra_dict(value):

@@ -2,6 +2,8 @@
 # `workloads:` (experiment `workload`): python -m experiments writes one Parquet file.
 
 rule measure:
+    input:
+        stamp=job_stamp,
     output:
         MEASUREMENT,
     log:
