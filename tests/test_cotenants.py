@@ -3,6 +3,8 @@ here; the real one in test_a_second_process_on_the_gpu_is_seen, on a GPU), the p
 their retry, the fits that leave them out and the summary's first line."""
 
 import os
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -73,7 +75,8 @@ def test_other_processes_are_counted_from_nvmls_lists(pids, busy, expected):
 def test_this_jobs_descendants_are_its_own(tmp_path, monkeypatch):
     """A collective's ranks are the job's children: a rank names its parent as the job, so its
     siblings are its own, and a process outside the job's tree is not."""
-    tree = {ME: 1, 500: ME, 501: 500, 900: 1}  # pid -> ppid; 900: someone else's
+    monkeypatch.delenv(cotenants.RUN, raising=False)
+    tree = {ME: 1, 500: ME, 501: 500, 900: 1, 700: 1, 701: 700, 702: 700}  # pid -> ppid
     for pid, ppid in tree.items():
         (tmp_path / str(pid)).mkdir()
         (tmp_path / str(pid) / "stat").write_text(f"{pid} (py (x) y) S {ppid} 1 1 0")
@@ -81,6 +84,11 @@ def test_this_jobs_descendants_are_its_own(tmp_path, monkeypatch):
     monkeypatch.setitem(cotenants._ROOT, "pid", 500)  # as job_process_is(500) in a rank
     assert cotenants.own_pids(tmp_path) == {ME, 500, 501}
     assert 900 not in cotenants.own_pids(tmp_path)
+    # 700: the run's Snakemake; 701, 702 its jobs (one ending as the other starts): ours
+    monkeypatch.setenv(cotenants.RUN, f"{socket.gethostname()}:700")
+    assert cotenants.own_pids(tmp_path) == {ME, 500, 501, 700, 701, 702}
+    monkeypatch.setenv(cotenants.RUN, "another-host:700")  # a cluster job: the pid means nothing
+    assert 701 not in cotenants.own_pids(tmp_path)
 
 
 def test_a_point_beside_a_busy_process_is_flagged_contended(shared_nvml):
@@ -149,35 +157,41 @@ def test_a_busy_host_still_counts_for_a_gpus_host_clocked_points():
     assert contended(rows).all()
 
 
-HOG = ("import torch, time\nx = torch.randn(8192, 8192, device='cuda', dtype=torch.bfloat16)\n"
-       "print('ready', flush=True)\nt = time.time()\nwhile time.time() - t < 60:\n"
-       "    x @ x; torch.cuda.synchronize()\n")
+HOG = ("import sys, torch, time\nx = torch.randn(8192, 8192, device='cuda', "
+       "dtype=torch.bfloat16)\nopen(sys.argv[1], 'w').write('ready')\nt = time.time()\n"
+       "while time.time() - t < 60:\n    x @ x; torch.cuda.synchronize()\n")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
-def test_a_second_process_on_the_gpu_is_seen():
-    """The real NVML: a bfloat16 matmul loop in another process flags a point; once it is gone,
-    a point is clean."""
+def test_a_second_process_on_the_gpu_is_seen(tmp_path):
+    """The real NVML: a bfloat16 matmul loop in another process (not one of ours: started by a
+    shell that exits, as another user's job) flags a point; once it is gone, a point is clean."""
     x = torch.randn(4096, 4096, device="cuda")
-    hog = subprocess.Popen([sys.executable, "-c", HOG], stdout=subprocess.PIPE, text=True)
+    ready = tmp_path / "ready"
+    script = tmp_path / "hog.py"
+    script.write_text(HOG)
+    pid = int(subprocess.run(["sh", "-c", f"{sys.executable} {script} {ready} >/dev/null 2>&1 &"
+                              " echo $!"], capture_output=True, text=True, check=True).stdout)
     try:
-        assert hog.stdout.readline().strip() == "ready"
+        deadline = time.time() + 60
+        while not ready.exists() and time.time() < deadline:
+            time.sleep(0.1)
         time.sleep(2)
         with Conditions(GPU) as c:
-            for _ in range(50):
+            for _ in range(300):
                 x @ x
             torch.cuda.synchronize()
             time.sleep(0.3)
         beside = c.summary(1e-3)
+        seen = [(s["t"] - c.t0, s["pids"], s["busy"]) for s in c.samples if "pids" in s]
     finally:
-        hog.kill()
-        hog.wait()
+        os.kill(pid, signal.SIGKILL)
     time.sleep(1 + 2 * cotenants.BEFORE_S)  # its context gone, past the samples' look-back
     with Conditions(GPU) as c:
-        for _ in range(50):
+        for _ in range(300):
             x @ x
         torch.cuda.synchronize()
         time.sleep(0.3)
     alone = c.summary(1e-3)
-    assert beside["contended"] is True and beside["gpu_other_processes"] >= 1, beside
+    assert beside["contended"] is True and beside["gpu_other_processes"] >= 1, (beside, seen)
     assert alone["contended"] is False, alone

@@ -2,8 +2,8 @@
 that pass every spread filter, so it must be seen, not inferred from the times.
 
 NVML lists the processes with a context on the GPU (compute and graphics) and, where the driver
-keeps them, per-process SM utilization samples. A process of this job (the job's process and its
-descendants: a collective's ranks) is ours; any other process that NVML saw busy on the SM since
+keeps them, per-process SM utilization samples. A process of this run (the job's process and its
+descendants, a collective's ranks; the run's other jobs) is ours; any other process that NVML saw busy on the SM since
 just before the point is a co-tenant. Where NVML keeps no per-process samples, every other listed
 process counts. Where none of the listed pids is ours, NVML numbers them in another pid namespace
 (a container): all but one (ours) are others.
@@ -12,10 +12,25 @@ process counts. Where none of the listed pids is ours, NVML numbers them in anot
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 BEFORE_S = 1.0  # the per-process samples from this long before the window: "just before it"
 _ROOT = {"pid": None}  # the job's process, where it is not this one (a collective's rank)
+# "hostname:pid" of the run's Snakemake process, set in its environment (workflow/rules/
+# common.smk): its jobs are all its descendants, and a job ending as the next starts is no
+# co-tenant of it; on another host (a cluster job) the pid means nothing
+RUN = "ROOFLAB_RUN"
+
+
+def mark_run() -> None:
+    """Name this process the run's root for the jobs it starts (their environment inherits it)."""
+    os.environ[RUN] = f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _run_root() -> int | None:
+    host, _, pid = os.environ.get(RUN, "").partition(":")
+    return int(pid) if host == socket.gethostname() and pid.isdigit() else None
 
 
 def job_process_is(pid: int) -> None:
@@ -38,10 +53,10 @@ def _children(proc: Path = Path("/proc")) -> dict[int, list[int]]:
 
 
 def own_pids(proc: Path = Path("/proc")) -> set[int]:
-    """This job's processes: its root (this process unless job_process_is said otherwise), this
-    process, and every descendant of the root."""
-    root = _ROOT["pid"] or os.getpid()
-    kids, own, todo = _children(proc), {root, os.getpid()}, [root]
+    """This run's processes: this process, its job's root (this process unless job_process_is
+    said otherwise) and the run's (mark_run), and every descendant of those roots."""
+    roots = {_ROOT["pid"] or os.getpid(), _run_root()} - {None}
+    kids, own, todo = _children(proc), roots | {os.getpid()}, list(roots)
     while todo:
         for child in kids.get(todo.pop(), ()):
             if child not in own:
@@ -91,4 +106,4 @@ def busy_since(nvml, since_s: float) -> set[int] | None:
     return {s.pid for s in samples if s.smUtil > 0}
 
 
-__all__ = ["BEFORE_S", "job_process_is", "own_pids", "others", "listed", "busy_since"]
+__all__ = ["BEFORE_S", "RUN", "mark_run", "job_process_is", "own_pids", "others", "listed", "busy_since"]

@@ -17,7 +17,7 @@ from experiments.sweep.checks import (check_results, check_sweep, check_workload
 from experiments.sweep import forkserver
 from experiments.sweep.triggers import job_digest, stamp
 from experiments.steps.pipeline import Files
-from experiments.core import devicenames, layout
+from experiments.core import cotenants, devicenames, layout
 
 
 for _key in ("job", "experiments", "workloads"):  # --config's nested numbers arrive as text
@@ -31,6 +31,8 @@ try:  # experiment names and their keys: from the experiment modules and their d
         check_results(config["results"])
 except ConfigError as exc:
     raise WorkflowError(f"config: {exc}") from None
+
+cotenants.mark_run()  # the jobs this run starts are no co-tenants of each other on a GPU
 
 SAFE = re.compile(r"[^A-Za-z0-9._-]")
 
