@@ -32,6 +32,7 @@ from omegaconf.errors import ValidationError
 from experiments import all_experiments
 from experiments.core.config import CONFIG_DIR as _CONFIG_DIR, ConfigError, register_configs, yaml_error
 from experiments.core.device import DeviceError, resolve_pool
+from experiments.core.isolate import supervise
 from experiments.core.runner import run_job
 from experiments.sweep.checks import host_error
 
@@ -45,11 +46,25 @@ log = logging.getLogger("rooflab")
 def main(cfg: DictConfig) -> None:
     try:
         job = OmegaConf.to_object(cfg)  # runs every dataclass's __post_init__ checks
+    except (ConfigError, ValueError, ValidationError) as exc:
+        bad_config(exc)
+    module = MODULES[job.experiment.name]
+    if getattr(module, "USER_CODE", False):  # its worker touches the device, never this process
+        sys.exit(supervise(lambda: run(job, module)))
+    run(job, module)
+
+
+def bad_config(exc: Exception) -> None:
+    print(f"rooflab: bad config: {exc}", file=sys.stderr)
+    sys.exit(2)
+
+
+def run(job, module) -> None:
+    try:
         resolve_pool(job.device)  # a device that does not exist fails before measuring
-    except (ConfigError, DeviceError, ValueError, ValidationError) as exc:
-        print(f"rooflab: bad config: {exc}", file=sys.stderr)
-        sys.exit(2)
-    path = run_job(job, MODULES[job.experiment.name])
+    except (DeviceError, ValueError) as exc:
+        bad_config(exc)
+    path = run_job(job, module)
     log.info("wrote %s", path)
 
 

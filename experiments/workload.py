@@ -7,25 +7,30 @@ config/config.yaml's `workloads:` lists them; the workflow runs one job per work
 dtype. Copies of the call's data (fresh weights and inputs from the factory) rotate until they span
 `rotate_bytes_factor` LLCs, so a point is not timed hot in cache, as decode does with its weights.
 A target that cannot be imported, raises or returns no tensor becomes rows with that status and
-message; the other points go on. A call of 0 FLOPs is placed by its bytes.
+message; the other points go on. So does one that hangs or crashes the process: the job runs in
+a watched worker (USER_CODE, core/isolate.py), each factory build and each stage of a call under
+its limit (job.yaml's factory_timeout_s, call_timeout_s). A call of 0 FLOPs is placed by its bytes.
 """
 
 from __future__ import annotations
 
 import shutil
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from omegaconf import MISSING
 
 from experiments.placement import checking, counting, measure, ncu, profile, target
-from experiments.core.budget import SlowPointGuard, rotation_copies
+from experiments.core.budget import SlowPointGuard, rotation_copies, timing_limit
 from experiments.core.config import ConfigError, ExperimentConfig, check_sizes
 from experiments.core.dtypes import torch_dtype
+from experiments.core.isolate import UserCodeFailed, phase
 from experiments.core.runner import Context
 
 NAME = "workload"
 DESCRIPTION = "your own callable (config workloads:) over batch sizes, placed on the roofline"
+USER_CODE = True  # its job runs in a watched worker (core/isolate.py)
 
 
 @dataclass
@@ -72,19 +77,30 @@ def copies_for(ctx: Context, cfg: WorkloadConfig, set_bytes: float) -> int:
                            at_most=cfg.max_copies, free_bytes=ctx.free_memory())
 
 
+def _build(ctx: Context, cfg: WorkloadConfig, factory, batch: int, key: str):
+    with phase(key, "the factory", ctx.factory_timeout_s, "factory_timeout_s"):
+        return target.build(factory, batch, torch_dtype(ctx.dtype), ctx.device, ctx.generator,
+                            cfg.kwargs)
+
+
 def _point(ctx: Context, cfg: WorkloadConfig, factory, batch: int, guard: SlowPointGuard):
-    dt = torch_dtype(ctx.dtype)
-    fn, args = target.build(factory, batch, dt, ctx.device, ctx.generator, cfg.kwargs)
+    key = f"{cfg.workload} batch {batch}"
+    fn, args = _build(ctx, cfg, factory, batch, key)
     with counting.precision(ctx.dtype):
-        counts = counting.count(fn, args)
+        t0 = time.perf_counter()
+        with phase(key, "the call", ctx.call_timeout_s):
+            counts = counting.count(fn, args)
+        call_s = time.perf_counter() - t0
         if skipped := guard.skip(counts["flops"], counts["bytes"]):
             return {"flops": counts["flops"], "bytes": counts["bytes"]} | skipped
-        err, info = checking.check(fn, args, None, ctx.dtype, counts["bytes"])
+        with phase(key, "the call", ctx.call_timeout_s + 6 * call_s):
+            err, info = checking.check(fn, args, None, ctx.dtype, counts["bytes"])
         n = copies_for(ctx, cfg, counts["bytes"])
         # fresh draws from the factory: weights and inputs at other addresses, as a real step's
-        calls = [(fn, args)] + [target.build(factory, batch, dt, ctx.device, ctx.generator,
-                                            cfg.kwargs) for _ in range(n - 1)]
-        stats = measure.time_calls(ctx, calls)
+        calls = [(fn, args)] + [_build(ctx, cfg, factory, batch, key) for _ in range(n - 1)]
+        with phase(key, "the call", timing_limit(ctx, call_s, n),
+                   "call_timeout_s plus the timing's budget"):
+            stats = measure.time_calls(ctx, calls)
     row = measure.row_fields(counts, stats, err, info)
     row["params"] |= {"copies": n}
     return row
@@ -93,13 +109,16 @@ def _point(ctx: Context, cfg: WorkloadConfig, factory, batch: int, guard: SlowPo
 def run(cfg: WorkloadConfig, ctx: Context):
     params = {"target": cfg.target, "kwargs": dict(cfg.kwargs)}
     try:
-        factory = target.load_target(cfg.target)
+        with phase(f"{cfg.workload} import", "importing the target", ctx.factory_timeout_s,
+                   "factory_timeout_s"):
+            factory = target.load_target(cfg.target)
         if not target.is_factory(factory):
             raise target.TargetError(f"target {cfg.target!r} is not a factory: name it make_* "
                                     "(or set rooflab_factory = True) and return (fn, args)")
-    except target.TargetError as exc:
+    except (target.TargetError, UserCodeFailed) as exc:
+        status = getattr(exc, "status", "error")
         for b in sorted(cfg.batches):  # every point says why, so the sweep's gaps are explained
-            yield {"op": cfg.workload, "batch": b, "params": params, "status": "error",
+            yield {"op": cfg.workload, "batch": b, "params": params, "status": status,
                    "message": str(exc)}
         return
     guard = SlowPointGuard(cfg.max_call_s)
@@ -119,10 +138,11 @@ def _per_op(ctx: Context, cfg: WorkloadConfig, factory, batch: int, row: dict) -
     """The call broken down per aten op (profiler times, counted work) and, where ncu runs, each
     op's measured DRAM/L2/L1 bytes; the whole call's measured bytes go in `row`'s params. A
     failure here is written in the row's params, never ends the job."""
+    key = f"{cfg.workload} batch {batch} profile"
     try:
-        fn, args = target.build(factory, batch, torch_dtype(ctx.dtype), ctx.device, ctx.generator,
-                               cfg.kwargs)
-        with counting.precision(ctx.dtype):
+        fn, args = _build(ctx, cfg, factory, batch, key)
+        with counting.precision(ctx.dtype), phase(key, "the profiled call",
+                                                  ctx.call_timeout_s + 100 * row["time_s"]):
             ops = profile.profile_ops(fn, args, device=ctx.device)
         del fn, args
     except Exception as exc:  # noqa: BLE001 - the whole-call row stands without its breakdown

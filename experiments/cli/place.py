@@ -140,6 +140,11 @@ def parse_args(argv, prog="python -m experiments place"):
                         "and --ncu write beside it (.ops.parquet, .ncu.parquet)")
     p.add_argument("--point-budget-s", type=_positive(float),
                    help="seconds of timing for the call at most (default: config/job.yaml's)")
+    p.add_argument("--call-timeout-s", type=_positive(float),
+                   help="a call not returned after this long is a hang: a `timeout` row "
+                        "(default: config/job.yaml's)")
+    p.add_argument("--factory-timeout-s", type=_positive(float),
+                   help="the same for the factory (default: config/job.yaml's)")
     p.add_argument("--host", default="", help="the host label the row carries (default: this "
                                               "machine's name)")
     p.add_argument("--profile", action="store_true",
@@ -153,13 +158,23 @@ def parse_args(argv, prog="python -m experiments place"):
 def main(argv, prog="python -m experiments place") -> int:
     """`python -m experiments place ...`: the workload experiment for one batch, then placed."""
     args = parse_args(argv, prog)  # before torch: --help and bad arguments are instant
-    from experiments.core.store import CannotWrite, unwritable
+    from experiments.core.store import unwritable
 
     if why := unwritable(folder := Path(args.out).absolute().parent):  # before measuring
         print(f"{prog}: --out {args.out}: its folder {folder} {why}; give --out a writable path",
               file=sys.stderr)
         return 2
+    from experiments.core.isolate import supervise
+
+    if args.ncu_child:  # under ncu, whose own timeout bounds it: no worker to follow
+        return _run(args, prog)
+    # the target in a watched worker: a hang or crash is a row (core/isolate.py)
+    return supervise(lambda: _run(args, prog))
+
+
+def _run(args, prog: str) -> int:
     from experiments.cli.place_run import run
+    from experiments.core.store import CannotWrite
 
     try:
         return run(args, prog)

@@ -198,8 +198,10 @@ def run(args, prog: str) -> int:
         cfg = experiment_config("workload", workload=name, target=args.target,
                                 kwargs=args.kwargs, batches=[args.batch], max_call_s=math.inf)
         job = job_config(cfg, device=args.device, dtype=args.dtype, out=args.out, host=args.host)
-        if args.point_budget_s is not None:  # else config/job.yaml's
-            job = dataclasses.replace(job, point_budget_s=args.point_budget_s)
+        given = {key: getattr(args, key) for key in
+                 ("point_budget_s", "call_timeout_s", "factory_timeout_s")
+                 if getattr(args, key) is not None}  # else config/job.yaml's
+        job = dataclasses.replace(job, **given)
         devs = resolve_pool(job.device)
     except (TargetError, ConfigError, DeviceError, ValueError) as exc:
         print(f"{prog}: {str(exc).splitlines()[0]}", file=sys.stderr)

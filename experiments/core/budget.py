@@ -15,6 +15,13 @@ def point_budget(ctx, *, at_least: float = 0.0, at_most: float = math.inf) -> fl
     return min(max(ctx.point_budget_s, at_least), at_most)
 
 
+def timing_limit(ctx, call_s: float, copies: int) -> float:
+    """How long user code's timing (core/isolate.py) may run for a call that took `call_s`:
+    call_timeout_s past its warm-ups, min_samples calls and each copy's first, in every try."""
+    calls = ctx.min_samples + 4 + copies
+    return ctx.call_timeout_s + (ctx.retries + 1) * (2 * ctx.point_budget_s + calls * call_s)
+
+
 def samples_within(ctx, call_s: float, *, at_least: int, at_most: int) -> int:
     """How many calls of `call_s` seconds one point's budget holds, within [at_least, at_most]:
     for an experiment that takes its samples itself (timing)."""

@@ -106,6 +106,8 @@ class JobConfig:
     precision: float = MISSING
     min_point_s: float = MISSING
     min_samples: int = MISSING
+    call_timeout_s: float = MISSING
+    factory_timeout_s: float = MISSING
     cpus: str = MISSING
 
     def __post_init__(self):
@@ -115,6 +117,8 @@ class JobConfig:
             raise ConfigError(str(exc)) from None
         check_positive("point_budget_s", self.point_budget_s)
         check_positive("cv_threshold", self.cv_threshold)
+        check_positive("call_timeout_s", self.call_timeout_s)
+        check_positive("factory_timeout_s", self.factory_timeout_s)
         if not 0 < self.contention_threshold <= 1:
             raise ConfigError(f"contention_threshold={self.contention_threshold} must be in (0, 1]: "
                               "a share of the machine's CPU time")

@@ -27,6 +27,7 @@ from experiments.core.config import job_default
 from experiments.core.device import (DeviceFacts, claim_device, context_ahead, device_facts,
                                      device_state)
 from experiments.core.devicenames import gpu_indices
+from experiments.core.isolate import UserCodeFailed
 from experiments.core.provenance import config_hash, git_state, package_versions
 from experiments.core.schema import past_int64, to_table, too_large
 from experiments.core.store import write_atomic
@@ -90,7 +91,9 @@ def parallel_randn(shape, dtype, generator: torch.Generator) -> torch.Tensor:
 
 # the job's measuring rules: a Context given none of them takes config/job.yaml's
 SETTINGS = ("point_budget_s", "cv_threshold", "retries", "use_graph", "seed",
-            "contention_threshold", "precision", "min_point_s", "min_samples")
+            "contention_threshold", "precision", "min_point_s", "min_samples", "call_timeout_s",
+            "factory_timeout_s")
+NOT_TIMERS = ("seed", "point_budget_s", "call_timeout_s", "factory_timeout_s")  # not the timer's
 
 
 def _job(key: str):
@@ -115,6 +118,8 @@ class Context:
     precision: float = _job("precision")  # stop sampling a point once its median is known this well
     min_point_s: float = _job("min_point_s")  # ...but not before this long
     min_samples: int = _job("min_samples")  # samples a point takes however long its calls
+    call_timeout_s: float = _job("call_timeout_s")  # user code (core/isolate.py): a call's limit
+    factory_timeout_s: float = _job("factory_timeout_s")  # ...and a factory's
     # every GPU the job holds: [device] for most; the whole pool for an experiment between GPUs
     devices: list = field(default_factory=list)
     generator: torch.Generator = field(init=False)
@@ -126,7 +131,8 @@ class Context:
                    point_budget_s=job.point_budget_s, cv_threshold=job.cv_threshold,
                    retries=job.retries, use_graph=job.use_graph, seed=job.seed,
                    contention_threshold=job.contention_threshold, precision=job.precision,
-                   min_point_s=job.min_point_s, min_samples=job.min_samples)
+                   min_point_s=job.min_point_s, min_samples=job.min_samples,
+                   call_timeout_s=job.call_timeout_s, factory_timeout_s=job.factory_timeout_s)
 
     def __post_init__(self):
         self.devices = list(self.devices) or [self.device]
@@ -144,8 +150,7 @@ class Context:
         another GPU the job holds (events on that GPU's current stream); `point_budget_s=`: the
         point's own budget (budget.point_budget), else the job's; `overrides`: other rules."""
         budget = self.point_budget_s if point_budget_s is None else point_budget_s
-        rules = {key: getattr(self, key) for key in SETTINGS
-                 if key not in ("seed", "point_budget_s")} | overrides
+        rules = {key: getattr(self, key) for key in SETTINGS if key not in NOT_TIMERS} | overrides
         timing = measure(fn, self.device if device is None else device, budget, **rules)
         stats = timing.stats
         stats["noisy"] = bool(stats["cv"] > rules["cv_threshold"])
@@ -185,6 +190,9 @@ class Context:
             row.update(status="not_applicable", message=str(exc))
         except WrongResult as exc:
             row.update(status="wrong_result", message=str(exc))
+        except UserCodeFailed as exc:  # a timeout or crash of user code, here or in a worker
+            row.update(status=exc.status, message=str(exc))
+            log.warning("%s point %s: %s", exc.status, base, row["message"])
         except Exception as exc:
             status = "oom" if is_oom(exc) else "unsupported" if is_unsupported(exc) else "error"
             row.update(status=status, message=f"{type(exc).__name__}: {str(exc)[:500]}")

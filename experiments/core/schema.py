@@ -7,7 +7,8 @@ import math
 
 import pyarrow as pa
 
-STATUSES = ("ok", "oom", "unsupported", "not_applicable", "skipped", "wrong_result", "error")
+STATUSES = ("ok", "oom", "unsupported", "not_applicable", "skipped", "wrong_result", "error",
+            "timeout", "crashed")  # the last two: user code (core/isolate.py)
 # The host clock without a synchronize times only the launch (timing's host_nosync, C5): the
 # rates of its rows read past any device on purpose, so no physical limit applies to them.
 LAUNCH_ONLY_TIMER = "perf_counter_nosync"
