@@ -1,10 +1,13 @@
 """Device names, the devices a sweep measures (pools of identical GPUs), and the lock that gives
 each job a GPU of its own."""
 
+import os
 import subprocess
 import sys
 import textwrap
 import time
+import uuid
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,6 +16,7 @@ from experiments.core import devicenames as dn
 from experiments.core.device import DeviceError, acquire_first_free, claim_device, resolve_pool
 
 H200 = "NVIDIA H200"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def no_torch():
@@ -195,3 +199,42 @@ def test_a_job_between_gpus_waits_for_every_gpu_of_the_pool(tmp_path):
 def test_claim_device_with_all_gpus_gives_the_cpu_as_a_list(tmp_path):
     with claim_device("cpu", lock_dir=tmp_path, all_gpus=True) as devs:
         assert devs == [torch.device("cpu")]
+
+
+HOLD_MACHINE_LOCK = textwrap.dedent("""
+    import sys, time
+    from experiments.core.device import acquire_first_free, default_lock_dir
+    folder = default_lock_dir()
+    index, lock = acquire_first_free([folder / sys.argv[1]], poll_s=0.01)
+    start = time.time(); time.sleep(1.0)
+    print(folder, start, time.time(), flush=True)
+    lock.release()
+""")
+
+
+@pytest.mark.system
+def test_runs_with_different_tmpdirs_take_turns_on_one_lock_per_machine(tmp_path):
+    """The lock folder is the machine's (/dev/shm or /tmp), not TMPDIR's: two runs with their own
+    TMPDIR must not measure the CPU at once. A lock of its own name: a real run goes on."""
+    name = f"test-{uuid.uuid4().hex}.lock"
+    temps = [tmp_path / "a", tmp_path / "b"]
+    jobs = []
+    for temp in temps:
+        temp.mkdir()
+        jobs.append(subprocess.Popen(
+            [sys.executable, "-c", HOLD_MACHINE_LOCK, name], stdout=subprocess.PIPE, text=True,
+            env=os.environ | {"TMPDIR": str(temp), "PYTHONPATH": str(ROOT)}))
+    outs = [job.communicate(timeout=120)[0].split() for job in jobs]
+    assert all(job.returncode == 0 for job in jobs), outs
+    (folder_a, a0, a1), (folder_b, b0, b1) = sorted(outs, key=lambda o: float(o[1]))
+    folder = Path(folder_a)
+    try:
+        assert folder_a == folder_b and folder in (Path("/dev/shm/rooflab-locks"),
+                                                   Path("/tmp/rooflab-locks"))
+        assert float(a1) <= float(b0), f"both held the lock at once: {a0}-{a1}, {b0}-{b1}"
+        # any user's run opens the folder's files, and makes its own in it
+        assert folder.stat().st_mode & 0o777 == 0o777
+        assert (folder / name).stat().st_mode & 0o666 == 0o666
+    finally:
+        for path in (folder / name, folder / f"{name}.pid"):
+            path.unlink(missing_ok=True)

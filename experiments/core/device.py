@@ -57,20 +57,41 @@ def gpu_group(devices, no_gpu: str, one_gpu: str) -> tuple[list, str | None]:
     return gpus, (one_gpu.format(dev=gpus[0]) if len(gpus) < 2 else None)
 
 
+# One folder per machine, whatever TMPDIR or user a run has: every run on the machine sees it.
+# /dev/shm first (tmpfs on Linux, empty after a boot), else /tmp. Never TMPDIR: two runs with
+# different ones would each hold "the" CPU. World-writable without the sticky bit, its files too:
+# another user's run must be able to open (and so wait on) a lock file this one made.
+LOCK_DIRS = (Path("/dev/shm/rooflab-locks"), Path("/tmp/rooflab-locks"))
+
+
 def default_lock_dir() -> Path:
-    # per machine (GPUs are) and per user (so the folder is always writable)
-    return Path(tempfile.gettempdir()) / f"rooflab-gpu-locks-{os.getuid()}"
+    """The machine's lock folder: the first of LOCK_DIRS that is or can be made writable."""
+    for folder in LOCK_DIRS:
+        if not folder.parent.is_dir():
+            continue
+        try:
+            folder.mkdir(mode=0o777, exist_ok=True)
+            if folder.stat().st_uid == os.geteuid():
+                os.chmod(folder, 0o777)  # mkdir's mode went through the umask
+        except OSError:
+            continue
+        if os.access(folder, os.W_OK | os.X_OK):
+            return folder
+        log.warning("%s is not writable for this user: a run of another user may measure "
+                    "beside this one", folder)
+    # no shared place at all: a folder of this user's (the runs of others do not see it)
+    return Path(tempfile.gettempdir()) / f"rooflab-locks-{os.getuid()}"
 
 
 def acquire_first_free(paths: list[Path], poll_s: float = 0.05) -> tuple[int, FileLock]:
     """Lock the first free of `paths`, waiting while all are held. Returns its index and lock."""
-    locks = [FileLock(p) for p in paths]
+    locks = [FileLock(p, mode=LOCK_MODE) for p in paths]
     waiting = False
     while True:
         for i, lock in enumerate(locks):
             try:
                 lock.acquire(timeout=0)
-                _holder_file(paths[i]).write_text(str(os.getpid()))
+                _say_holder(paths[i])
                 return i, lock
             except Timeout:
                 pass
@@ -90,7 +111,7 @@ def acquire_all(paths: list[Path], poll_s: float = 0.05) -> list[FileLock]:
     waiting = False
     try:
         for path in sorted(paths):
-            lock = FileLock(path)
+            lock = FileLock(path, mode=LOCK_MODE)
             while True:
                 try:
                     lock.acquire(timeout=0)
@@ -111,8 +132,26 @@ def acquire_all(paths: list[Path], poll_s: float = 0.05) -> list[FileLock]:
 CPU_LOCK = "CPU.lock"
 
 
+LOCK_MODE = 0o666  # any user's run opens the lock files of the machine's folder
+
+
 def _holder_file(path: Path) -> Path:
     return path.with_name(path.name + ".pid")
+
+
+def _say_holder(path: Path) -> None:
+    """Write this PID beside the lock it holds, for a waiting job's log line; best effort (the
+    file may be another user's)."""
+    try:
+        fd = os.open(_holder_file(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, LOCK_MODE)
+        try:
+            if os.fstat(fd).st_uid == os.geteuid():
+                os.fchmod(fd, LOCK_MODE)
+            os.write(fd, str(os.getpid()).encode())
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
 
 
 def _holder(path: Path) -> str:
@@ -151,9 +190,10 @@ def claim_device(name: str, lock_dir: Path | None = None, all_gpus: bool = False
     """Hold the job's device while it measures; given a pool, the first free GPU of it, or, with
     `all_gpus` (an experiment between GPUs: peer_copy, collectives), every GPU of it, yielding the list.
 
-    The lock is a file per GPU UUID, and one for the CPU, so no two jobs -- of one workflow, or
-    of two run by this user on this machine, whatever their host labels or results folders --
-    measure one device at once, whatever CUDA_VISIBLE_DEVICES says."""
+    The lock is a file per GPU UUID, and one for the CPU, in one folder per machine
+    (default_lock_dir), so no two jobs -- of one workflow, or of two runs on this machine, by
+    any user, with any TMPDIR, host label or results folder -- measure one device at once,
+    whatever CUDA_VISIBLE_DEVICES says."""
     devs = resolve_pool(name)
     lock_dir = Path(lock_dir or default_lock_dir())
     lock_dir.mkdir(parents=True, exist_ok=True)
