@@ -160,7 +160,7 @@ def test_run_ends_with_the_summary_of_what_it_wrote(tmp_path, monkeypatch, capsy
     res = _results(tmp_path / "res", fx.cpu_rows(), fx.CPU)
     assert cli.main(["report", "--results", str(res)]) == 0
     summary = capsys.readouterr().out
-    monkeypatch.setattr(cli.subprocess, "call", lambda cmd, env: 0)  # the sweep, done
+    monkeypatch.setattr(cli.stopping, "call", lambda *a: (0, None))  # the sweep, done
     assert cli.main(["run", "--results", str(res)]) == 0
     assert capsys.readouterr().out == summary
     # printed from the report step's summary.txt (no analysis loaded), while it is not older
@@ -243,7 +243,7 @@ def test_run_names_the_file_and_line_of_a_broken_configfile(tmp_path, capsys, mo
     run says which file and line, before Snakemake starts."""
     bad = tmp_path / "mine.yaml"
     bad.write_text("experiments:\n  matmul: {dtypes: [float32\n")
-    monkeypatch.setattr(cli.subprocess, "call", lambda *a, **k: pytest.fail("Snakemake ran"))
+    monkeypatch.setattr(cli.stopping, "call", lambda *a, **k: pytest.fail("Snakemake ran"))
     assert cli.main(["run", "--configfile", str(bad)]) == 2
     err = capsys.readouterr().err
     assert f"{bad}, line " in err and "not valid YAML" in err

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
+import signal
 import sys
 import time
 from pathlib import Path
 
+from experiments.cli import stopping
 from experiments.core.paths import MissingFiles, shipped, workflow_root
 
 PRESETS = ("quick", "full")
@@ -156,8 +157,15 @@ def run(args, extra: list[str]) -> int:
                                                  os.environ.get("PATH", "")])}
     print(f"rooflab: snakemake {' '.join(cmd[len(python) + 2:])}", file=sys.stderr, flush=True)
     started = time.time()
-    status = subprocess.call(cmd, env=env)
-    results = Path(results_folder(args, extra))
+    workdir = Path(directory(extra))
+    results = workdir / results_folder(args, extra)
+    status, signum = stopping.call(cmd, env, workdir, results)
+    if signum:  # Snakemake, its jobs and the fork server are gone, and what they held
+        try:
+            print(stopping.message(signum), file=sys.stderr, flush=True)
+        except OSError:  # the terminal closed (SIGHUP): nobody reads it
+            pass
+        return 128 + signum
     if status:  # a failed aggregate step's one line, last, where Snakemake's output ends
         from experiments.steps import pipeline
         for line in pipeline.failures(pipeline.Files.under(results).logs, since=started):
@@ -166,6 +174,15 @@ def run(args, extra: list[str]) -> int:
             and (results / "report.html").is_file():
         print(_summary(results, args.claims))
     return status
+
+
+def directory(extra: list[str]) -> str:
+    """Snakemake's working directory: its --directory (-d), else this one."""
+    for i, word in enumerate(extra):
+        name, eq, value = word.partition("=")
+        if name in ("--directory", "-d") and (eq or i + 1 < len(extra)):
+            return value if eq else extra[i + 1]
+    return "."
 
 
 def results_folder(args, extra: list[str]) -> str:
@@ -177,7 +194,7 @@ def results_folder(args, extra: list[str]) -> str:
 def places_to_write(args, extra: list[str]) -> str | None:
     """Why a run could not write where it must, with the flag or variable that moves it; None
     where it can: Snakemake's state (.snakemake/ here), the results, the temporary folder (the
-    fork server's socket, the device locks: a MiB is room enough)."""
+    fork server's socket: a MiB is room enough)."""
     import tempfile
 
     from experiments.core.store import unwritable
@@ -315,8 +332,9 @@ def main(argv: list[str] | None = None) -> int:
     except MissingFiles as exc:
         print(f"rooflab: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # Snakemake, in our process group, got it too and stops its jobs
-        return 130
+    except KeyboardInterrupt:  # before `run` started Snakemake, or in another command
+        print(stopping.message(signal.SIGINT, run=False), file=sys.stderr)
+        return 128 + signal.SIGINT
 
 
 if __name__ == "__main__":

@@ -11,12 +11,18 @@ import sys
 
 def die_with(server: int) -> None:
     """A forked job is killed when its server dies (kill -9 included): no job outlives the run
-    that asked for it, measuring beside the next one (Linux's PR_SET_PDEATHSIG)."""
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    that asked for it, measuring beside the next one."""
+    on_parent_death(signal.SIGKILL)
     if os.getppid() != server:  # it died before prctl took effect
         os._exit(1)
+
+
+def on_parent_death(signum: int) -> None:
+    """Have the kernel send `signum` to this process when its parent dies (Linux's
+    PR_SET_PDEATHSIG; it follows the parent's thread that forked this process)."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signum)  # 1: PR_SET_PDEATHSIG
 
 
 def fresh_code() -> None:

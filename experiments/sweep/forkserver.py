@@ -36,6 +36,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -43,6 +44,10 @@ from experiments.sweep import child
 from experiments.sweep.warm import plan, preload, steps
 
 ENV = "ROOFLAB_FORKSERVER"  # "hostname:socket path" of this run's server
+# The launcher's PID, set by launch() where the thread starting the server is the main one: the
+# parent-death signal follows the thread that forked, so from another one it could end it early.
+DIE_WITH_PARENT = "ROOFLAB_FORKSERVER_DIE_WITH_PARENT"
+FOLDER = "rooflab-forkserver-"  # + the launching process's PID + "-": its socket's folder
 MAX_MESSAGE = 1 << 20
 IDLE_EXIT_S = 600.0  # no job running nor asked for this long: nobody will (a dry run's server)
 START_TIMEOUT_S = 60.0
@@ -139,6 +144,10 @@ def serve(path: str, modules=None, later=None) -> None:
         os._exit(0)
 
     signal.signal(signal.SIGTERM, end)
+    if launcher := os.environ.pop(DIE_WITH_PARENT, None):  # ends while it preloads too (seconds)
+        child.on_parent_death(signal.SIGTERM)
+        if str(parent) != launcher:  # the launcher died before prctl took effect
+            end()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is Snakemake's to report, and the jobs'
     preload(modules)
     later = steps(later)
@@ -287,11 +296,14 @@ def launch(python: str = sys.executable, modules: tuple = ()) -> None:
     global _SERVER
     if _SERVER is not None or not usable():
         return
-    path = os.path.join(tempfile.mkdtemp(prefix="rooflab-forkserver-"), "socket")
+    # named by this PID: whoever ran this process (`rooflab run`) finds what a kill left
+    path = os.path.join(tempfile.mkdtemp(prefix=f"{FOLDER}{os.getpid()}-"), "socket")
     atexit.register(stop)  # a run refused before onstart never reaches onsuccess/onerror
+    main = threading.current_thread() is threading.main_thread()
     # unbuffered: start() reads it line by line behind select(), which sees no Python buffer
     proc = subprocess.Popen([python, "-m", "experiments.sweep.forkserver", path, *modules],
-                            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, bufsize=0)
+                            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, bufsize=0,
+                            env=os.environ | ({DIE_WITH_PARENT: str(os.getpid())} if main else {}))
     _SERVER = (proc, path, time.monotonic())
 
 
@@ -339,10 +351,17 @@ def stop() -> None:
     _remove(path)
 
 
+def remove_folders(pid: int) -> None:
+    """Remove the socket folders of the servers process `pid` launched, once it and they are
+    gone (killed: nobody ran stop())."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{FOLDER}{pid}-*"):
+        _remove(str(folder / "socket"))
+
+
 def _remove(path: str) -> None:
     """The socket, and the folder launch() made for it (nothing is left in the temp dir)."""
     Path(path).unlink(missing_ok=True)
-    if Path(path).parent.name.startswith("rooflab-forkserver-"):
+    if Path(path).parent.name.startswith(FOLDER):
         try:
             Path(path).parent.rmdir()
         except OSError:
