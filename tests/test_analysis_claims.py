@@ -16,7 +16,7 @@ from experiments.analysis import knees as decode
 from experiments.steps.pipeline import DATASHEETS
 from experiments.report.catalog import FIGURES
 from experiments.analysis.claims import (ARTICLE, CLAIMS, FAILS, HOLDS, MEASURED,
-                                         NOT_MEASURABLE, WORKED)
+                                         NOT_MEASURABLE, UNDECIDED, WORKED)
 
 SHEETS = datasheets.load(DATASHEETS)
 
@@ -241,7 +241,9 @@ def test_cpu_gpu_claims_are_not_measurable_with_the_reason():
         assert "CPU" in table.loc[cid].reason, table.loc[cid].reason
     assert table.loc["C12"].reason == "no intensity rows"
     assert table.loc["C14"].reason == "no decode rows"
-    assert table.loc["C10"].verdict == HOLDS  # x + 1 on the CPU: copy/scale bandwidth x 0.125
+    # x + 1 on the CPU, at copy/scale bandwidth x 0.125: within the CPU's repeat spread of DRAM
+    # bandwidth (plateaus.RUN_TO_RUN) of its bound, so undecided (without it: test_undecided.py)
+    assert table.loc["C10"].verdict == UNDECIDED, table.loc["C10"].measurement
     c19 = table.loc["C19"]
     assert "no Tensor Cores" in c19.reason and "GFLOP/s" in c19.measurement  # numbers still shown
     assert "no datasheet entry" in table.loc["C8"].reason  # no reference: not a "holds"

@@ -84,3 +84,14 @@ def test_batched_decode_near_its_bound_is_undecided_within_the_times_spread(
             r.update(time_s=t, time_s_q10=t * (1 - spread), time_s_q90=t * (1 + spread))
     r = verdict(rows, "C14")
     assert r.verdict == expected, r.measurement
+
+
+def test_x_plus_one_on_a_cpu_holds_where_its_dram_is_steady(monkeypatch):
+    """The CPU fixture's x + 1 is undecided only for the CPU's repeat spread of DRAM bandwidth:
+    with none, it holds (the decision itself is not what makes it undecided)."""
+    from experiments.analysis import plateaus
+
+    rows = fx.cpu_rows()
+    assert verdict(rows, "C10", fx.CPU).verdict == UNDECIDED
+    monkeypatch.setitem(plateaus.RUN_TO_RUN, "cpu", dict.fromkeys(plateaus.RUN_TO_RUN["cpu"], 0.0))
+    assert verdict(rows, "C10", fx.CPU).verdict == HOLDS

@@ -270,11 +270,12 @@ def unfitted(exp: pd.DataFrame, fitted: list[dict], name: str) -> list[dict]:
 
 def dram_ceiling(rows: pd.DataFrame, facts: dict) -> dict | None:
     """The DRAM plateau of these (ok) bandwidth rows alone, pooled over their ops: a reference
-    from a subset of ops (C10: the ops whose traffic is x + 1's). Its interval is the run's own
-    (plateaus.repeatable widens it to what a repeat run may read)."""
+    from a subset of ops (C10: the ops whose traffic is x + 1's), its interval what a repeat run
+    may read (plateaus.repeatable)."""
     good, _ = fit_rows(rows)
-    return next((c for c in fit_bandwidth(good, facts, pooled=True)
-                 if c["ceiling"] == "dram_bw"), None) if not good.empty else None
+    c = next((c for c in fit_bandwidth(good, facts, pooled=True)
+              if c["ceiling"] == "dram_bw"), None) if not good.empty else None
+    return None if c is None else repeatable(c, str(good.device_kind.iloc[0]))
 
 
 def fit(ds: Dataset) -> pd.DataFrame:

@@ -16,7 +16,6 @@ import numpy as np
 import pandas as pd
 
 from experiments.analysis import datasheets, roofline
-from experiments.analysis.plateaus import repeatable
 from experiments.analysis.claims.base import (PHYSICAL, NotMeasurable, Result, article_sheet,
                                               claim, counts, nearest, half_width, section, si,
                    worked_example)
@@ -94,8 +93,8 @@ def c10(s):
     peak = peak if peak is not None else s.ceiling_row("matrix_flops", "float32")
     frac = flops / float(peak.value) if peak is not None else None
     good = lo <= ratio <= hi and (frac is None or frac < FAR_BELOW)
-    # noise: B's interval within the run (x + 1 ran in the same job, seconds from copy and
-    # scale) and the spread of x + 1's own points past the caches
+    # noise: B's repeat interval (x + 1 runs in copy and scale's job, yet its ratio to them
+    # moves between repeats as much as B does) and the spread of x + 1's own points
     spread = float((ratios.max() - ratios.min()) / 2 / ratio)
     near = nearest((min(ratio - lo, hi - ratio) / ratio, half_width(c) + spread,
                     "measured / predicted"),
@@ -196,7 +195,7 @@ def c12(s):
     # fastest op's DRAM ceiling (a triad's) would sit above any y = f(x) sweep
     dram = _dram_same_traffic(s)[0]
     # B against the sweep's points, measured by another job at other minutes: a repeat's spread
-    B, wB = float(dram["value"]), half_width(repeatable(dram, s.kind))
+    B, wB = float(dram["value"]), half_width(dram)
     parts, good, judged, used, conds = [], True, 0, 0, []
     for dtype, g in rows[(rows.flop_per_s > 0) & (rows.intensity > 0)].groupby("dtype"):
         g, _ = roofline.fastest_variant(g)
