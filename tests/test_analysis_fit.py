@@ -11,6 +11,15 @@ from experiments.analysis import dataset, roofline
 from experiments.analysis import knees as decode
 
 
+
+@pytest.fixture
+def no_run_to_run_floor(monkeypatch):
+    """The plateau's own interval, before plateaus.repeatable widens it (tests/test_repeatable.py)."""
+    from experiments.analysis import plateaus
+
+    for kind, floors in plateaus.RUN_TO_RUN.items():
+        monkeypatch.setitem(plateaus.RUN_TO_RUN, kind, dict.fromkeys(floors, 0.0))
+
 def _fit(rows_by_experiment, dev=fx.GPU):
     rows = [r for rows in rows_by_experiment.values() for r in rows]
     files = {"f": fx.metadata(dev, "all") | {"source": "run"}}
@@ -220,6 +229,7 @@ def test_a_host_clocked_cpu_point_is_fitted_on_its_best_time_a_gpu_point_on_its_
     assert math.isclose(c.value, fx.GPU["matrix"]["float32"] / 1.3, rel_tol=0.05), c.value
 
 
+@pytest.mark.usefixtures("no_run_to_run_floor")
 def test_a_cpu_gemm_ceiling_is_its_plateaus_best_point_a_gpus_its_median():
     """A CPU library's GEMM sizes step with its blocking (the node's bfloat16: 3.67-4.05 TFLOP/s
     over its plateau): a host-clocked plateau's ceiling is its best point, its interval the
@@ -246,6 +256,7 @@ def test_a_cpu_gemm_ceiling_is_its_plateaus_best_point_a_gpus_its_median():
     assert math.isclose(c.value, np.median(list(rates.values())), rel_tol=1e-9), (c.value, rates)
 
 
+@pytest.mark.usefixtures("no_run_to_run_floor")
 def test_a_cpu_gemm_lone_top_is_fitted_with_what_it_may_be():
     """A host-clocked GEMM whose lone top point is a middle size (the node's float16: 1.34
     TFLOP/s at 1024, 1.00-1.08 from 2048 to 8192) came down after it: that point is the ceiling,

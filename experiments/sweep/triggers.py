@@ -204,10 +204,15 @@ def job_digest(experiment: str, config_dir: str, target: str = "") -> str:
 
 
 def stamp(path: str, text: str) -> str:
-    """`path` holding `text`, written (atomically) only when it held something else, so that its
-    time moves exactly when what shapes the job does. Returns `path`."""
+    """`path` holding `text`, its time moved to now only when it held something else: an input
+    newer than the job's file exactly when what shapes the job changed. A new stamp is dated at
+    the epoch: with no record of what shaped a job's existing file, it reruns nothing.
+    Returns `path`."""
     file = Path(path)
-    if not file.is_file() or file.read_text() != text:
+    old = file.read_text() if file.is_file() else None
+    if old != text:
         file.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(file, text)
+        if old is None:
+            os.utime(file, (0, 0))
     return path

@@ -3,6 +3,7 @@ import json
 import re
 import shlex
 from pathlib import Path
+from types import SimpleNamespace
 import socket
 import sys
 
@@ -206,10 +207,15 @@ def job_inputs(wildcards):
 
 def job_stamp(wildcards):
     """The job's stamp file (layout.JOB_STAMP): its command line and job_inputs' digest, an
-    input whose time moves when they change, with or without Snakemake's records."""
-    path = layout.under(RESULTS, layout.JOB_STAMP).format(**{k: wildcards[k] for k in
+    input whose time moves when they change, with or without Snakemake's records. Written for
+    the whole grid before the DAG is built (Snakemake caches which files exist)."""
+    path = layout.under(RESULTS, layout.JOB_STAMP).format(**{k: getattr(wildcards, k) for k in
                                                             layout.JOB_PARTS})
-    return stamp(path, job_args(wildcards) + "\n" + job_inputs(wildcards) + "\n")
+    return stamp(path, f"{job_args(wildcards)}\n{job_inputs(wildcards)}\n")
+
+
+for _exp, _dev, _case in grid():
+    job_stamp(SimpleNamespace(host=HOST, device=_dev, experiment=_exp, case=_case))
 
 
 def hydra_dict(value):
