@@ -214,9 +214,6 @@ def job_stamp(wildcards):
     return stamp(path, f"{job_args(wildcards)}\n{job_inputs(wildcards)}\n")
 
 
-for _exp, _dev, _case in grid():
-    job_stamp(SimpleNamespace(host=HOST, device=_dev, experiment=_exp, case=_case))
-
 
 def hydra_dict(value):
     """A mapping as a Hydra override value, {key: value, ...} (Hydra's keys are unquoted)."""
@@ -290,3 +287,8 @@ FILES = Files.under(RESULTS, DATASHEETS)
 def step_files(step, which, *, without=()):
     """A step's reads or writes (which: "reads" | "writes") as a rule's named files."""
     return {key: getattr(FILES, key) for key in getattr(step, which) if key not in without}
+
+
+# every job's stamp before the DAG is built (job_stamp: Snakemake caches which files exist)
+for _exp, _dev, _case in grid():
+    job_stamp(SimpleNamespace(host=HOST, device=_dev, experiment=_exp, case=_case))
