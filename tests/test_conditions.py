@@ -71,8 +71,8 @@ class FakeNvml:
 
 @pytest.fixture
 def fake_nvml(monkeypatch):
-    def install(**kwargs):
-        fake = FakeNvml(**kwargs)
+    def install(cls=FakeNvml, **kwargs):  # cls: a FakeNvml that answers more calls
+        fake = cls(**kwargs)
         monkeypatch.setattr(conditions, "nvml_handle", lambda index: (fake, "handle"))
         return fake
     return install

@@ -21,7 +21,7 @@ from experiments.core.conditions import Conditions
 from experiments.core.timer import measure
 from experiments.report.summary import text
 
-from test_conditions import FakeNvml, PhasedTimer
+from test_conditions import FakeNvml, PhasedTimer, fake_nvml  # noqa: F401 (a fixture)
 
 GPU = torch.device("cuda", 0)
 ME = os.getpid()
@@ -49,12 +49,8 @@ class SharedNvml(FakeNvml):
 
 
 @pytest.fixture
-def shared_nvml(monkeypatch):
-    def install(**kwargs):
-        fake = SharedNvml(**kwargs)
-        monkeypatch.setattr(conditions, "nvml_handle", lambda index: (fake, "handle"))
-        return fake
-    return install
+def shared_nvml(fake_nvml):
+    return lambda **kwargs: fake_nvml(cls=SharedNvml, **kwargs)
 
 
 @pytest.mark.parametrize("pids, busy, expected", [
@@ -162,6 +158,17 @@ HOG = ("import sys, torch, time\nx = torch.randn(8192, 8192, device='cuda', "
        "while time.time() - t < 60:\n    x @ x; torch.cuda.synchronize()\n")
 
 
+def _point(x):
+    """A GPU point of 300 products and its conditions, with the process readings it took."""
+    with Conditions(GPU) as c:
+        for _ in range(300):
+            x @ x
+        torch.cuda.synchronize()
+        time.sleep(0.3)
+    seen = [(s["t"] - c.t0, s["pids"], s["busy"]) for s in c.samples if "pids" in s]
+    return c.summary(1e-3), seen
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 def test_a_second_process_on_the_gpu_is_seen(tmp_path):
     """The real NVML: a bfloat16 matmul loop in another process (not one of ours: started by a
@@ -177,21 +184,10 @@ def test_a_second_process_on_the_gpu_is_seen(tmp_path):
         while not ready.exists() and time.time() < deadline:
             time.sleep(0.1)
         time.sleep(2)
-        with Conditions(GPU) as c:
-            for _ in range(300):
-                x @ x
-            torch.cuda.synchronize()
-            time.sleep(0.3)
-        beside = c.summary(1e-3)
-        seen = [(s["t"] - c.t0, s["pids"], s["busy"]) for s in c.samples if "pids" in s]
+        beside, seen = _point(x)
     finally:
         os.kill(pid, signal.SIGKILL)
     time.sleep(1 + 2 * cotenants.BEFORE_S)  # its context gone, past the samples' look-back
-    with Conditions(GPU) as c:
-        for _ in range(300):
-            x @ x
-        torch.cuda.synchronize()
-        time.sleep(0.3)
-    alone = c.summary(1e-3)
+    alone, _ = _point(x)
     assert beside["contended"] is True and beside["gpu_other_processes"] >= 1, (beside, seen)
     assert alone["contended"] is False, alone

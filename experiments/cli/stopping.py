@@ -18,6 +18,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from experiments.core.cpu_time import process_stats
 from experiments.sweep import forkserver
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -111,17 +112,8 @@ def _members(group: int) -> list[int]:
             return [group]
         except (ProcessLookupError, PermissionError):
             return []
-    alive = []
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] != "Z" and int(fields[2]) == group:  # state, ppid, pgrp
-            alive.append(int(entry.name))
-    return alive
+    return [pid for pid, fields in process_stats(proc)
+            if fields[0] != "Z" and int(fields[2]) == group]  # state, ppid, pgrp
 
 
 def _locks(workdir: Path) -> list[Path]:

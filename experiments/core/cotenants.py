@@ -15,6 +15,8 @@ import os
 import socket
 from pathlib import Path
 
+from experiments.core.cpu_time import process_stats
+
 BEFORE_S = 1.0  # the per-process samples from this long before the window: "just before it"
 _ROOT = {"pid": None}  # the job's process, where it is not this one (a collective's rank)
 # "hostname:pid" of the run's Snakemake process, set in its environment (workflow/rules/
@@ -41,14 +43,8 @@ def job_process_is(pid: int) -> None:
 
 def _children(proc: Path = Path("/proc")) -> dict[int, list[int]]:
     kids: dict[int, list[int]] = {}
-    for stat in proc.glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:  # the process ended while we looked
-            continue
-        # the command name (field 2) may hold spaces and parentheses: parse after its last ')'
-        ppid = int(text[text.rindex(")") + 2:].split()[1])
-        kids.setdefault(ppid, []).append(int(stat.parent.name))
+    for pid, fields in process_stats(proc):
+        kids.setdefault(int(fields[1]), []).append(pid)  # [1]: the parent's pid
     return kids
 
 

@@ -46,14 +46,27 @@ def proc_stat(path: str = "/proc/stat", cpus: set[int] | None = None) -> dict | 
             "ncpu": ncpu}
 
 
-def self_ticks(path: str = "/proc/self/stat") -> int | None:
-    """utime + stime of this process, all its threads, in jiffies."""
+def stat_fields(path) -> list[str] | None:
+    """A /proc/<pid>/stat's fields from the state on (field 3 of proc(5) is [0]); None where the
+    process is gone. Split after the command name's last ')': the name may hold spaces."""
     try:
         text = Path(path).read_text()
     except OSError:
         return None
-    fields = text[text.rindex(")") + 2:].split()  # the command name may hold spaces
-    return int(fields[11]) + int(fields[12])  # fields 14 and 15 of proc(5)
+    return text[text.rindex(")") + 2:].split()
+
+
+def process_stats(proc: Path = Path("/proc")):
+    """(pid, stat_fields) of every process there is."""
+    for stat in proc.glob("[0-9]*/stat"):
+        if (fields := stat_fields(stat)) is not None:
+            yield int(stat.parent.name), fields
+
+
+def self_ticks(path: str = "/proc/self/stat") -> int | None:
+    """utime + stime of this process, all its threads, in jiffies."""
+    fields = stat_fields(path)
+    return None if fields is None else int(fields[11]) + int(fields[12])  # proc(5)'s 14, 15
 
 
 # Where a CPU point's clock comes from (cpu_clock), best first, and whether it is the cores'

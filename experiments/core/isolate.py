@@ -22,6 +22,8 @@ import time
 from contextlib import contextmanager
 from typing import Callable
 
+from experiments.core.forked import on_parent_death, run_then_exit
+
 _pipe: int | None = None  # a worker's pipe to its supervisor; None: nobody watches
 _failed: dict[str, tuple[str, str]] = {}  # phase key -> (status, message) from an earlier worker
 
@@ -126,13 +128,9 @@ def _watch(pid: int, read: int) -> tuple:
 
 def _work(body: Callable[[], int], write: int, failed: dict) -> None:
     """The worker: dies with its supervisor, hands its files over as the job would, runs body."""
-    global _pipe, _failed
-    code = 1
-    try:
-        if sys.platform.startswith("linux"):
-            import ctypes
-
-            ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    def work():
+        global _pipe, _failed
+        on_parent_death(signal.SIGKILL)
         # the fork server's pipe for finished files belongs to the job: the worker is the job now
         from experiments.core.store import COMMIT_FD
 
@@ -142,22 +140,6 @@ def _work(body: Callable[[], int], write: int, failed: dict) -> None:
         if hasattr(sys.stdout, "reconfigure"):  # a killed worker's log lines are kept
             sys.stdout.reconfigure(line_buffering=True)
         _pipe, _failed = write, failed
-        code = body()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        if not isinstance(exc.code, (int, type(None))):
-            print(exc.code, file=sys.stderr)
-    except BaseException:
-        import traceback
+        return body()
 
-        traceback.print_exc()
-        code = 1
-    finally:
-        try:
-            import logging
-
-            logging.shutdown()
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code or 0)
+    run_then_exit(work)

@@ -196,8 +196,8 @@ def _report(f: Files) -> str:
     from experiments.analysis.compute import Placed
     from experiments.report import render
     placed = Placed.read(f.placements, f.workload_knees, f.datasheet_predictions)
-    ceilings, claims = _frame(f.ceilings), _frame(f.claims)
-    render.render(_dataset(f), ceilings, _sheets(f), f.figures, claims, _frame(f.knees), placed,
+    ds, ceilings, claims = _dataset(f), _frame(f.ceilings), _frame(f.claims)
+    render.render(ds, ceilings, _sheets(f), f.figures, claims, _frame(f.knees), placed,
                   out=f.report, plot=json.loads(Path(f.interactive).read_text()))
     if not f.summary:
         return f"report -> {f.report}"
@@ -205,7 +205,7 @@ def _report(f: Files) -> str:
     from experiments.core.store import write_text_atomic
     from experiments.report import summary
     write_text_atomic(f.summary, summary.text(ceilings, claims, Path(f.report),
-                                              shared=shared_gpus(_dataset(f).rows)) + "\n")
+                                              shared=shared_gpus(ds.rows)) + "\n")
     return f"report -> {f.report}, its summary -> {f.summary}"
 
 

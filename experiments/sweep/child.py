@@ -8,6 +8,8 @@ import os
 import signal
 import sys
 
+from experiments.core.forked import on_parent_death, run_then_exit
+
 
 def die_with(server: int) -> None:
     """A forked job is killed when its server dies (kill -9 included): no job outlives the run
@@ -15,14 +17,6 @@ def die_with(server: int) -> None:
     on_parent_death(signal.SIGKILL)
     if os.getppid() != server:  # it died before prctl took effect
         os._exit(1)
-
-
-def on_parent_death(signum: int) -> None:
-    """Have the kernel send `signum` to this process when its parent dies (Linux's
-    PR_SET_PDEATHSIG; it follows the parent's thread that forked this process)."""
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(1, signum)  # 1: PR_SET_PDEATHSIG
 
 
 def fresh_code() -> None:
@@ -52,8 +46,7 @@ _STAMPS: dict = {}  # module -> (mtime, size) of its file when the server import
 
 def run(request: dict, fds: list[int], server_env: str) -> None:
     """Become the job: its streams, directory, environment and arguments; then `python -m`."""
-    code = 1
-    try:
+    def job():
         for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
             signal.signal(signum, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C: KeyboardInterrupt
@@ -76,22 +69,5 @@ def run(request: dict, fds: list[int], server_env: str) -> None:
         import runpy
 
         runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        if not isinstance(exc.code, (int, type(None))):
-            print(exc.code, file=sys.stderr)
-    except BaseException:
-        import traceback
 
-        traceback.print_exc()
-        code = 1
-    finally:
-        try:
-            import logging
-
-            logging.shutdown()
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+    run_then_exit(job)

@@ -40,6 +40,7 @@ import threading
 import time
 from pathlib import Path
 
+from experiments.core.forked import on_parent_death
 from experiments.sweep import child
 from experiments.sweep.warm import plan, preload, steps
 
@@ -145,7 +146,7 @@ def serve(path: str, modules=None, later=None) -> None:
 
     signal.signal(signal.SIGTERM, end)
     if launcher := os.environ.pop(DIE_WITH_PARENT, None):  # ends while it preloads too (seconds)
-        child.on_parent_death(signal.SIGTERM)
+        on_parent_death(signal.SIGTERM)
         if str(parent) != launcher:  # the launcher died before prctl took effect
             end()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is Snakemake's to report, and the jobs'
