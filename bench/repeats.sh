@@ -13,7 +13,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-$PWD/out}; N=${N:-2}; HOST=${HOST:-node}; FIRST=${FIRST:-1}
-WORK=$(mktemp -d); mkdir -p "$OUT/runs"
+WORK=${WORK:-$(mktemp -d)}; mkdir -p "$WORK" "$OUT/runs"  # WORK: keep r1 for a later call
 # provenance: the device's .git can lag the tree, so hash the files themselves
 git ls-files -co --exclude-standard | grep -v "^\.whl/" | sort | while read -r f; do [ -f "$f" ] && sha256sum "$f"; done \
   | sha256sum | cut -c1-16 > "$OUT/tree.sha"
