@@ -34,8 +34,9 @@ sweep() {  # sweep NAME [config KEY=VALUE ...]   (PRESET=--quick for a quick one
   cp "$res/roofline/ceilings.parquet" "$r/" 2>/dev/null
   cp -r "$res/logs" "$r/joblogs" 2>/dev/null
   tail -25 "$r/sweep.log"
-  if [ "$name" != "r$FIRST" ] && [ -d "$WORK/res-r$FIRST" ]; then
-    (PYTHONPATH=$PWD python3 -m experiments.cli.rooflab compare "$WORK/res-r$FIRST" "$res" \
+  local base=${BASE:-r$FIRST}  # BASE: the run the others are compared to
+  if [ "$name" != "$base" ] && [ -d "$WORK/res-$base" ]; then
+    (PYTHONPATH=$PWD python3 -m experiments.cli.rooflab compare "$WORK/res-$base" "$res" \
        --out "$r/compare.csv" > "$r/compare.txt" 2>&1) || true
     cat "$r/compare.txt"
   fi
