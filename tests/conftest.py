@@ -20,6 +20,19 @@ from experiments.__main__ import CONFIG_DIR, MODULES  # noqa: E402  (registers t
 from experiments.core.runner import run_job  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
+SYSTEM = Path(__file__).resolve().parent / "system"
+UNIT = Path(__file__).resolve().parent / "unit"
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items):
+    """tests/system/ holds the slow tests (docs/development.md): each carries the system marker,
+    and a test under tests/unit/ that carries it belongs in tests/system/."""
+    for item in items:
+        if item.path.is_relative_to(SYSTEM):
+            item.add_marker(pytest.mark.system)
+        elif item.path.is_relative_to(UNIT) and item.get_closest_marker("system"):
+            raise pytest.UsageError(f"{item.nodeid} is marked system: move it to tests/system/")
 
 
 def compose_job(overrides: list[str]):

@@ -1,5 +1,5 @@
 """Real measurement files thinned the way a busy machine thins them, and every aggregate step run
-on what is left (tests/test_subsets.py).
+on what is left (tests/system/steps/test_subsets.py).
 
 A cut acts on one group of rows: one experiment on one system (source, host, device) in one
 dtype. It drops rows or flags them contended or noisy: all of them, all but one, or a random

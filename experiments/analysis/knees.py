@@ -131,8 +131,8 @@ def reused(ds: Dataset, table: str, key: list[str]) -> dict:
     workload_knees.parquet) of each published set's folder, for the systems of the dataset that
     came from it. A measured knee is a bootstrap of its curve alone (N_BOOT resamples, SEED):
     a published set's own render made the same one from the same rows, and the published folder
-    re-renders to its files at every commit (tests/test_published_rerender.py), so a run reads
-    them instead of bootstrapping them again (seconds of a small CPU's steps)."""
+    re-renders to its files at every commit (tests/system/steps/test_published_rerender.py), so a
+    run reads them instead of bootstrapping them again (seconds of a small CPU's steps)."""
     from experiments.analysis.dataset import RUN, published_folder
 
     out, read = {}, {}

@@ -15,7 +15,8 @@ HFMA2 and HFMA2.MMA (the second pipe half2 math can use). So the compiled
 kernel views the halves as 32-bit pairs (`packed`), keeps the chains in those words across the
 loop (no PRMT repacking between trips either) and issues fma.rn.f16x2 / fma.rn.bf16x2 on them
 through inline PTX, `a` splatted into both halves: same rounding, same results.
-tests/test_intensity.py compiles the kernel for sm_90 ahead of time and checks the loop's SASS.
+tests/system/experiments/test_intensity.py compiles the kernel for sm_90 ahead of time and checks
+the loop's SASS.
 
 Launch shapes: by default one program per tile (grid = cdiv(n, block)): the launch experiment's
 fixed work per block. With persistent=True (the intensity sweep) the grid is exactly one full

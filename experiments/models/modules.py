@@ -1,7 +1,8 @@
 """torch's standard building blocks as workloads (random weights, nothing downloaded): one factory
 per module, make_xxx(batch, dtype, device, generator, **kwargs) -> (module, inputs), the module in
 eval mode (inference: the fused fast paths on), tiny on a CPU and H200-sized on a GPU.
-config/presets/modules.yaml runs them; tests/test_modules.py checks each one's counted work."""
+config/presets/modules.yaml runs them; tests/unit/models/test_modules.py checks each one's counted
+work."""
 
 from __future__ import annotations
 

@@ -5,8 +5,8 @@
 rebuilds a published folder's ceilings, knees, claims, placements (with the workloads' batch
 knees and their predictions on the datasheet devices) and report.html from its measurement files
 (FILES: all its own rows) by the workflow's steps. `rendered(folder)` renders the report again
-from the committed files, the way tests/test_published.py checks that the committed report is
-what the code renders now.
+from the committed files, the way tests/system/steps/test_published.py checks that the committed
+report is what the code renders now.
 """
 
 from __future__ import annotations

@@ -106,7 +106,8 @@ def _text(t: Text) -> str:
 class Claim:
     """`prediction` and `fails_if` are built when read, from the same module constants (`limits`,
     their names) that the check judges with: change a limit and both the texts and the verdicts
-    follow it (tests/test_analysis_claims.py changes each one to make sure)."""
+    follow it (tests/unit/analysis/claims/test_analysis_claims.py changes each one to make
+    sure)."""
 
     id: str
     section: Section

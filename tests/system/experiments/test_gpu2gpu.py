@@ -1,0 +1,64 @@
+"""GPU to GPU on the CPU: the not-measurable rows (CPU, one GPU), the pairs, the link types, the
+bus-bandwidth arithmetic against nccl-tests, the rank machinery (two gloo ranks on the CPU), the
+copy kernel (Triton's interpreter), the figures and the report section on synthetic rows."""
+
+from __future__ import annotations
+
+import pytest
+
+from experiments import collectives, peer_copy
+from experiments import experiment_config
+
+
+@pytest.mark.system
+def test_two_ranks_on_the_cpu_time_and_check_every_collective():
+    """The ranks' machinery (spawn, FileStore, one agreed plan, rank 0's rows) with gloo."""
+    cfg = experiment_config("collectives", sizes=[1024, 65536], timeout_s=120)
+    spec = {"backend": "gloo", "indices": [], "ops": list(collectives.OPS), "sizes": cfg.sizes,
+            "dtype": "float32", "seed": 0, "point_budget_s": 0.02, "cv_threshold": 0.1,
+            "contention_threshold": 0.1, "timeout_s": 60, "versions": {}}
+    rows = collectives.measure_group(cfg, spec, 2)
+    assert len(rows) == 6
+    for r in rows:
+        assert r["status"] == "ok" and r["check_passed"], r
+        assert r["samples"] >= 5 and r["time_s"] > 0 and r["params"]["world_size"] == 2
+        p = r["params"]
+        assert p["algbw_Bps"] == pytest.approx(r["bytes"] / r["time_s"])
+        assert p["busbw_Bps"] == pytest.approx(p["algbw_Bps"] * collectives.bus_factor(r["op"], 2))
+    assert all(r["rel_error"] == 0 for r in rows if r["op"] == "all_gather")
+
+
+@pytest.mark.system
+def test_ranks_that_fail_leave_error_rows_with_the_reason():
+    cfg = experiment_config("collectives", sizes=[1024], ops=["all_reduce"], timeout_s=60)
+    spec = {"backend": "no_such_backend", "indices": [], "ops": ["all_reduce"], "sizes": [1024],
+            "dtype": "float32", "seed": 0, "point_budget_s": 0.02, "cv_threshold": 0.1,
+            "contention_threshold": 0.1, "timeout_s": 30, "versions": {}}
+    rows = collectives.measure_group(cfg, spec, 2)
+    assert [r["status"] for r in rows] == ["error"] and rows[0]["message"]
+
+
+# --- analysis on synthetic rows ----------------------------------------------------------------
+
+def _row(**kw):
+    base = {"experiment": "peer_copy", "host": "h", "device": "cuda:0+1", "device_kind": "cuda",
+            "device_name": "NVIDIA H200", "dtype": "float32", "status": "ok"}
+    return base | kw
+
+
+def synthetic():
+    rows = []
+    for src, dst in peer_copy.ordered_pairs(2):
+        for size, t in ((4096, 10e-6), (2**30, 2**30 / 380e9)):
+            params = {"src": src, "dst": dst, "link": "nvlink", "peer_access": True}
+            rows.append(_row(op="copy_engine", variant="uni", bytes=float(size), time_s=t,
+                             params=params))
+    rows.append(_row(op="copy_engine", variant="bi", bytes=2.0**31, time_s=2**31 / 700e9,
+                     params={"src": 0, "dst": 1, "link": "nvlink", "peer_access": True}))
+    for size in (1024, 2**30):
+        t = size / 300e9 + 20e-6
+        rows.append(_row(experiment="collectives", op="all_reduce", variant="nccl",
+                         bytes=float(size), time_s=t,
+                         params=collectives.bandwidths("all_reduce", size, t, 2)
+                         | {"world_size": 2}))
+    return rows

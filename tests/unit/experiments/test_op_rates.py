@@ -1,0 +1,186 @@
+"""The op_rates experiment (experiments/op_rates.py) and the op model reading it: rows counted as
+the placement counter counts the op, the class of an op from its shapes, the curve interpolated
+and clamped within its reach, never read at the judged op's own shapes, and the model using it
+for its class and falling back to the roofs without it."""
+
+import json
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+from experiments import op_rates
+from experiments.analysis import placements, prediction, sweeps
+from experiments.analysis.dataset import from_rows
+from experiments.placement import counting, opclass
+
+from tests.unit.analysis.test_prediction import DRAM, P, SYS, ceilings, roofs
+
+TINY = ["experiment.modules=[conv2d,layer_norm,embedding_bag,rms_norm]",
+        "experiment.conv2d=[1,2]", "experiment.layer_norm=[2]", "experiment.embedding_bag=[3]",
+        "experiment.rms_norm=[2]", "experiment.max_call_s=10"]
+
+
+def test_rows_carry_the_work_the_placement_counter_counts(run_experiment):
+    rows = run_experiment("op_rates", "float32", TINY)
+    assert list(rows.batch) == [1, 2, 2, 3, 2]
+    for r in rows.itertuples():
+        p = json.loads(r.params)
+        name = p["module"]
+        if name == "rms_norm" and r.status != "ok":  # decomposed on this CPU: several ops
+            assert r.status == "not_applicable" and "no one op's rate" in r.message
+            continue
+        assert r.status == "ok", r.message
+        fn, args = op_rates.MODULES[name](r.batch, torch.float32, "cpu", torch.Generator())
+        with counting.precision("float32"):
+            counted = counting.count(fn, args)
+        top = max(counted["ops"], key=lambda o: o[4])
+        assert (r.op, p["input_shapes"], r.flops, r.bytes) == (top[0], top[1], top[3], top[4])
+        assert r.working_set_bytes == int(top[4]) and p["cold_bytes"] == top[5]
+        assert p["call_flops"] == counted["flops"] and p["call_bytes"] == counted["bytes"]
+        assert r.time_s > 0 and r.flop_per_s == pytest.approx(r.flops / r.time_s)
+        assert r.byte_per_s == pytest.approx(r.bytes / r.time_s) and r.check_passed
+        assert p["class"] == opclass.op_class(r.op, p["input_shapes"])[0]
+    ok = rows[rows.status == "ok"]
+    assert ok[ok.op == "aten::convolution"].variant.tolist() == ["conv2d", "conv2d"]
+    assert ok[ok.op == "aten::_embedding_bag"].params.map(
+        lambda s: json.loads(s)["other_ops"]).tolist() == [["aten::arange"]]
+
+
+def test_a_dtype_the_modules_cannot_run_is_a_row_saying_so(run_experiment):
+    rows = run_experiment("op_rates", "float8_e4m3", ["experiment.modules=[gelu]",
+                                                      "experiment.gelu=[1]"])
+    assert rows.status.tolist() == ["unsupported"] and "plain dtypes" in rows.message[0]
+    assert rows.op.tolist() == ["gelu"]
+
+
+def test_a_call_without_a_dominant_classed_op_is_not_applicable():
+    ops = [["aten::pow", "[[2, 8]]", 1, 16.0, 128.0, 64.0, "vector", "formula", 0.0],
+           ["aten::mul", "[[2, 8]]", 1, 16.0, 128.0, 0.0, "vector", "formula", 0.0]]
+    with pytest.raises(op_rates.NotApplicable, match="no one op's rate"):
+        op_rates.dominant(ops)
+    with pytest.raises(op_rates.NotApplicable, match="no op-rate class"):
+        op_rates.dominant(ops[:1])
+    gelu = ["aten::gelu", "[[2, 8]]", 1, 16.0, 128.0, 64.0, "vector", "formula", 0.0]
+    assert op_rates.dominant([gelu])["class"] == "aten::gelu"
+
+
+@pytest.mark.parametrize("op, shapes, want", [
+    ("aten::convolution", "[[4, 512, 4096], [512, 512, 3], [512]]", "aten::convolution/conv1d"),
+    ("aten::convolution", "[[8, 256, 56, 56], [256, 256, 3, 3], [256]]",
+     "aten::convolution/conv2d"),
+    ("aten::convolution", "[[2, 64, 16, 32, 32], [64, 64, 3, 3, 3], [64]]",
+     "aten::convolution/conv3d"),
+    ("aten::convolution", "[[4, 128, 64, 64], [128, 64, 4, 4], [64]]",
+     "aten::convolution/conv_transpose2d"),
+    ("aten::_scaled_dot_product_cudnn_attention",
+     "[[4, 16, 1024, 64], [4, 16, 1024, 64], [4, 16, 1024, 64]]",
+     "aten::_scaled_dot_product_cudnn_attention/hd64"),
+    ("aten::_scaled_dot_product_cudnn_attention",  # a decode step: its cache, no class
+     "[[8, 32, 1, 128], [8, 32, 4096, 128], [8, 32, 4096, 128]]", None),
+    ("aten::native_group_norm", "[[8, 256, 56, 56], [256], [256]]", "aten::native_group_norm"),
+    ("aten::addmm", "[[4096], [64, 4096], [4096, 4096]]", None)])
+def test_an_op_s_class_from_its_shapes(op, shapes, want):
+    found = opclass.op_class(op, shapes)
+    assert (found[0] if found else None) == want
+    if found:
+        assert found[1] == opclass.term_of(found[0]) == (
+            opclass.MEMORY if "norm" in op else opclass.COMPUTE)
+
+
+S1, S2 = [[1, 64, 8, 8], [64, 64, 3, 3], [64]], [[4, 64, 8, 8], [64, 64, 3, 3], [64]]
+KEY = "aten::convolution/conv2d"
+
+
+def test_the_curve_interpolates_in_log_x_clamps_within_reach_and_skips_the_judged_shapes():
+    r = {"op_rates": {KEY: [(1e9, 1e13, S1), (1e11, 3e13, S2), (1e11, 5e13, S2)]}}
+    other = [[2, 64, 8, 8], [64, 64, 3, 3], [64]]
+    assert sweeps.op_rate(r, KEY, 1e10, other) == pytest.approx((1e13 + 4e13) / 2)  # median 4e13
+    assert sweeps.op_rate(r, KEY, 1e9 / 3, other) == pytest.approx(1e13)  # clamped at the end
+    assert sweeps.op_rate(r, KEY, 1e9 / 5, other) is None  # past REACH: no calibration speaks
+    assert sweeps.op_rate(r, KEY, 3e11, other) == pytest.approx(4e13)
+    # the judged op's own shapes are never read: S2's points drop out, S1's stands alone
+    assert sweeps.op_rate(r, KEY, 2e9, str(S2)) == pytest.approx(1e13)
+    assert sweeps.op_rate({"op_rates": {KEY: [(1e9, 1e13, S1)]}}, KEY, 1e9, S1) is None
+    assert sweeps.op_rate(r, KEY, 1e10, "not shapes") is None  # unknown shapes: nothing read
+
+
+def _op_rate_rows(host="lab-rates", dtype="bfloat16"):
+    """Calibration rows as the experiment writes them, under another host than the placement."""
+    base = {"experiment": "op_rates", "host": host, "device": "cuda:0", "device_kind": "cuda",
+            "device_name": "G", "dtype": dtype, "status": "ok", "op": "aten::convolution",
+            "variant": "conv2d"}
+    return [base | {"batch": b, "flops": f, "bytes": 1e6, "working_set_bytes": 1e6,
+                    "time_s": f / rate, "params": {"input_shapes": str(s), "module": "conv2d"}}
+            for b, f, rate, s in ((1, 1e9, 1e13, S1), (4, 4e9, 2e13, S2))] + [
+        base | {"op": "aten::native_group_norm", "variant": None, "batch": b, "flops": 0.0,
+                "bytes": ws, "working_set_bytes": ws, "time_s": ws / 1e11,
+                "params": {"input_shapes": f"[[{b}, 64, 8, 8], [64], [64]]"}}
+        for b, ws in ((1, 1e6), (4, 4e6))]
+
+
+def test_the_curves_come_from_the_system_or_its_device_model_in_that_dtype():
+    rows = from_rows(_op_rate_rows() + _op_rate_rows(dtype="float32")).rows
+    placed = from_rows([{"experiment": "workload", "host": "lab", "device": "cuda:0",
+                         "device_kind": "cuda", "device_name": "G", "dtype": "bfloat16",
+                         "status": "ok", "op": "x", "time_s": 1.0}]).rows
+    rows = pd.concat([rows, placed], ignore_index=True)
+    got = sweeps.curves(rows, {"G @ lab"}, "bfloat16")["op_rates"]
+    assert sorted(got) == [KEY, "aten::native_group_norm"]
+    flat = lambda key: [v for p in got[key] for v in p[:2]]  # noqa: E731
+    assert flat(KEY) == pytest.approx([1e9, 1e13, 4e9, 2e13])
+    assert flat("aten::native_group_norm") == pytest.approx([1e6, 1e11, 4e6, 1e11])
+    assert got[KEY][0][2] == S1  # each point keeps its input shapes
+    assert "op_rates" not in sweeps.curves(rows, {"G @ lab"}, "float16")
+    other_model = rows.assign(device_name=rows.device_name.where(rows.host != "lab", "H"))
+    assert "op_rates" not in sweeps.curves(other_model, {"G @ lab"}, "bfloat16")
+
+
+def _with_rates():
+    rows = from_rows(_op_rate_rows()).rows  # the placed rows' own system: G @ lab-rates
+    return prediction.roofs(ceilings(), SYS, "bfloat16", True, rows, also=("G @ lab-rates",))
+
+
+def test_the_model_reads_the_class_rate_and_falls_back_without_it():
+    r, plain = _with_rates(), roofs()
+    judged = "[[2, 64, 8, 8], [64, 64, 3, 3], [64]]"
+    conv = prediction.predict_op(r, 2e9, 1e6, 1e6, "matrix", op="aten::convolution",
+                                 shapes=judged)
+    rate = 1e13 + (2e13 - 1e13) * math.log(2) / math.log(4)  # half way in log FLOPs
+    assert conv["curve"] == KEY and conv["compute_s"] == pytest.approx(2e9 / rate)
+    assert "op rates" in conv["note"] and conv["bound"] == "compute"
+    without = prediction.predict_op(plain, 2e9, 1e6, 1e6, "matrix", op="aten::convolution",
+                                    shapes=judged)
+    assert without["curve"] == "" and without["compute_s"] == pytest.approx(2e9 / P)
+    # at the shapes of a calibration point that point is not read: the other one is, clamped
+    own = prediction.predict_op(r, 2e9, 1e6, 1e6, "matrix", op="aten::convolution",
+                                shapes=str(S2))
+    assert own["compute_s"] == pytest.approx(2e9 / 1e13)
+    norm = prediction.predict_op(r, 1e6, 2e6, 2e6, "vector", op="aten::native_group_norm",
+                                 shapes="[[2, 64, 8, 8], [64], [64]]")
+    assert norm["curve"] == "aten::native_group_norm" and norm["bound"] == "memory"
+    assert norm["memory_s"] == pytest.approx(2e6 / 1e11)
+    norm = prediction.predict_op(plain, 1e6, 2e6, 2e6, "vector", op="aten::native_group_norm",
+                                 shapes="[[2, 64, 8, 8], [64], [64]]")
+    assert norm["curve"] == "" and norm["memory_s"] == pytest.approx(2e6 / DRAM)  # cold: DRAM
+    assert prediction.failed_term(1.0, "compute", None, "aten::convolution", KEY).startswith(
+        f"compute: the op ran slower than its class's op-rate curve {KEY}")
+    assert "no convolution sweep" in prediction.failed_term(1.0, "compute", None,
+                                                            "aten::convolution")
+
+
+def test_the_placements_file_names_the_curve_a_call_read():
+    ops = [["aten::convolution", "[[2, 64, 8, 8], [64, 64, 3, 3], [64]]", 1, 2e9, 1e6, 1e6,
+            "matrix", "FlopCounterMode"]]
+    call = {"experiment": "workload", "op": "conv", "dtype": "bfloat16", "status": "ok",
+            "host": "lab", "device": "cuda:0", "device_kind": "cuda", "device_name": "G",
+            "timer": "cuda_event_graph", "flops": 2e9, "bytes": 1e6, "batch": 2,
+            "time_s": 1e-3, "params": {"ops": ops}}
+    ds = from_rows([call] + _op_rate_rows())
+    table = placements.placement_table(ds, ceilings().assign(system="G @ lab"))
+    row = table[table.kind == "call"].iloc[0]
+    assert row.predicted_from == f"sum over 1 ops (1 distinct); op rates: {KEY}"
+    assert row.failed_term.startswith("compute: the op ran slower than its class's op-rate")
+    alone = placements.placement_table(from_rows([call]), ceilings().assign(system="G @ lab"))
+    assert alone[alone.kind == "call"].predicted_from.tolist() == ["sum over 1 ops (1 distinct)"]

@@ -1,0 +1,152 @@
+"""The report's figures and interactive roofline as a reader sees them: text size, hover names,
+CJK, each workload's colour."""
+
+import os
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests import analysis_fixtures as fx
+from experiments.report.figures import common as figures_common
+from experiments.report.catalog import FIGURES
+
+
+def _svg_texts(svg: str) -> list[str]:
+    return re.findall(r"<text[^>]*>([^<]*)</text>", svg)
+
+
+def test_without_a_cjk_font_no_figure_text_is_cjk(tmp_path, monkeypatch):
+    """Matplotlib draws CJK it has no font for as empty boxes: then CJK text reads [CJK]."""
+    monkeypatch.setattr(figures_common, "cjk_font", lambda: None)
+    _draw_with_chinese(tmp_path)
+    for svg in tmp_path.glob("*.svg"):
+        assert not any(figures_common.CJK.search(t) for t in _svg_texts(svg.read_text())), svg
+    assert "[CJK]" in (tmp_path / "bandwidth.svg").read_text()
+
+
+def test_with_a_cjk_font_figures_keep_the_chinese(tmp_path):
+    if figures_common.cjk_font() is None:
+        pytest.skip("no CJK font on this machine")
+    _draw_with_chinese(tmp_path)
+    assert any("拷贝" in t for t in _svg_texts((tmp_path / "bandwidth.svg").read_text()))
+
+
+def test_a_figure_is_declared_once_in_the_catalog_and_drawn_by_one_module(monkeypatch):
+    """catalog.FIGURES is the figures' one declaration: every declared figure has a module that
+    draws it, @figure refuses a name the catalog does not declare (or one drawn already), and
+    draw_all refuses to run while a declared figure has no drawing function."""
+    from experiments.report import figures
+    from experiments.report.catalog import Figure
+
+    assert list(figures.DRAW) and set(figures.DRAW) == set(FIGURES)
+    assert all(figures.DRAW[name].__module__.endswith(f".{name}") for name in FIGURES)
+    with pytest.raises(ValueError, match="'sparkline'.*not declared in experiments/report/cat"):
+        figures_common.figure("sparkline")(lambda g: None)
+    with pytest.raises(ValueError, match="'roofline'.*already drawn by .*figures.roofline"):
+        figures_common.figure("roofline")(lambda g: None)
+    assert set(figures.DRAW) == set(FIGURES)  # a refused function registers nothing
+    monkeypatch.setitem(FIGURES, "sparkline", Figure("sparkline", "Memory", "a sketch", ("l1",)))
+    with pytest.raises(LookupError, match="sparkline are declared in experiments/report/cat"):
+        figures.draw_all(None, "unused")
+
+
+def _pid(_):
+    return os.getpid()
+
+
+def test_figures_drawn_on_forked_workers_match_those_drawn_in_one_process(tmp_path, monkeypatch):
+    """draw_all spreads the figures over forked workers (experiments/core/parallel.py): the
+    files do not depend on how many CPUs drew them."""
+    from experiments.core import parallel
+    monkeypatch.setattr(parallel, "cpus", lambda: 4)
+    assert os.getpid() not in parallel.fork_map(_pid, range(4))  # each drawn in a worker
+    _draw_with_chinese(tmp_path / "forked")
+    monkeypatch.setattr(parallel, "cpus", lambda: 1)
+    _draw_with_chinese(tmp_path / "one")
+    for name in FIGURES:
+        one = (tmp_path / "one" / f"{name}.svg").read_bytes()
+        assert (tmp_path / "forked" / f"{name}.svg").read_bytes() == one, name
+
+
+def _draw_with_chinese(outdir):
+    from experiments.report import figures
+    from experiments.analysis.dataset import from_rows
+    rows = [r | {"op": "拷贝" if r["op"] == "copy" else r["op"], "host": "实验室"}
+            for r in fx.bandwidth_rows(fx.CPU, np.random.default_rng(0), ("float32",))]
+    empty = pd.DataFrame(columns=["system", "value", "ceiling", "unit", "dtype"])
+    status = figures.draw_all(figures.Inputs(from_rows(rows), empty, [], pd.DataFrame(),
+                                             pd.DataFrame()), outdir)
+    assert status["bandwidth"] is None
+
+
+def test_the_roofline_colours_each_workload_and_keeps_its_legend_off_the_roofs():
+    """Each workload its own colour, the legend below the plot (never over a roof's label), the
+    y axis titled, its ticks SI-prefixed FLOP/s, hover on every point."""
+    from bokeh.models import HoverTool, Legend
+    from experiments.report import interactive as bk
+
+    pts = [bk.Point(f"w{i % 3} bfloat16", kind, 10.0 ** (i / 2), 1e12 * (i + 1), f"p{i}")
+           for i, kind in enumerate(["whole call", "aten op", "op at DRAM bytes (ncu)"] * 3)]
+    fig = bk.figure([bk.Roofs("gpu", [("DRAM", 4e12), ("L2", 6e12)],
+                              [("GEMM bfloat16", 7e14), ("GEMM float32", 5e13)])], pts)
+    colours = {r.glyph.line_color for r in fig.renderers if hasattr(r.data_source.data, "get")
+               and "text" in r.data_source.data and "x" in r.data_source.data
+               and r.glyph.__class__.__name__ == "Scatter"}
+    assert len(colours) == 3
+    legend = [x for x in fig.below if isinstance(x, Legend)]
+    assert legend and not [x for x in fig.center if isinstance(x, Legend)]
+    assert [i.label.value for i in legend[0].items][:4] == ["gpu: roofs", "w0 bfloat16",
+                                                           "w1 bfloat16", "w2 bfloat16"]
+    assert fig.yaxis[0].axis_label == "attained FLOP/s" and "FLOP/s" in fig.yaxis[0].formatter.code
+    hovered = [r for t in fig.tools if isinstance(t, HoverTool) for r in t.renderers]
+    assert len(hovered) == 3 + 1  # every point's renderer (one per group here), and the roofs
+
+
+def test_the_report_renders_without_bokeh(tmp_path, monkeypatch):
+    """Bokeh missing (a bare environment, the GPU image's offline wheels): the report still
+    renders, says how to get the interactive roofline, and embeds no plot."""
+    from experiments.analysis import compute, dataset
+    from experiments.report import interactive, render
+
+    monkeypatch.setattr(interactive, "available", lambda: False)
+    ds = dataset.from_rows([r for rows in fx.gpu_rows().values() for r in rows])
+    ceilings, knees, claims = compute.judged(ds, [])
+    html = render.render(ds, ceilings, [], tmp_path, claims, knees, compute.placed(ds, ceilings))
+    assert "needs Bokeh" in html and "Bokeh.embed" not in html
+
+
+# Names with every mathtext trigger: a pair of `$` (math), a lone `$`, an escaped `\$`, a
+# backslash command, `_` and `^` (twice over: math that mathtext cannot parse, and raises on)
+ODD_GPU = {"device_name": "Acme $x$ GPU \\alpha_1^2 $y^2^3", "host": "lab$"}
+ODD_CPU = {"device_name": "Zen \\$ 5 $a_b_c$", "host": "h$st$"}
+ODD_WORKLOAD = "mlp $x^2^3$ \\_"
+
+
+def test_names_with_mathtext_triggers_are_drawn_as_written(tmp_path):
+    """Text from users or devices never reaches mathtext (issue 59): every figure draws, each
+    system's name and the datasheet's read in the SVG as written, the workload's beside them."""
+    from experiments.analysis import compute
+    from experiments.analysis.dataset import from_rows
+    from experiments.analysis.datasheets import Datasheet
+    from experiments.report import figures
+
+    gpu = [r | ODD_GPU for rows in fx.gpu_rows().values() for r in rows]
+    cpu = [r | ODD_CPU for rows in fx.cpu_rows().values() for r in rows]
+    workload = [r | {"experiment": "workload", "op": ODD_WORKLOAD, "variant": None}
+                for r in gpu[:1] + cpu[:1]]
+    ds = from_rows(gpu + cpu + workload)
+    sheet = Datasheet("Ref $x_1_2$ sheet", "cuda", ["Acme"], bandwidth_Bps=5e12,
+                      matrix={"bfloat16": 1e15})
+    ceilings = compute.fit_ceilings(ds)
+    knees, per_row = compute.decode_knees(ds, ceilings)
+    status = figures.draw_all(figures.Inputs(ds, ceilings, [sheet], per_row, knees), tmp_path)
+    assert status == dict.fromkeys(FIGURES), status
+    systems = list(ds.systems().system)
+    assert systems == ["Acme $x$ GPU \\alpha_1^2 $y^2^3 @ lab$", "Zen \\$ 5 $a_b_c$ @ h$st$"]
+    for name in FIGURES:
+        texts = _svg_texts((tmp_path / f"{name}.svg").read_text())
+        assert systems[0] in texts, (name, [t for t in texts if "$" in t])
+    assert "datasheet: Ref $x_1_2$ sheet" in _svg_texts((tmp_path / "roofline.svg").read_text())
+    assert systems[1] in _svg_texts((tmp_path / "bandwidth.svg").read_text())
