@@ -53,6 +53,7 @@ from experiments.analysis.plateaus import (CONDITIONS, HOST_CLOCK, MIN_POINTS, T
                                            best_timed, bootstrap_median, ceiling_row as _row,
                                            missing_row as _missing, plateau_value, repeatable,
                                            top_plateau, top_two)
+from experiments.analysis.units import words
 
 # Rows a fit may use: ok, and not flagged as measured badly (columns absent in old files).
 FLAGS = ("noisy", "contended", "throttled")
@@ -60,20 +61,9 @@ FLAGS = ("noisy", "contended", "throttled")
 COLUMNS = ["source", "host", "device", "device_kind", "device_name", "system", "ceiling",
            "dtype", "value", "unit", "ci_low", "ci_high", "method", "n_points", "ws_min",
            "ws_max", "capacity_bytes", "sm_clock_mhz", "power_w", *silicon.COLUMNS, "note"]
-LABELS = {"dram_bw": "DRAM bandwidth", "matrix_flops": "GEMM ceiling",
-          "vector_flops": "FMA (vector) ceiling", "intensity_bw": "bandwidth seen by the FMA sweep",
-          "ridge_matrix": "ridge (GEMM / DRAM)", "ridge_vector": "ridge (FMA / DRAM)",
-          "latency_graph": "latency floor (graph replay)",
-          "latency_eager": "latency floor (eager launch)"}
-
-
 def label(ceiling: str) -> str:
     """A ceiling's name for readers: 'dram_bw' -> 'DRAM bandwidth', 'l2_bw' -> 'L2 bandwidth'."""
-    if ceiling in LABELS:
-        return LABELS[ceiling]
-    if ceiling.startswith("dram_bw_numa"):
-        return f"DRAM bandwidth, NUMA node {ceiling.removeprefix('dram_bw_numa')}"
-    return ceiling[:-3].upper() + " bandwidth" if ceiling.endswith("_bw") else ceiling
+    return words(ceiling)
 
 
 def fit_view(rows: pd.DataFrame) -> pd.DataFrame:

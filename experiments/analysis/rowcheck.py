@@ -32,7 +32,7 @@ import pandas as pd
 import pyarrow as pa
 
 from experiments.analysis import datasheets
-from experiments.analysis.units import si
+from experiments.analysis.units import qty
 from experiments.core.paths import config_dir
 from experiments.core.schema import LAUNCH_ONLY_TIMER, SCHEMA
 
@@ -104,7 +104,7 @@ def reasons(rows: pd.DataFrame, sheets: list, now: pd.Timestamp | None = None) -
     byte_cap, flop_cap, figure = rate_caps(rows.device_name, sheets)
     rated = rows.timer.fillna("") != LAUNCH_ONLY_TIMER
     now = now if now is not None else pd.Timestamp.now(tz="UTC")
-    flop_text = ("flop_per_s above " + flop_cap.map(lambda c: si(c, "FLOP/s"))
+    flop_text = ("flop_per_s above " + flop_cap.map(lambda c: qty(c, "FLOP/s"))
                  + f" ({FACTOR:g}x " + figure + ")")
     checks = [
         ((t.notna() & ~(np.isfinite(t) & (t > 0))) | (ok & work & t.isna()),
@@ -113,7 +113,7 @@ def reasons(rows: pd.DataFrame, sheets: list, now: pd.Timestamp | None = None) -
                                                           "infinite"),
         (rows.measured_at > now + CLOCK_SKEW, "measured_at in the future"),
         (rated & (rows.byte_per_s > byte_cap),
-         f"byte_per_s above {si(byte_cap, 'B/s')} ({FACTOR * CACHE_HEADROOM:g}x the fastest "
+         f"byte_per_s above {qty(byte_cap, 'B/s')} ({FACTOR * CACHE_HEADROOM:g}x the fastest "
          "datasheet memory)"),
         (rated & (rows.flop_per_s > flop_cap), flop_text),
     ]

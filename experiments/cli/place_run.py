@@ -12,24 +12,11 @@ import traceback
 import warnings
 from pathlib import Path
 
+from experiments.analysis.units import MISSING, finite, num, qty, share, words
+
 
 # what the terminal says about a timing, with the numbers (the row's flags are the runner's)
 NOISY_CV = 0.05
-
-
-def _fmt(x, unit=""):
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "-"
-    if isinstance(x, str):
-        return x
-    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1, "")):
-        if abs(x) >= scale:
-            return f"{x / scale:.3g} {prefix}{unit}"
-    if unit == "s":
-        for scale, prefix in ((1e-3, "m"), (1e-6, "u"), (1e-9, "n")):
-            if abs(x) >= scale:
-                return f"{x / scale:.3g} {prefix}s"
-    return f"{x:.3g} {unit}".strip()
 
 
 def print_row(row: dict, file=sys.stdout) -> None:
@@ -38,24 +25,25 @@ def print_row(row: dict, file=sys.stdout) -> None:
     if row.get("status") != "ok":
         print(f"  status   {row.get('status')}\n  message  {row.get('message')}", file=file)
         return
-    msg = row.get("message")
+    msg, rel = row.get("message"), row.get("rel_error")
     items = [("status", row.get("status")), ("message", msg if isinstance(msg, str) else ""),
-             ("batch", str(row.get("batch"))), ("FLOPs (counted)", _fmt(row.get("flops"))),
-             ("bytes (compulsory)", _fmt(row.get("bytes"), "B")),
-             ("intensity", _fmt(row.get("intensity"), "FLOP/B")),
-             ("time, median", _fmt(row.get("time_s"), "s")), ("timer", row.get("timer") or "-"),
-             ("attained", _fmt(row.get("attained_flop_per_s", row.get("flop_per_s")), "FLOP/s")),
-             ("bandwidth", _fmt(row.get("attained_byte_per_s", row.get("byte_per_s")), "B/s")),
-             ("roof at this intensity", _fmt(row.get("roof_flop_per_s"), "FLOP/s")),
-             ("fraction of roof", _fmt(row.get("fraction_of_roof"))),
-             ("bound", row.get("bound") or "-"),
-             ("level", row.get("level") or "-"),
-             ("predicted time", _fmt(row.get("predicted_time_s"), "s")
+             ("batch", str(row.get("batch"))), ("FLOPs (counted)", qty(row.get("flops"))),
+             ("bytes (compulsory)", qty(row.get("bytes"), "B")),
+             ("intensity", qty(row.get("intensity"), "FLOP/B")),
+             ("time, median", qty(row.get("time_s"), "s")), ("timer", words(row.get("timer") or MISSING)),
+             ("attained", qty(row.get("attained_flop_per_s", row.get("flop_per_s")), "FLOP/s")),
+             ("bandwidth", qty(row.get("attained_byte_per_s", row.get("byte_per_s")), "B/s")),
+             ("roof at this intensity", qty(row.get("roof_flop_per_s"), "FLOP/s")),
+             ("fraction of roof", share(row.get("fraction_of_roof"))),
+             ("bound", row.get("bound") or MISSING),
+             ("level", row.get("level") or MISSING),
+             ("predicted time", qty(row.get("predicted_time_s"), "s")
               + (f" ({row['predicted_from']})" if row.get("predicted_from") else "")),
-             ("model error (measured/predicted - 1)", _fmt(row.get("model_error"))),
+             ("model error (measured/predicted - 1)", num(row.get("model_error"))),
              ("failed term", row.get("failed_term") or ""),
-             ("check", f"{row.get('check_passed')} (rel. error {_fmt(row.get('rel_error'))})"),
-             ("system", row.get("system") or row.get("placement_note") or "-")]
+             ("check", f"{row.get('check_passed')}"
+              + (f" (rel. error {num(rel)})" if finite(rel) else "")),
+             ("system", row.get("system") or row.get("placement_note") or MISSING)]
     width = max(len(k) for k, _ in items)
     for key, val in items:
         if val:
@@ -123,19 +111,18 @@ def timing_warnings(row: dict) -> list[str]:
     """Lines that say the time is not to be trusted, with the numbers."""
     out = []
     cv, n = row.get("cv"), row.get("samples")
-    spread = (f"median {_fmt(row.get('time_s'), 's')}, 10-90 % {_fmt(row.get('time_s_q10'), 's')}"
-              f" to {_fmt(row.get('time_s_q90'), 's')}")
-    pct = lambda v: f"{v * 100:.0f} %" if v == v and v is not None else "-"  # noqa: E731
+    spread = (f"median {qty(row.get('time_s'), 's')}, 10-90 % {qty(row.get('time_s_q10'), 's')}"
+              f" to {qty(row.get('time_s_q90'), 's')}")
     if row.get("noisy") or (cv == cv and cv is not None and cv > NOISY_CV):
-        out.append(f"warning: the timing was noisy: {spread}, spread (cv) {pct(cv)} over "
+        out.append(f"warning: the timing was noisy: {spread}, spread (cv) {share(cv)} over "
                    f"{n} samples; run again on a quieter machine")
     if row.get("contended"):
         other, steal = row.get("other_cpu_share"), row.get("steal_share")
         off = row.get("team_off_cpu_share")
         out.append(f"warning: the CPU was contended while timing: other processes used "
-                   f"{pct(other or 0.0)} of it"
-                   + (f", the hypervisor stole {pct(steal)}" if steal else "")
-                   + (f", a team thread was off its CPU {pct(off)} of the time" if off else "")
+                   f"{share(other or 0.0)} of it"
+                   + (f", the hypervisor stole {share(steal)}" if steal else "")
+                   + (f", a team thread was off its CPU {share(off)} of the time" if off else "")
                    + f" ({spread})")
     return out
 
@@ -150,12 +137,11 @@ def op_table(ops) -> str:
         shapes = str(r["input_shapes"])
         rows.append({"op": str(r["op"]).removeprefix("aten::"),
                      "shapes": shapes if len(shapes) <= 40 else shapes[:37] + "...",
-                     "calls": str(int(r.get("calls") or 1)), "time": _fmt(r["time_s"], "s"),
-                     "flops": _fmt(r["flops"]) if r["flops"] else "0",
-                     "bytes": _fmt(r["bytes"], "B"),
-                     "intensity": f"{r['intensity']:.3g}" if r["intensity"] == r["intensity"]
-                     else "-", "bound": r.get("bound") or "-",
-                     "predicted": _fmt(r.get("predicted_time_s"), "s")})
+                     "calls": str(int(r.get("calls") or 1)), "time": qty(r["time_s"], "s"),
+                     "flops": qty(r["flops"]) if r["flops"] else "0",
+                     "bytes": qty(r["bytes"], "B"),
+                     "intensity": num(r["intensity"]), "bound": r.get("bound") or MISSING,
+                     "predicted": qty(r.get("predicted_time_s"), "s")})
     widths = {k: max([len(h)] + [len(r[k]) for r in rows]) for k, h in cols}
     lines = ["  ".join(h.ljust(widths[k]) for k, h in cols)]
     lines += ["  ".join(r[k].ljust(widths[k]) for k, _ in cols) for r in rows]
@@ -265,6 +251,6 @@ def run(args, prog: str) -> int:
             kernels.to_parquet(ncu_path)
             with pd.option_context("display.width", 200, "display.max_colwidth", 60):
                 print(f"\nper kernel (ncu, one call):\n{kernels.to_string()}")
-            print(f"DRAM bytes measured {_fmt(dram, 'B')} against {_fmt(counted, 'B')} counted "
+            print(f"DRAM bytes measured {qty(dram, 'B')} against {qty(counted, 'B')} counted "
                   f"(compulsory): ratio {dram / counted:.3g}; written to {ncu_path}")
     return status

@@ -20,9 +20,8 @@ from pathlib import Path
 import pandas as pd
 
 from experiments.analysis import claims, compute, datasheets, dataset, roofline
-from experiments.analysis.units import finite
+from experiments.analysis.units import finite, interval, num
 from experiments.core.store import DatasetError
-from experiments.report.fmt import interval, num
 
 KEY = ["ceiling", "dtype"]
 WITHIN, DIFFERS = "within noise", "differs"

@@ -14,7 +14,7 @@ from experiments.core.store import write_text_atomic
 from experiments.report import glance, interactive, provenance, workloads
 from experiments.report.compare import (DIFFERS, WHY, Side, pairs,
                                          rows_csv, shown)
-from experiments.report.fmt import qty
+from experiments.analysis.units import qty
 from experiments.report.render import plain
 
 FACTS = (("memory_bytes", "memory"), ("compute_units", "compute units"), ("driver", "driver"),

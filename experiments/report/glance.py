@@ -10,9 +10,8 @@ from experiments import experiment_names
 from experiments.analysis import claims as claims_mod
 from experiments.analysis import datasheets, health, roofline
 from experiments.analysis.dataset import Dataset
-from experiments.analysis.units import finite
+from experiments.analysis.units import count, finite, interval, memory, qty, share
 from experiments.report import provenance
-from experiments.report.fmt import count, interval, qty, share
 from experiments.report.interactive import Roofs
 
 DTYPES = ("float64", "float32", "tf32", "float16", "bfloat16", "float8_e4m3", "float8_e5m2")
@@ -102,7 +101,7 @@ def glance(ds: Dataset, ceilings: pd.DataFrame, table: pd.DataFrame, sheets) -> 
         experiments = sorted(rows.experiment.unique())
         systems.append({
             "system": s.system, "machine": s.device_name, "reference": s.source != "run",
-            "where": f"{s.host}, {s.device}" + (f", {qty(facts['memory_bytes'], 'B')}"
+            "where": f"{s.host}, {s.device}" + (f", {memory(facts['memory_bytes'])}"
                                                 if finite(facts.get("memory_bytes")) else "")
             + ("" if s.source == "run" else f"; {s.source}"),
             "sheet": sheet.name if sheet else "",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from experiments.report.fmt import qty
+from experiments.analysis.units import qty
 
 # whole calls, their aten ops at counted intensity, and the ops at FLOPs / bytes ncu measured at
 # each memory level (the hierarchical roofline)

@@ -8,8 +8,7 @@ from collections import Counter
 import pandas as pd
 
 from experiments.analysis.dataset import Dataset
-from experiments.analysis.units import binary, finite
-from experiments.report.fmt import qty
+from experiments.analysis.units import binary, finite, memory, num, qty, words
 
 
 def provenance(ds: Dataset) -> list[dict]:
@@ -30,7 +29,7 @@ def provenance(ds: Dataset) -> list[dict]:
         out.append({
             "system": s.system, "source": s.source, "host": s.host, "device": s.device,
             "kind": s.device_kind, "name": s.device_name,
-            "facts": [(k, fact(k, v)) for k, v in facts.items()
+            "facts": [(words(k), fact(k, v)) for k, v in facts.items()
                       if v not in (None, "", {}) and k not in ("device", "host", "name")],
             "packages": sorted(packages.items()),
             "commits": ", ".join(f"{c or 'unknown'} ({n} files)" for c, n in commits.items()),
@@ -47,13 +46,17 @@ def provenance(ds: Dataset) -> list[dict]:
 
 
 def _state(state: dict) -> str:
-    return ", ".join(f"{k} {v}" for k, v in sorted(state.items()) if v not in (None, ""))
+    return ", ".join(f"{words(k)} {num(v) if finite(v) else v}" for k, v in sorted(state.items())
+                     if v not in (None, ""))
 
 
 def fact(key, value) -> str:
-    size = binary if key in ("llc_bytes", "cache_bytes") else (lambda v: qty(v, "B"))
+    size = binary if key in ("llc_bytes", "cache_bytes") else memory if key == "memory_bytes" \
+        else (lambda v: qty(v, "B"))
     if key.endswith("bytes") and finite(value):
         return size(value)
+    if isinstance(value, float) and finite(value):
+        return num(value)
     if isinstance(value, dict):
         return ", ".join(f"{k} {size(v) if 'bytes' in key else v}" for k, v in value.items())
     return str(value)

@@ -23,12 +23,11 @@ from experiments.analysis import claims as claims_mod
 from experiments.analysis import datasheets, health, roofline
 from experiments.analysis.compute import Placed
 from experiments.analysis.dataset import Dataset
-from experiments.analysis.units import binary, finite
+from experiments.analysis.units import binary, finite, interval, num, qty, share
 from experiments.report import glance, interactive, provenance, workloads
 from experiments.core.store import write_text_atomic
 from experiments.report.catalog import FIGURES
 from experiments.report.figures.common import CJK
-from experiments.report.fmt import interval, num, qty, share
 
 
 METHOD = (

@@ -9,9 +9,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from experiments.analysis import claims as claims_mod
-from experiments.analysis.units import finite
+from experiments.analysis.units import finite, interval
 from experiments.report import glance
-from experiments.report.fmt import interval
 
 WIDTH = 100  # a claim's detail line is cut here
 # what health.shared_gpus reads of the rows (a few columns: the whole set takes seconds)

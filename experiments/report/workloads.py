@@ -9,8 +9,7 @@ import pandas as pd
 
 from experiments.analysis import placements
 from experiments.analysis.compute import Placed
-from experiments.analysis.units import finite
-from experiments.report.fmt import num, qty, share
+from experiments.analysis.units import finite, num, qty, share
 from experiments.report.interactive import Point
 
 LEVEL_KINDS = (("dram_bytes", "DRAM"), ("l2_bytes", "L2"), ("l1_bytes", "L1"))

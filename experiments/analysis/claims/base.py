@@ -23,7 +23,7 @@ import pandas as pd
 
 from experiments.analysis import datasheets, roofline
 from experiments.analysis.dataset import ok
-from experiments.analysis.units import si
+from experiments.analysis.units import qty
 
 HOLDS, FAILS, UNDECIDED, NOT_MEASURABLE, WORKED = (
     "holds", "does not hold", "undecided", "not measurable here", "worked example")
@@ -249,8 +249,8 @@ class System:
         if peak and value > PHYSICAL * peak:
             u = "FLOP/s" if unit[name] else "B/s"
             raise NotMeasurable(f"the fitted {roofline.label(name)}{' ' + dtype if dtype else ''}"
-                                f" ({si(value, u)}) exceeds the {self.sheet.name} datasheet's "
-                                f"{si(peak, u)} by more than {PHYSICAL - 1:.0%}: not a physical "
+                                f" ({qty(value, u)}) exceeds the {self.sheet.name} datasheet's "
+                                f"{qty(peak, u)} by more than {PHYSICAL - 1:.0%}: not a physical "
                                 "reading")
 
     def need_ceiling(self, name: str, dtype=None) -> pd.Series:

@@ -15,7 +15,8 @@ import pandas as pd
 from experiments.analysis.dataset import param
 from experiments.analysis.knees import gemv_rows
 from experiments.analysis.claims.base import (NotMeasurable, Result, article_sheet, claim, nearest,
-                                              section, si, text_only, worked_example)
+                                              section, text_only, worked_example)
+from experiments.analysis.units import qty
 
 SECTION = section("decode", "Decode: why batching raises utilisation", "decode")
 BATCHED = 0.5  # C14: b sequences in one GEMM cost less than this share of b GEMVs
@@ -162,8 +163,8 @@ def c16(s):
 
 def _ridge_label(sheets) -> str:
     ref = article_sheet(sheets)
-    return (f"{ref.name} ridge: {si(ref.peak('vector', 'float32'), 'FLOP/s')} / "
-            f"{si(ref.bandwidth_Bps, 'B/s')}")
+    return (f"{ref.name} ridge: {qty(ref.peak('vector', 'float32'), 'FLOP/s')} / "
+            f"{qty(ref.bandwidth_Bps, 'B/s')}")
 
 
 @worked_example("C17", _ridge_label, "≈ 38 FLOP/byte", 38.0, 0.02)
@@ -183,8 +184,8 @@ def _judge_knee(k, g, B) -> tuple[bool | None, str]:
         return None, (f"{name}: predicted knee b* = {k.predicted:.3g} outside the swept "
                       f"batches {g.index.min():.0f}-{g.index.max():.0f}")
     if 1 in g.index and g[1] > LATENCY * k.weights_bytes / B:
-        return None, (f"{name}: latency-bound (batch 1 takes {si(g[1], 's')}, streaming W "
-                      f"takes {si(k.weights_bytes / B, 's')})")
+        return None, (f"{name}: latency-bound (batch 1 takes {qty(g[1], 's')}, streaming W "
+                      f"takes {qty(k.weights_bytes / B, 's')})")
     pred = f"predicted {k.predicted:.3g} [{k.predicted_low:.3g}, {k.predicted_high:.3g}]"
     if not (pd.notna(k.measured) and math.isfinite(k.measured)):
         if str(k.measured_note).startswith("fewer"):
@@ -247,14 +248,14 @@ def _decode_part(s, dtype, dec, B) -> tuple[bool | None, str]:
             lo, hi = g.loc[g.kv.idxmin()], g.loc[g.kv.idxmax()]
             need = KV_GROWTH * (hi.bytes - lo.bytes) / B
             grow = hi.time_s - lo.time_s >= need
-            text = (f"; batch {batch:.0f}: {si(hi.kv - lo.kv, 'B')} more KV cache adds "
-                    f"{si(hi.time_s - lo.time_s, 's')} (at least {si(need, 's')} expected)")
+            text = (f"; batch {batch:.0f}: {qty(hi.kv - lo.kv, 'B')} more KV cache adds "
+                    f"{qty(hi.time_s - lo.time_s, 's')} (at least {qty(need, 's')} expected)")
     if grow is None:
         return None, f"{dtype}: no batch with two KV-cache lengths: growth with KV not judged"
     good = bool(share >= MEMORY_SHARE and grow)
     return good, (f"{dtype} decode at batch {slow.batch:.0f}: at least "
-                  f"{si(slow.byte_per_s, 'B/s')} = {share:.0%} of DRAM bandwidth (slowest of "
-                  f"{len(one)} cache lengths, {si(slow.bytes, 'B')} per step)" + text)
+                  f"{qty(slow.byte_per_s, 'B/s')} = {share:.0%} of DRAM bandwidth (slowest of "
+                  f"{len(one)} cache lengths, {qty(slow.bytes, 'B')} per step)" + text)
 
 
 def _prefill_part(s, dtype, pre) -> tuple[bool | None, str]:
@@ -264,7 +265,7 @@ def _prefill_part(s, dtype, pre) -> tuple[bool | None, str]:
     top = pre.loc[pre.flop_per_s.idxmax()]
     share = top.flop_per_s / P
     good = bool(share >= COMPUTE_SHARE and top.intensity > ridge)
-    return good, (f"{dtype} prefill: {si(top.flop_per_s, 'FLOP/s')} = {share:.0%} of the GEMM "
+    return good, (f"{dtype} prefill: {qty(top.flop_per_s, 'FLOP/s')} = {share:.0%} of the GEMM "
                   f"ceiling at {top.intensity:.0f} FLOP/B (ridge {ridge:.0f})")
 
 

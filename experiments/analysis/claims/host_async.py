@@ -10,7 +10,8 @@ import pandas as pd
 
 from experiments.analysis.dataset import ok, param
 from experiments.analysis.claims.base import (CLAIMS, NotMeasurable, Result, claim, counts,
-                                              section, si)
+                                              section)
+from experiments.analysis.units import qty
 
 SECTION = section("host", "The CPU drives the GPU: asynchronous launches, streams, clocks",
                   "timing")
@@ -95,7 +96,7 @@ def c5(s):
                             f"{MIN_KERNELS} needed")
     naive, synced = big.host_nosync / big.cuda_event, big.host_sync / big.cuda_event
     good = (naive < NAIVE_MAX) & synced.between(*SYNCED)
-    parts = [f"n = {n:.0f} ({si(e, 's')}): no sync / events = {a:.3f}, with sync {b:.2f}"
+    parts = [f"n = {n:.0f} ({qty(e, 's')}): no sync / events = {a:.3f}, with sync {b:.2f}"
              for n, e, a, b in zip(big.index, big.cuda_event, naive, synced)]
     return Result(bool(good.all()), "; ".join(parts),
                   "no-sync host time / event time, worst of the larger kernels",
@@ -108,8 +109,8 @@ def c5(s):
        en="CUDA events measure GPU work better than the CPU clock.",
        zh="CUDA Event 是插入 GPU 工作队列里的时间标记，比用 CPU 时钟测 GPU 工作更合适",
        prediction=lambda: f"over kernels from microseconds (the smallest size, under "
-                          f"{si(SHORT_S, 's')} on events) to milliseconds (the largest, over "
-                          f"{si(LONG_S, 's')}), the synced host clock adds launch and synchronize "
+                          f"{qty(SHORT_S, 's')} on events) to milliseconds (the largest, over "
+                          f"{qty(LONG_S, 's')}), the synced host clock adds launch and synchronize "
                           f"overhead: more than {BIAS:.0%} over events on the smallest kernel, "
                           f"within {BIAS:.0%} on the largest, and never more than {BELOW:.0%} "
                           "below the events.",
@@ -122,19 +123,19 @@ def c6(s):
     t = _timing(s)
     short, long_ = t.iloc[0], t.iloc[-1]
     if not (short.cuda_event < SHORT_S and long_.cuda_event > LONG_S):
-        raise NotMeasurable(f"the kernel sizes span {si(short.cuda_event, 's')} to "
-                            f"{si(long_.cuda_event, 's')} on events, not microseconds (under "
-                            f"{si(SHORT_S, 's')}) to milliseconds (over {si(LONG_S, 's')})")
+        raise NotMeasurable(f"the kernel sizes span {qty(short.cuda_event, 's')} to "
+                            f"{qty(long_.cuda_event, 's')} on events, not microseconds (under "
+                            f"{qty(SHORT_S, 's')}) to milliseconds (over {qty(LONG_S, 's')})")
     bias = t.host_sync / t.cuda_event - 1
     good = bias.iloc[0] > BIAS and abs(bias.iloc[-1]) <= BIAS and bias.min() >= -BELOW
     return Result(bool(good),
                   f"synced host clock vs events: {bias.iloc[0]:+.0%} on the smallest kernel "
-                  f"({si(short.cuda_event, 's')}), {bias.iloc[-1]:+.0%} on the largest "
-                  f"({si(long_.cuda_event, 's')}); lowest {bias.min():+.0%} over "
+                  f"({qty(short.cuda_event, 's')}), {bias.iloc[-1]:+.0%} on the largest "
+                  f"({qty(long_.cuda_event, 's')}); lowest {bias.min():+.0%} over "
                   f"{len(t)} sizes", "bias of the synced host clock over events, smallest "
                   "kernel", float(bias.iloc[0]),
-                  f"> {BIAS:.0%} (smallest, under {si(SHORT_S, 's')}), within {BIAS:.0%} "
-                  f"(largest, over {si(LONG_S, 's')}), >= -{BELOW:.0%} (all)",
+                  f"> {BIAS:.0%} (smallest, under {qty(SHORT_S, 's')}), within {BIAS:.0%} "
+                  f"(largest, over {qty(LONG_S, 's')}), >= -{BELOW:.0%} (all)",
                   "timing: kernel, three clocks", int(t.rows.iloc[0]))
 
 

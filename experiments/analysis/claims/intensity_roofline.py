@@ -17,8 +17,9 @@ import pandas as pd
 
 from experiments.analysis import datasheets, roofline
 from experiments.analysis.claims.base import (PHYSICAL, NotMeasurable, Result, article_sheet,
-                                              claim, counts, nearest, half_width, section, si,
+                                              claim, counts, nearest, half_width, section,
                    worked_example)
+from experiments.analysis.units import qty
 
 SECTION = section("intensity", "Arithmetic intensity: x + 1 against a 4096^3 GEMM", "matmul")
 ROOF = section("roofline", "The roofline", "roofline")
@@ -47,8 +48,8 @@ def _dram_same_traffic(s):
                             + (f" ({c['note']})" if c and c.get("note") else ""))
     sheet = s.sheet.bandwidth_Bps if s.sheet is not None else None
     if sheet and c["value"] > PHYSICAL * sheet:
-        raise NotMeasurable(f"{', '.join(ops)} move {si(c['value'], 'B/s')} past the caches, "
-                            f"more than the {s.sheet.name} datasheet's {si(sheet, 'B/s')} (+"
+        raise NotMeasurable(f"{', '.join(ops)} move {qty(c['value'], 'B/s')} past the caches, "
+                            f"more than the {s.sheet.name} datasheet's {qty(sheet, 'B/s')} (+"
                             f"{PHYSICAL - 1:.0%}): not a physical reading")
     return c, ops, ref
 
@@ -58,7 +59,7 @@ def _add_one_past_caches(s, c):
     rows = rows[(rows.dtype == "float32") & (rows.working_set_bytes >= c["ws_min"])]
     if rows.empty:
         raise NotMeasurable(f"no float32 x + 1 rows with a working set >= "
-                            f"{si(c['ws_min'], 'B')} (past the caches)")
+                            f"{qty(c['ws_min'], 'B')} (past the caches)")
     return rows
 
 
@@ -101,9 +102,9 @@ def c10(s):
                    (1 - frac / FAR_BELOW if frac is not None else math.nan,
                     half_width(peak) + spread, "the share of compute"))
     return Result(bool(good),
-                  f"x + 1: {si(flops, 'FLOP/s')} at a counted {rows.intensity.median():.3f} "
-                  f"FLOP/B; {', '.join(ops)} move {si(B, 'B/s')} past the caches, predicting "
-                  f"{si(B * rows.intensity.median(), 'FLOP/s')} (measured / predicted "
+                  f"x + 1: {qty(flops, 'FLOP/s')} at a counted {rows.intensity.median():.3f} "
+                  f"FLOP/B; {', '.join(ops)} move {qty(B, 'B/s')} past the caches, predicting "
+                  f"{qty(B * rows.intensity.median(), 'FLOP/s')} (measured / predicted "
                   f"{ratio:.2f}, allowed {lo:.2f} to {hi:.2f})"
                   + (f"; {frac:.2%} of the float32 compute ceiling" if frac is not None else
                      "; no float32 compute ceiling fitted: 'far below compute' not judged"),
@@ -146,8 +147,8 @@ def c11(s):
     bw = float(s.need_ceiling("dram_bw").value)
     share, mem = row.flop_per_s / peak, row.byte_per_s / bw
     return Result(bool(share >= COMPUTE_SHARE and mem < MEMORY_SHARE),
-                  f"float32 n = {int(row.n)}: {si(row.flop_per_s, 'FLOP/s')} = {share:.0%} of "
-                  f"{source} ({si(peak, 'FLOP/s')}); it moves {si(row.byte_per_s, 'B/s')} = "
+                  f"float32 n = {int(row.n)}: {qty(row.flop_per_s, 'FLOP/s')} = {share:.0%} of "
+                  f"{source} ({qty(peak, 'FLOP/s')}); it moves {qty(row.byte_per_s, 'B/s')} = "
                   f"{mem:.1%} of DRAM bandwidth at a counted {row.intensity:.0f} FLOP/B",
                   "GEMM FLOP/s / float32 compute peak", float(share),
                   f">= {COMPUTE_SHARE}, with DRAM use < {MEMORY_SHARE}",
@@ -209,7 +210,7 @@ def c12(s):
                 judged, good, used = judged + 1, False, used + len(g)
                 conds.append((-1.0, 0.0, f"{dtype}: a compute roof reached"))  # no noise flips it
                 parts.append(f"{dtype}: the sweep never leaves the memory roof (at "
-                             f"{top.intensity:.3g} FLOP/B: {si(top.flop_per_s, 'FLOP/s')}), so "
+                             f"{top.intensity:.3g} FLOP/B: {qty(top.flop_per_s, 'FLOP/s')}), so "
                              "no point reaches a compute roof")
             else:
                 parts.append(f"{dtype}: no FMA compute ceiling fitted (not judged)")
@@ -231,7 +232,7 @@ def c12(s):
         judged += 1
         used += len(g)
         good &= under >= UNDER and touch_mem and touch_cmp
-        parts.append(f"{dtype}: P = {si(P, 'FLOP/s')} (FMA ceiling), B = {si(B, 'B/s')}, ridge "
+        parts.append(f"{dtype}: P = {qty(P, 'FLOP/s')} (FMA ceiling), B = {qty(B, 'B/s')}, ridge "
                      f"{ridge:.3g} FLOP/B; {under:.0%} of {len(g)} points under the roof; memory "
                      f"roof reached {'yes' if touch_mem else 'no'} ({len(mem)} points under half "
                      f"the ridge), compute roof {'yes' if touch_cmp else 'no'} ({len(cmp_)} "
@@ -247,13 +248,13 @@ def c12(s):
 
 
 @worked_example("C13", lambda sheets: f"{datasheets.ARTICLE_DEVICE}: "
-                f"{si(article_sheet(sheets).bandwidth_Bps, 'B/s')} x 0.125 FLOP/B",
+                f"{qty(article_sheet(sheets).bandwidth_Bps, 'B/s')} x 0.125 FLOP/B",
                 "≈ 117 GFLOPS", 117e9)
 def w13(sheets):
     ref = article_sheet(sheets)
     if not ref.bandwidth_Bps:
         raise NotMeasurable(f"the {ref.name} datasheet has no bandwidth")
-    return ref.bandwidth_Bps * 0.125, si(ref.bandwidth_Bps * 0.125, "FLOP/s")
+    return ref.bandwidth_Bps * 0.125, qty(ref.bandwidth_Bps * 0.125, "FLOP/s")
 
 
 @claim("C13", ROOF,
@@ -269,8 +270,8 @@ def c13(s):
     rows = _add_one_past_caches(s, c)
     worst = float((rows.flop_per_s / (c["value"] * rows.intensity)).max())
     return Result(worst <= 1 + MARGIN,
-                  f"this device: {si(c['value'], 'B/s')} x {rows.intensity.median():.3f} = "
-                  f"{si(c['value'] * rows.intensity.median(), 'FLOP/s')}; x + 1 attains at "
-                  f"most {si(rows.flop_per_s.max(), 'FLOP/s')}",
+                  f"this device: {qty(c['value'], 'B/s')} x {rows.intensity.median():.3f} = "
+                  f"{qty(c['value'] * rows.intensity.median(), 'FLOP/s')}; x + 1 attains at "
+                  f"most {qty(rows.flop_per_s.max(), 'FLOP/s')}",
                   "fastest x + 1 / (bandwidth x 0.125)", worst, f"<= {1 + MARGIN:g} x the bound",
                   f"{counts(rows)}; bound from {counts(ref)}", len(rows) + len(ref))

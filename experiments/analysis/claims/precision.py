@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 
 from experiments.analysis.dataset import param
-from experiments.analysis.claims.base import NotMeasurable, Result, claim, section, si
+from experiments.analysis.claims.base import NotMeasurable, Result, claim, section
+from experiments.analysis.units import qty
 
 SECTION = section("precision", "FP32, FP16, BF16 and Tensor Cores", "matmul")
 TENSOR_CORE = ("tf32", "float16", "bfloat16", "float8_e4m3")
@@ -41,7 +42,7 @@ def c19(s):
         if math.isfinite(inputs.get(d, math.nan)):
             e += f" = inputs rounded {inputs[d]:.1e}, arithmetic {arith.get(d, math.nan):.1e}"
         return e
-    text = "; ".join(f"{d} {si(v, 'FLOP/s')} ({err(d)})"
+    text = "; ".join(f"{d} {qty(v, 'FLOP/s')} ({err(d)})"
                      for d, v in sorted(peaks.items(), key=lambda kv: -kv[1]))
     if s.kind != "cuda":
         raise NotMeasurable("a CPU has no Tensor Cores (its numbers are shown for reference)",

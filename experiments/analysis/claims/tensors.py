@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 
 from experiments.analysis.dataset import param
-from experiments.analysis.claims.base import PHYSICAL, NotMeasurable, Result, claim, section, si
+from experiments.analysis.claims.base import PHYSICAL, NotMeasurable, Result, claim, section
+from experiments.analysis.units import qty
 
 SECTION = section("tensors", "Where tensors live: host-device copies", "transfer")
 SLOWER = 5  # C2: the device's own memory moves data at least this many times faster
@@ -47,8 +48,8 @@ def c2(s):
     if s.sheet and s.sheet.host_link_Bps and s.sheet.bandwidth_Bps:
         sheet = f"; the datasheet says {s.sheet.bandwidth_Bps / s.sheet.host_link_Bps:.0f}x"
     return Result(ratio >= SLOWER,
-                  f"best host-to-device copy {si(best.byte_per_s, 'B/s')} ({best.label}, "
-                  f"{si(best.bytes, 'B')}) vs device memory {si(device_bw, 'B/s')}: {ratio:.0f}x "
+                  f"best host-to-device copy {qty(best.byte_per_s, 'B/s')} ({best.label}, "
+                  f"{qty(best.bytes, 'B')}) vs device memory {qty(device_bw, 'B/s')}: {ratio:.0f}x "
                   f"slower{sheet}", "device memory bandwidth / best host-to-device copy", ratio,
                   f">= {SLOWER}", f"transfer: h2d copies; {source}", len(h2d))
 
@@ -79,18 +80,18 @@ def c3(s):
             (t.create_on_device < nbytes / (PHYSICAL * s.sheet.bandwidth_Bps))
         if fast.any():
             n = fast.idxmax()
-            raise NotMeasurable(f"{si(nbytes[n], 'B')} moved in {si(t.move_to_device[n], 's')} "
-                                f"or created in {si(t.create_on_device[n], 's')}: faster than the "
+            raise NotMeasurable(f"{qty(nbytes[n], 'B')} moved in {qty(t.move_to_device[n], 's')} "
+                                f"or created in {qty(t.create_on_device[n], 's')}: faster than the "
                                 f"{s.sheet.name} datasheet's host link or memory allow, not a "
                                 "reading")
     ratios = t.move_to_device / t.create_on_device
     n = t.index.max()
     last = t.loc[n]
-    parts = [f"{si(nbytes[n], 'B')}: create on device {si(last.create_on_device, 's')}, move an "
-             f"existing host tensor {si(last.move_to_device, 's')} ({ratios[n]:.1f}x)"]
+    parts = [f"{qty(nbytes[n], 'B')}: create on device {qty(last.create_on_device, 's')}, move an "
+             f"existing host tensor {qty(last.move_to_device, 's')} ({ratios[n]:.1f}x)"]
     if pd.notna(last.get("create_on_host")) and pd.notna(last.get("create_then_move")):
-        parts.append(f"create on the host then move {si(last.create_then_move, 's')} (the "
-                     f"host's randn alone {si(last.create_on_host, 's')})")
+        parts.append(f"create on the host then move {qty(last.create_then_move, 's')} (the "
+                     f"host's randn alone {qty(last.create_on_host, 's')})")
     parts.append(f"move / create from {ratios.min():.1f}x to {ratios.max():.1f}x over "
                  f"{len(t)} sizes")
     return Result(bool((ratios > 1).all()), "; ".join(parts), "move_to_device time / "

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from experiments.analysis import roofline
-from experiments.analysis.claims.base import (NotMeasurable, Result, article_sheet, claim, section, si, worked_example)
+from experiments.analysis.claims.base import (NotMeasurable, Result, article_sheet, claim, section, worked_example)
+from experiments.analysis.units import qty
 
 SECTION = section("numbers", "Capacity, bandwidth, compute: the three numbers", "bandwidth")
 EFFICIENCY = (0.5, 1.05)  # C8: measured / datasheet; above 1.05 the datasheet is wrong or old
@@ -35,8 +36,8 @@ def c8(s):
         s.need_ceiling("dram_bw")  # NotMeasurable, with the fit's note
     fp32 = roofline.value(s.ceilings, s.name, "matrix_flops", "float32") or \
         roofline.value(s.ceilings, s.name, "vector_flops", "float32")
-    text = (f"capacity {si(capacity, 'B')} (device facts), bandwidth {si(bw, 'B/s')}, "
-            f"FP32 compute {si(fp32, 'FLOP/s')}")
+    text = (f"capacity {qty(capacity, 'B') or 'not known'} (device facts), "
+            f"bandwidth {qty(bw, 'B/s')}, FP32 compute {qty(fp32, 'FLOP/s') or 'not fitted'}")
     if fp32 is None:
         raise NotMeasurable("no float32 compute ceiling fitted (no float32 matmul or intensity "
                             "rows)", text)
@@ -62,8 +63,8 @@ def c8(s):
                 "24 GB, 936 GB/s, 35.6 TFLOPS FP32", 936e9)
 def w8(sheets):
     ref = article_sheet(sheets)
-    return ref.bandwidth_Bps, (f"{si(ref.memory_bytes, 'B')}, {si(ref.bandwidth_Bps, 'B/s')}, "
-                               f"{si(ref.vector.get('float32'), 'FLOP/s')} FP32")
+    return ref.bandwidth_Bps, (f"{qty(ref.memory_bytes, 'B')}, {qty(ref.bandwidth_Bps, 'B/s')}, "
+                               f"{qty(ref.vector.get('float32'), 'FLOP/s')} FP32")
 
 
 @claim("C9", SECTION,
@@ -85,16 +86,16 @@ def c9(s):
     if past.empty:
         big = s.rows.working_set_bytes.max()
         raise NotMeasurable(f"no point in this sweep exceeded memory (largest working set "
-                            f"{si(big, 'B')} of {si(capacity, 'B')}); {OVERSUBSCRIBE}")
+                            f"{qty(big, 'B')} of {qty(capacity, 'B')}); {OVERSUBSCRIBE}")
     oom = past[past.status == "oom"]
     ran = past[(past.status == "ok") & (past.byte_per_s > 0)]
     bw = s.ceiling("dram_bw")
     fast = ran[ran.byte_per_s >= FULL_SPEED * bw] if bw and not ran.empty else ran.iloc[:0]
     share = float(ran.byte_per_s.max() / bw) if bw and not ran.empty else 0.0
-    text = (f"{len(past)} point(s) past the capacity of {si(capacity, 'B')}: {len(oom)} raised "
+    text = (f"{len(past)} point(s) past the capacity of {qty(capacity, 'B')}: {len(oom)} raised "
             f"out of memory, {len(ran)} ran")
     if not ran.empty:
-        text += (f" (fastest at {si(ran.byte_per_s.max(), 'B/s')}" + (
+        text += (f" (fastest at {qty(ran.byte_per_s.max(), 'B/s')}" + (
             f", {share:.0%} of DRAM bandwidth)" if bw else ")"))
     later = s.rows[s.rows.experiment.isin(past.experiment) & (s.rows.status == "ok")]
     text += f"; {len(later)} ok rows in the same experiments (the sweep went on); {OVERSUBSCRIBE}"

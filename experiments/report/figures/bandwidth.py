@@ -6,7 +6,7 @@ import math
 
 import seaborn as sns
 
-from experiments.analysis.units import si
+from experiments.analysis.units import qty
 from experiments.report.figures.common import (NOTE, Grid, bytes_label, bytes_ticks, ceiling_rows, figure, legend_right,
                      log_ticks, palette, title)
 
@@ -35,7 +35,7 @@ def bandwidth(g: Grid):
         for _, c in ceil[(ceil.unit == "B/s") & (ceil.ceiling != "intensity_bw")].iterrows():
             lo, hi = c.ws_min / 1.2, c.ws_max * 1.2  # the sizes on the plateau
             ax.hlines(c.value / 1e9, lo, hi, color="black", lw=2.5, alpha=0.85, zorder=5)
-            ax.annotate(f"{c.ceiling.split('_')[0].upper()} {si(c.value, 'B/s')}",
+            ax.annotate(f"{c.ceiling.split('_')[0].upper()} {qty(c.value, 'B/s')}",
                         (math.sqrt(lo * hi), c.value / 1e9), xytext=(0, 6),
                         textcoords="offset points", ha="center", fontsize=NOTE, weight="bold",
                         zorder=6, bbox={"boxstyle": "round,pad=0.15", "fc": "white",

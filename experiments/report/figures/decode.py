@@ -5,7 +5,7 @@ from __future__ import annotations
 import seaborn as sns
 
 from experiments.analysis.knees import gemv_rows
-from experiments.analysis.units import si
+from experiments.analysis.units import qty
 from experiments.report.figures.common import NOTE, Grid, figure, legend_right, log_ticks, palette, ticks_at, title
 
 
@@ -29,7 +29,7 @@ def decode(g: Grid):
             ax.set(xscale="log", yscale="log", xlabel="batch b (sequences decoded together)",
                    ylabel=label)
             ticks_at(ax.xaxis, r.batch)
-            log_ticks(ax.yaxis, lambda v, _, unit=unit: si(v, unit, 3))
+            log_ticks(ax.yaxis, lambda v, _, unit=unit: qty(v, unit, 3))
         k = knees[knees.system == system] if not knees.empty else knees
         for _, kn in k.iterrows():
             curve = f"{kn['dtype']} C={kn.C}"

@@ -10,7 +10,7 @@ import seaborn as sns
 
 from experiments.analysis import datasheets
 from experiments.analysis.levels import STEP
-from experiments.analysis.units import si
+from experiments.analysis.units import qty
 from experiments.report.figures.common import (NOTE, Grid, bytes_label, ceiling_rows, figure, freeze_layout, legend_below,
                      log_ticks, palette, title, tooltips)
 
@@ -29,8 +29,8 @@ def _point_name(r) -> str:
     size = (f"batch {r.batch:.0f}" if r.batch > 0 else f"n {r.n:.0f}" if r.experiment == "matmul"
             else f"ws {bytes_label(r.working_set_bytes)}" if r.working_set_bytes > 0 else "")
     what = " ".join(str(v) for v in (r.experiment, r.op, r.dtype, size) if v and v == v)
-    return (f"{what}: {si(r.flop_per_s, 'FLOP/s')} at {r.intensity:.3g} FLOP/B"
-            + (f", {si(r.byte_per_s, 'B/s')}" if r.byte_per_s > 0 else ""))
+    return (f"{what}: {qty(r.flop_per_s, 'FLOP/s')} at {r.intensity:.3g} FLOP/B"
+            + (f", {qty(r.byte_per_s, 'B/s')}" if r.byte_per_s > 0 else ""))
 
 
 def _name_points(ax, p: pd.DataFrame):
@@ -72,7 +72,7 @@ def roofline(g: Grid):
             main = c.ceiling == "dram_bw"
             ax.plot(x, np.minimum(c.value * x, roof), color="black" if main else "0.45",
                     lw=1.6 if main else 1.0, ls="-" if main else "-.", zorder=1)
-            text = f"{c.ceiling.split('_')[0].upper()} {si(c.value, 'B/s')}"
+            text = f"{c.ceiling.split('_')[0].upper()} {qty(c.value, 'B/s')}"
             if main:
                 diagonals.append((ax, c.value, roof, 0.55, text, "black"))
             elif caches and c.value < STEP * caches[-1][0]:  # kept_levels' pair
@@ -87,7 +87,7 @@ def roofline(g: Grid):
             ls = "-" if c.ceiling == "matrix_flops" else ":"
             ax.hlines(c.value, start, xhi, color=dtype_colors[dtype], lw=1.5, ls=ls, zorder=1)
             kind = "GEMM" if c.ceiling == "matrix_flops" else "vector"
-            labels.append((c.value, f"{dtype} {kind} {si(c.value, 'FLOP/s')}",
+            labels.append((c.value, f"{dtype} {kind} {qty(c.value, 'FLOP/s')}",
                            dtype_colors[dtype]))
         if sheet is not None:
             name = f"datasheet: {sheet.name}"
@@ -116,7 +116,7 @@ def roofline(g: Grid):
                         color=color, annotation_clip=False)
         ax.set(xlabel="arithmetic intensity (FLOP/byte)", ylabel="attained FLOP/s")
         log_ticks(ax.xaxis)
-        log_ticks(ax.yaxis, lambda v, _: si(v, "FLOP/s"))
+        log_ticks(ax.yaxis, lambda v, _: qty(v, "FLOP/s"))
         notes = ["solid: fitted ceilings; dashed: datasheet" if sheet is not None
                  else "no datasheet entry matches this device"]
         if flops.empty:

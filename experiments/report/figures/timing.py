@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import seaborn as sns
 
-from experiments.analysis.units import si
+from experiments.analysis.units import qty
 from experiments.report.figures.common import (Grid, Missing, figure, literal, log_ticks,
                                                palette, title)
 
@@ -33,14 +33,14 @@ def timing(g: Grid):
         ax_r.axhline(1, color="0.3", lw=0.8)
         ax_r.set(xscale="log", yscale="log", xlabel="kernel time by CUDA events",
                  ylabel="method's time / event time")
-        log_ticks(ax_r.xaxis, lambda v, _: si(v, "s"))
+        log_ticks(ax_r.xaxis, lambda v, _: qty(v, "s"))
         log_ticks(ax_r.yaxis)
         title(ax_r, "below 1: the clock stopped before the kernel ended")
         sns.lineplot(data=k, x="event_s", y="cv", hue="variant", palette=colors, marker="o",
                      errorbar=None, ax=ax_cv)
         ax_cv.set(xscale="log", xlabel="kernel time by CUDA events",
                   ylabel="coefficient of variation (std / mean)")
-        log_ticks(ax_cv.xaxis, lambda v, _: si(v, "s"))
+        log_ticks(ax_cv.xaxis, lambda v, _: qty(v, "s"))
         title(ax_cv, "spread of each method")
         # the methods' legend gets the fourth slot, under the two panels it explains
         handles, labels = ax_cv.get_legend_handles_labels()

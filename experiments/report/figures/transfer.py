@@ -9,7 +9,7 @@ import pandas as pd
 import seaborn as sns
 
 from experiments.analysis.dataset import param
-from experiments.analysis.units import si
+from experiments.analysis.units import qty
 from experiments.report.figures.common import (NOTE, Grid, bytes_label, bytes_ticks, ceiling_rows, figure, legend_right,
                      log_ticks, palette, ticks_at, title)
 
@@ -46,7 +46,7 @@ def transfer(g: Grid):
         dram = dram[dram.ceiling == "dram_bw"].value
         if len(dram):
             ax.axhline(dram.iloc[0] / 1e9, color="black", ls="--", lw=1)
-            ax.annotate(f"device memory {si(dram.iloc[0], 'B/s')}", (0.02, dram.iloc[0] / 1e9),
+            ax.annotate(f"device memory {qty(dram.iloc[0], 'B/s')}", (0.02, dram.iloc[0] / 1e9),
                         xycoords=("axes fraction", "data"), xytext=(0, -14),
                         textcoords="offset points", fontsize=NOTE)
         ax.set(xscale="log", yscale="log", xlabel="bytes per copy", ylabel="GB/s")
@@ -62,7 +62,7 @@ def transfer(g: Grid):
             sns.lineplot(data=cr, x="bytes", y="time_s", hue="op", marker="o", errorbar=None,
                          ax=ax_c)
             ax_c.set(xscale="log", yscale="log", xlabel="tensor size", ylabel="time per tensor")
-            log_ticks(ax_c.yaxis, lambda v, _: si(v, "s"))
+            log_ticks(ax_c.yaxis, lambda v, _: qty(v, "s"))
             ticks_at(ax_c.xaxis, cr.bytes, bytes_label)
             legend_right(ax_c)
         title(ax_c, "create on the device vs create, then move")

@@ -115,7 +115,7 @@ def test_cli_profile_table_is_readable_and_leaves_views_out(tmp_path):
     table = run.stdout.split("views left out):")[1]
     import re
     assert "addmm" in table and "time/call" in table
-    assert re.search(r"addmm .* \d+(\.\d+)? [mun]?s ", table) and " kB" in table  # with units
+    assert re.search(r"addmm .* \d+(\.\d+)? [mµn]?s ", table) and " kB" in table  # with units
     assert "aten::t " not in table and "\nt " not in table and "e-0" not in table
 
 
