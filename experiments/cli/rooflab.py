@@ -76,8 +76,8 @@ def parser() -> Parser:
                                    "measurements.parquet file or a results folder.")
     c.add_argument("a", metavar="A")
     c.add_argument("b", metavar="B")
-    c.add_argument("--out", help="also write the comparison: .html (one page) or .csv (ceilings; "
-                                 "the claims beside it as <stem>.claims.csv)")
+    c.add_argument("--out", help="also write the comparison: .html (one page, its CSV beside "
+                                 "it) or .csv (ceilings, claims and workloads, raw numbers)")
     c.add_argument("--datasheets", help="reference devices (as for report)")
     p.commands = sub.choices
     return p
@@ -287,7 +287,7 @@ def report(args) -> int:
 
 
 def compare(args) -> int:
-    from experiments.report import compare as cmp, compare_page
+    from experiments.report import compare as cmp, compare_page, compare_text
     from experiments.core.store import DatasetError
 
     if args.out and Path(args.out).suffix not in (".html", ".csv"):
@@ -305,10 +305,11 @@ def compare(args) -> int:
     except (DatasetError, FileNotFoundError) as exc:
         print(f"rooflab compare: {exc}", file=sys.stderr)
         return 2
-    print(cmp.text(a, b, ceilings, claims))
+    calls = cmp.workloads_table(a, b)
+    print(compare_text.text(a, b, ceilings, claims, calls))
     if args.out:
         try:
-            for path in compare_page.write(args.out, a, b, ceilings, claims):
+            for path in compare_page.write(args.out, a, b, ceilings, claims, calls):
                 print(f"rooflab compare: wrote {path}", file=sys.stderr)
         except CannotWrite as exc:  # filled up meanwhile
             print(f"rooflab compare: {exc}; give --out a writable path", file=sys.stderr)

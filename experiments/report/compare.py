@@ -1,14 +1,20 @@
 """Two datasets side by side: each ceiling on both with its interval, the ratio B / A with its
-interval and a call (within noise, or differs), the claims whose verdicts differ grouped by why,
-both rooflines overlaid and the machines' details side by side.
+interval and a call, the claims whose verdicts differ grouped by why, and the workloads both
+measured, matched by system and device. compare_text.py writes it for a terminal,
+compare_page.py as a page.
 
 A side is a merged dataset (results/measurements.parquet), a results folder holding one (and a
 published folder's workloads.parquet beside it), or a single measurement file. Its own systems are
 compared: the rows it measured, not the published sets a sweep merges in (a file of published
 rows alone is its own). One system a side: they are compared whatever their devices; several:
-paired by device (cpu with cpu, cuda:0 with cuda:0), and a system with no partner is listed
-alone. The ceilings are fitted and the claims judged afresh from the rows, by the workflow's steps
+paired by device (cpu with cpu, cuda:0 with cuda:0). A system with no partner, or one that holds
+only workload rows (nothing to fit or judge), is one-sided: named in one line; a workload-only
+system's calls join the pair of its side's system of the same device model. The ceilings are
+fitted and the claims judged afresh from the rows, by the workflow's steps
 (experiments/analysis/compute.py, what experiments/steps/pipeline.py writes to files).
+
+A change "differs" when the two intervals do not overlap AND the values are at least MIN_CHANGE
+apart, as nvbench_compare calls a change only past both sides' noise.
 """
 
 from __future__ import annotations
@@ -20,11 +26,14 @@ from pathlib import Path
 import pandas as pd
 
 from experiments.analysis import claims, compute, datasheets, dataset, roofline
-from experiments.analysis.units import finite, interval, num
+from experiments.analysis.units import finite, share
 from experiments.core.store import DatasetError
 
 KEY = ["ceiling", "dtype"]
-WITHIN, DIFFERS = "within noise", "differs"
+WORKLOAD_KEY = ["workload", "dtype", "batch"]
+# the GPU's run-to-run spread (plateaus.RUN_TO_RUN): a smaller change is clocks, not the machine
+MIN_CHANGE = 0.05
+WITHIN, SMALL, DIFFERS = "within noise", f"under {share(MIN_CHANGE)}", "differs"
 MEASURED_DIFFERENTLY = "measured differently"
 ONE_SIDE = "not measurable on one side"
 NOISE = "within noise on one side"  # undecided there: its evidence sits at the threshold
@@ -78,65 +87,152 @@ def load(path, sheets: list) -> Side:
     return Side(file, ds, ceilings, table)
 
 
-def pairs(a: Side, b: Side) -> list[tuple[str | None, str | None]]:
-    """(system of A, system of B) to compare; None where a system has no partner."""
-    sa, sb = _measured_first(a), _measured_first(b)
-    if len(sa) == 1 and len(sb) == 1:
-        return [(sa.system[0], sb.system[0])]
-    by_device = {}  # a device's system with the most rows beyond workloads (not a workload set)
-    for s in sb.itertuples():
-        by_device.setdefault(s.device, s.system)
-    out = [(s.system, by_device.pop(s.device, None)) for s in sa.itertuples()]
-    return out + [(None, s) for s in by_device.values()]
+def labels(a: Side, b: Side) -> tuple[str, str]:
+    """What names each side for a reader: the last parts of its folder that tell the two apart
+    ("run1/results" and "run2/results"), and its hosts; the same folder twice: its hosts."""
+    def parts(side):
+        p = Path(str(side.path))
+        return (p.parent if p.name == "measurements.parquet" else p).absolute().parts
+
+    pa, pb = parts(a), parts(b)
+    n = 1
+    while n < max(len(pa), len(pb)) and pa[-n:] == pb[-n:]:
+        n += 1
+    out = []
+    for side, p in ((a, pa), (b, pb)):
+        hosts = ", ".join(dict.fromkeys(side.systems().host))
+        out.append(f"{'/'.join(p[-n:]) if pa != pb else p[-1]} ({hosts})")
+    return out[0], out[1]
 
 
-def _measured_first(side: Side) -> pd.DataFrame:
-    """The side's systems, those with more rows beyond workloads first."""
+def _rows_beyond_workloads(side: Side) -> pd.DataFrame:
+    """The side's systems with how many of their rows are not workload rows, those with more
+    first (a workload-only system has none)."""
     s = side.systems()
     rows = side.ds.rows
     n = [int(((rows.system == x) & (rows.experiment != "workload")).sum()) for x in s.system]
     return s.assign(_n=n).sort_values("_n", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def _ceilings(side: Side, system: str | None) -> pd.DataFrame:
-    c = side.ceilings
-    c = c[c.system == system] if system is not None else c.iloc[0:0]
+def _fitted(side: Side) -> pd.DataFrame:
+    """The systems that can be compared (rows beyond workloads; all where none has any)."""
+    s = _rows_beyond_workloads(side)
+    return s[s._n > 0].reset_index(drop=True) if (s._n > 0).any() else s
+
+
+def pairs(a: Side, b: Side) -> list[tuple[str | None, str | None]]:
+    """(system of A, system of B) to compare; None where a system has no partner."""
+    sa, sb = _fitted(a), _fitted(b)
+    if len(sa) == 1 and len(sb) == 1:
+        return [(sa.system[0], sb.system[0])]
+    by_device = {}  # a device's system with the most rows beyond workloads
+    for s in sb.itertuples():
+        by_device.setdefault(s.device, s.system)
+    out = [(s.system, by_device.pop(s.device, None)) for s in sa.itertuples()]
+    return out + [(None, s) for s in by_device.values()]
+
+
+def both(pair_list) -> list[tuple[str, str]]:
+    """The pairs with a system on both sides: those with ceilings and claims to compare."""
+    return [(x, y) for x, y in pair_list if x is not None and y is not None]
+
+
+def slots(a: Side, b: Side) -> dict[tuple[str, str], int]:
+    """("A" or "B", system) -> the index in both(pairs) whose workloads it is compared beside:
+    its own pair, else (a workload-only system) the pair of its side's system of the same device
+    model, else of the same device; a system in none is left out."""
+    paired = both(pairs(a, b))
+    out = {}
+    for i, tag, side in ((0, "A", a), (1, "B", b)):
+        mine = side.systems().set_index("system")
+        for system, s in mine.iterrows():
+            own = [k for k, p in enumerate(paired) if p[i] == system]
+            same = [k for k, p in enumerate(paired) if mine.device_name.get(p[i]) == s.device_name]
+            near = [k for k, p in enumerate(paired) if mine.device.get(p[i]) == s.device]
+            found = (own or same or near)[:1]
+            if found:
+                out[(tag, system)] = found[0]
+    return out
+
+
+def alone(a: Side, b: Side) -> list[dict]:
+    """The one-sided systems, one line each: on which side, its device, why it stands alone."""
+    pair_list = pairs(a, b)
+    paired = both(pair_list)
+    placed = slots(a, b)
+    out = []
+    for tag, i, side in (("A", 0, a), ("B", 1, b)):
+        fitted = set(_fitted(side).system)
+        partners = {p[i] for p in pair_list if p[i] is not None and p[1 - i] is None}
+        for s in _rows_beyond_workloads(side).itertuples():
+            if s.system in fitted and s.system not in partners:
+                continue
+            if s.system in fitted:
+                why = f"no {s.device} on {'B' if tag == 'A' else 'A'}"
+            else:
+                k = placed.get((tag, s.system))
+                why = "workload rows only" + (
+                    f"; its workloads are compared beside {paired[k][i]}" if k is not None
+                    else "; no system of its device to compare its workloads beside")
+            out.append({"side": tag, "system": s.system, "device": s.device, "why": why})
+    return out
+
+
+def _ceilings(side: Side, system: str) -> pd.DataFrame:
+    c = side.ceilings[side.ceilings.system == system]
     return c[KEY + ["unit", "value", "ci_low", "ci_high"]].assign(dtype=c.dtype.fillna(""))
 
 
+def apart(value_a, value_b) -> bool:
+    """At least MIN_CHANGE apart, either way (B 5 % above A, or A 5 % above B)."""
+    low, high = sorted((abs(value_a), abs(value_b)))
+    return low == 0 and high > 0 or low > 0 and high / low >= 1 + MIN_CHANGE
+
+
 def call(r) -> str:
-    """Drift or noise: the two intervals overlap (within noise) or they do not (differs); a
-    ceiling fitted on one side only says which."""
+    """Drift or noise: within noise where the two intervals overlap; under 5 % where they do not
+    but the values are less than MIN_CHANGE apart; differs where both. A value on one side only
+    says which; no interval on a side: no call."""
     if not finite(r["value_a"]) or not finite(r["value_b"]):
         return "fitted on A only" if finite(r["value_a"]) else "fitted on B only"
     lows, highs = (r["ci_low_a"], r["ci_low_b"]), (r["ci_high_a"], r["ci_high_b"])
     if not all(map(finite, lows + highs)):
         return WITHIN if r["value_a"] == r["value_b"] else "no interval"
-    return WITHIN if max(lows) <= min(highs) else DIFFERS
+    if max(lows) <= min(highs):
+        return WITHIN
+    return DIFFERS if apart(r["value_a"], r["value_b"]) else SMALL
+
+
+def _with_ratio(frame: pd.DataFrame) -> pd.DataFrame:
+    """B / A with its interval (B's bounds over A's), and the call."""
+    frame = frame.assign(ratio=frame.value_b / frame.value_a,
+                         ratio_low=frame.ci_low_b / frame.ci_high_a,
+                         ratio_high=frame.ci_high_b / frame.ci_low_a)
+    frame["call"] = [call(r) for r in frame.to_dict("records")] if len(frame) else []
+    return frame
+
+
+CEILING_COLUMNS = ["system_a", "system_b", "ceiling", "label", "dtype", "unit", "value_a",
+                   "ci_low_a", "ci_high_a", "value_b", "ci_low_b", "ci_high_b", "ratio",
+                   "ratio_low", "ratio_high", "call"]
 
 
 def ceilings_table(a: Side, b: Side) -> pd.DataFrame:
     """One row per system pair and ceiling: A's value and interval, B's, B / A with its interval
     (B's bounds over A's), and the call."""
     out = []
-    for sys_a, sys_b in pairs(a, b):
+    for sys_a, sys_b in both(pairs(a, b)):
         ca, cb = _ceilings(a, sys_a), _ceilings(b, sys_b)
-        both = ca.merge(cb, on=KEY, how="outer", suffixes=("_a", "_b"))
-        both = both[both.value_a.notna() | both.value_b.notna()]  # fitted on neither: left out
+        t = ca.merge(cb, on=KEY, how="outer", suffixes=("_a", "_b"))
+        t = t[t.value_a.notna() | t.value_b.notna()]  # fitted on neither: left out
         seen = pd.concat([ca, cb])  # in the fit's order, each ceiling's dtypes together
         rank = {col: {v: i for i, v in enumerate(dict.fromkeys(seen[col]))} for col in KEY}
-        both = both.sort_values(KEY, key=lambda col: col.map(rank[col.name]))
-        both["unit"] = both.unit_a.fillna(both.unit_b)
-        both = both.assign(system_a=sys_a or "", system_b=sys_b or "",
-                           label=both.ceiling.map(roofline.label), ratio=both.value_b / both.value_a,
-                           ratio_low=both.ci_low_b / both.ci_high_a,
-                           ratio_high=both.ci_high_b / both.ci_low_a)
-        both["call"] = [call(r) for r in both.to_dict("records")] if len(both) else []
-        out.append(both)
-    cols = ["system_a", "system_b", "ceiling", "label", "dtype", "unit", "value_a", "ci_low_a",
-            "ci_high_a", "value_b", "ci_low_b", "ci_high_b", "ratio", "ratio_low", "ratio_high",
-            "call"]
-    return pd.concat(out, ignore_index=True)[cols] if out else pd.DataFrame(columns=cols)
+        t = t.sort_values(KEY, key=lambda col: col.map(rank[col.name]))
+        t["unit"] = t.unit_a.fillna(t.unit_b)
+        out.append(_with_ratio(t.assign(system_a=sys_a, system_b=sys_b,
+                                        label=t.ceiling.map(roofline.label))))
+    return pd.concat(out, ignore_index=True)[CEILING_COLUMNS] if out \
+        else pd.DataFrame(columns=CEILING_COLUMNS)
 
 
 def why(verdict_a: str, verdict_b: str) -> str:
@@ -155,11 +251,11 @@ def claims_table(a: Side, b: Side) -> pd.DataFrame:
         return t.set_index("claim")[["verdict", "measurement", "reason"]]
 
     out = []
-    for sys_a, sys_b in pairs(a, b):
-        both = verdicts(a, sys_a).merge(verdicts(b, sys_b), how="outer", left_index=True,
-                                        right_index=True, suffixes=("_a", "_b"))
-        both = both.reindex([c for c in claims.CLAIM_IDS if c in both.index])
-        out.append(both.reset_index().assign(system_a=sys_a or "", system_b=sys_b or ""))
+    for sys_a, sys_b in both(pairs(a, b)):
+        t = verdicts(a, sys_a).merge(verdicts(b, sys_b), how="outer", left_index=True,
+                                     right_index=True, suffixes=("_a", "_b"))
+        t = t.reindex([c for c in claims.CLAIM_IDS if c in t.index])
+        out.append(t.reset_index().assign(system_a=sys_a, system_b=sys_b))
     cols = ["system_a", "system_b", "claim", "verdict_a", "verdict_b", "differ", "why",
             "measurement_a", "measurement_b", "reason_a", "reason_b"]
     if not out:
@@ -172,24 +268,40 @@ def claims_table(a: Side, b: Side) -> pd.DataFrame:
     return table[cols]
 
 
+def _calls(side: Side, tag: str, placed: dict) -> pd.DataFrame:
+    """A side's whole workload calls (ok rows) with their pair's index: time per call (the
+    point's median) and its 10-90 % spread; a key measured by several systems of one pair: the
+    one with more rows beyond workloads."""
+    rows = side.ds.rows
+    w = rows[(rows.experiment == "workload") & (rows.status == "ok")]
+    if "variant" in w:
+        w = w[w.variant.fillna("") != "aten_op"]
+    w = w[w.time_s > 0].assign(slot=[placed.get((tag, s)) for s in w.system])
+    w = w[w.slot.notna()]
+    order = {s: i for i, s in enumerate(_rows_beyond_workloads(side).system)}
+    w = w.sort_values("system", key=lambda col: col.map(order), kind="stable")
+    w = w.rename(columns={"op": "workload", "time_s": "value", "time_s_q10": "ci_low",
+                          "time_s_q90": "ci_high"})
+    cols = ["slot", "system", "device"] + WORKLOAD_KEY + ["value", "ci_low", "ci_high"]
+    return w.reindex(columns=cols).drop_duplicates(["slot"] + WORKLOAD_KEY)
+
+
+WORKLOAD_COLUMNS = ["system_a", "device_a", "system_b", "device_b", "workload", "dtype", "batch",
+                    "value_a", "ci_low_a", "ci_high_a", "value_b", "ci_low_b", "ci_high_b",
+                    "ratio", "ratio_low", "ratio_high", "call"]
+
+
 def workloads_table(a: Side, b: Side) -> pd.DataFrame:
-    """The workloads both sides measured (same workload, dtype and batch): each side's time per
-    call and B / A. A side that measured a point on several systems gives its measured-first
-    system's (the one with more than workload rows)."""
-    key = ["workload", "dtype", "batch"]
-
-    def calls(side):
-        placed, _ = compute.place_calls(side.ds, side.ceilings)
-        if placed.empty:
-            return pd.DataFrame(columns=key + ["time"])
-        order = {s: i for i, s in enumerate(_measured_first(side).system)}
-        placed = placed[placed.system.isin(order)].sort_values(
-            "system", key=lambda col: col.map(order), kind="stable")
-        return placed.drop_duplicates(key)[key + ["measured_time_s"]].rename(
-            columns={"measured_time_s": "time"})
-
-    both = calls(a).merge(calls(b), on=key, suffixes=("_a", "_b"))
-    return both.assign(ratio=both.time_b / both.time_a)
+    """The workload points both sides measured, matched by system pair (and so by device: a CPU
+    and a GPU row of one workload, dtype and batch are two rows) and by workload, dtype and
+    batch: each side's time per call with its 10-90 % spread, B / A and the call."""
+    placed = slots(a, b)
+    t = _calls(a, "A", placed).merge(_calls(b, "B", placed), on=["slot"] + WORKLOAD_KEY,
+                                     suffixes=("_a", "_b"))
+    if t.empty:
+        return pd.DataFrame(columns=WORKLOAD_COLUMNS)
+    t = _with_ratio(t.sort_values(["slot"] + WORKLOAD_KEY, kind="stable"))
+    return t.reset_index(drop=True)[WORKLOAD_COLUMNS]
 
 
 def compare(path_a, path_b, datasheets_path) -> tuple[Side, Side, pd.DataFrame, pd.DataFrame]:
@@ -198,74 +310,18 @@ def compare(path_a, path_b, datasheets_path) -> tuple[Side, Side, pd.DataFrame, 
     return a, b, ceilings_table(a, b), claims_table(a, b)
 
 
-def shown(ceilings: pd.DataFrame) -> pd.DataFrame:
-    """The ceilings as a reader sees them: "4.29 TB/s [4.27, 4.33]", the ratio as 0.98x
-    [0.96, 1.01], the call."""
-    rows = ceilings.to_dict("records")
-    return pd.DataFrame({
-        "ceiling": [r["label"] + (f" {r['dtype']}" if r["dtype"] else "") for r in rows],
-        "A": [interval(r["value_a"], r["ci_low_a"], r["ci_high_a"], r["unit"]) or "-"
-              for r in rows],
-        "B": [interval(r["value_b"], r["ci_low_b"], r["ci_high_b"], r["unit"]) or "-"
-              for r in rows],
-        "B/A": [_ratio(r) for r in rows],
-        "call": [r["call"] for r in rows]}, columns=["ceiling", "A", "B", "B/A", "call"])
-
-
-def _ratio(r) -> str:
-    """B / A as 0.98x [0.96, 1.01] (two decimals between 0.01 and 100: ratios near 1 read as
-    such), "-" where either side is not fitted."""
-    def fmt(v):
-        return f"{v:.2f}" if 0.01 <= abs(v) < 100 else num(v)
-    if not finite(r["ratio"]):
-        return "-"
-    bounds = f" [{fmt(r['ratio_low'])}, {fmt(r['ratio_high'])}]" \
-        if finite(r["ratio_low"]) and finite(r["ratio_high"]) else ""
-    return f"{fmt(r['ratio'])}x{bounds}"
-
-
-def columns(frame: pd.DataFrame) -> list[str]:
-    """A table for a terminal, every column left-aligned."""
-    cells = [list(frame.columns)] + frame.astype(str).values.tolist()
-    widths = [max(len(row[i]) for row in cells) for i in range(len(frame.columns))]
-    return ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
-
-
-def text(a: Side, b: Side, ceilings: pd.DataFrame, table: pd.DataFrame) -> str:
-    """The comparison for a terminal: per system pair its ceilings and calls, then the claims
-    that differ, grouped by why."""
-    lines = [f"A: {a.path}", f"B: {b.path}"]
-    for (sys_a, sys_b), group in ceilings.groupby(["system_a", "system_b"], sort=False):
-        lines += ["", f"{sys_a or '(none)'}  vs  {sys_b or '(none)'}"]
-        lines += columns(shown(group)) if len(group) else [
-            "  no ceilings fitted"]
-        lines.append(f"  {(group.call == DIFFERS).sum()} of {len(group)} ceilings differ "
-                     "beyond their intervals")
-    differ = table[table["differ"]]
-    lines.append("")
-    if differ.empty:
-        lines.append(f"Claims: all {table.claim.nunique()} measured claims have the same verdict "
-                     "on both")
-        return "\n".join(lines)
-    several = table[["system_a", "system_b"]].drop_duplicates().shape[0] > 1
-    for reason in WHY:
-        group = differ[differ.why == reason]
-        if group.empty:
-            continue
-        lines.append(f"Claims that differ, {reason} ({len(group)}):")
-        for r in group.itertuples():
-            pair = f"  [{r.system_a or '(none)'} vs {r.system_b or '(none)'}]" if several else ""
-            lines.append(f"  {r.claim:<4} A: {r.verdict_a or '-':<20} B: {r.verdict_b or '-'}"
-                         + pair)
-    return "\n".join(lines)
-
-
-def rows_csv(ceilings: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
-    """One CSV: the ceilings (raw numbers, intervals, ratio, call) and then the claims."""
+def rows_csv(ceilings: pd.DataFrame, table: pd.DataFrame,
+             calls: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One CSV, raw numbers: the ceilings (intervals, ratio, call), the claims, the workloads
+    (time per call in s, the 10-90 % spread as the interval, each side's device)."""
     c = ceilings.assign(kind="ceiling", name=ceilings.ceiling)
     k = table.rename(columns={"why": "call"}).assign(kind="claim", name=table.claim)
     k["call"] = k.call.where(k["differ"], "same")
-    cols = ["kind", "system_a", "system_b", "name", "dtype", "unit", "value_a", "ci_low_a",
-            "ci_high_a", "value_b", "ci_low_b", "ci_high_b", "ratio", "ratio_low", "ratio_high",
-            "call", "verdict_a", "verdict_b", "reason_a", "reason_b"]
-    return pd.concat([c, k], ignore_index=True).reindex(columns=cols)
+    parts = [c, k]
+    if calls is not None and len(calls):
+        parts.append(calls.assign(kind="workload", name=calls.workload, unit="s"))
+    cols = ["kind", "system_a", "device_a", "system_b", "device_b", "name", "dtype", "batch",
+            "unit", "value_a", "ci_low_a", "ci_high_a", "value_b", "ci_low_b", "ci_high_b",
+            "ratio", "ratio_low", "ratio_high", "call", "verdict_a", "verdict_b", "reason_a",
+            "reason_b"]
+    return pd.concat([p for p in parts if len(p)] or [c], ignore_index=True).reindex(columns=cols)
