@@ -3,6 +3,8 @@ its headline ceilings, the claims tally and where the report is; each claim's li
 
 from __future__ import annotations
 
+import re
+import textwrap
 from pathlib import Path
 
 import pandas as pd
@@ -17,6 +19,63 @@ WIDTH = 100  # a claim's detail line is cut here
 SHARED_COLUMNS = ["source", "host", "device", "device_kind", "device_name", "experiment",
                   "status", "gpu_other_processes", "time_s", "samples", "inner_reps",
                   "measured_at"]
+
+
+# what a ceiling's interval is, by its fit's method (analysis/plateaus.py): the first that matches
+INTERVALS = (("best point", "best point [the plateau's range]"),
+             ("median", "median [95 % interval]"))
+KINDS = {"cuda": "GPU", "cpu": "CPU"}
+
+
+def model(device_name: str) -> str:
+    """A device's model for a column's head: "Intel(R) Xeon(R) Gold 6430 CPU @ 2.10GHz" ->
+    "Intel Xeon Gold 6430"."""
+    name = re.sub(r"\((R|TM)\)", "", str(device_name), flags=re.I)
+    name = re.sub(r"\s+(CPU\s*)?@.*$", "", name)
+    return re.sub(r"\s+", " ", name).strip()
+
+
+def column_heads(ceilings: pd.DataFrame, systems: list[str]) -> dict[str, str]:
+    """system -> its column's head: device kind and model ("GPU NVIDIA H100 80GB HBM3"); where
+    two would read the same, the device, then the host, told apart."""
+    first = ceilings.drop_duplicates("system").set_index("system")
+    heads = {}
+    for s in systems:
+        r = first.loc[s]
+        heads[s] = f"{KINDS.get(r.device_kind, str(r.device_kind).upper())} {model(r.device_name)}"
+    for extra in (lambda r: f" ({r.device})", lambda r: f" @ {r.host}"):
+        names = list(heads.values())
+        heads = {s: h + extra(first.loc[s]) if names.count(h) > 1 else h
+                 for s, h in heads.items()}
+    return heads
+
+
+def meaning(head: pd.DataFrame, heads: dict[str, str]) -> str:
+    """One line: what each column's intervals are, as its ceilings were fitted; said once per
+    device kind where all its columns agree ("GPU: median [95 % interval]")."""
+    said = {}
+    for s, h in heads.items():
+        methods = " ".join(head[head.system == s].method.astype(str)) if "method" in head else ""
+        said[h] = " or ".join(text for key, text in INTERVALS if key in methods)
+    kinds = {}
+    for h, text in said.items():
+        kinds.setdefault(h.split()[0], set()).add(text)
+    parts = dict.fromkeys(f"{h.split()[0] if len(kinds[h.split()[0]]) == 1 else h}: {text}"
+                          for h, text in said.items() if text)
+    line = ("intervals: " + "; ".join(parts) + "; each widened to at least the run-to-run "
+            "spread") if parts else "intervals: as fitted (see the report)"
+    return textwrap.fill(line, WIDTH, subsequent_indent="  ")
+
+
+def grid_lines(cells: pd.DataFrame) -> list[str]:
+    """The ceilings' grid: row names left, each column right-aligned under its head, two spaces
+    apart."""
+    table = [["", *cells.columns]] + [[str(i), *map(str, r)] for i, r in
+                                      zip(cells.index, cells.values.tolist())]
+    widths = [max(len(row[k]) for row in table) for k in range(len(table[0]))]
+    return ["  ".join([row[0].ljust(widths[0])] + [c.rjust(w) for c, w in
+                                                     zip(row[1:], widths[1:])]).rstrip()
+            for row in table]
 
 
 def _first(results: Path, *names: str) -> Path | None:
@@ -55,6 +114,7 @@ def text(ceilings: pd.DataFrame, table: pd.DataFrame, report: Path | None,
     for s in systems:
         r = base[base.system == s].iloc[0]
         lines.append(f"{r.device_name}  ({r.host}, {r.device})")
+    heads = column_heads(base, systems)
     if head.empty:
         lines.append("no ceilings fitted (see the report's notes)")
     else:
@@ -67,8 +127,8 @@ def text(ceilings: pd.DataFrame, table: pd.DataFrame, report: Path | None,
                 cell += f", {glance.silicon_share(r)}"
             rows.setdefault(glance.name(r["ceiling"], r["dtype"]), {})[r["system"]] = cell
         grid = pd.DataFrame(rows).T.reindex(columns=systems).fillna("")
-        grid.columns = [s.split(" @ ")[-1] for s in systems]  # the host: short, and unique
-        lines += ["", *grid.to_string().splitlines()]
+        grid.columns = [heads[s] for s in systems]
+        lines += ["", *grid_lines(grid), *meaning(head, heads).splitlines()]
     measured = table[(table.kind == claims_mod.MEASURED) & table.system.isin(systems)]
     lines.append("")
     for s in systems:
@@ -81,7 +141,7 @@ def text(ceilings: pd.DataFrame, table: pd.DataFrame, report: Path | None,
                 named = verdict == claims_mod.FAILS or (verdict != claims_mod.HOLDS
                                                         and len(ids) <= 5)
                 parts.append(f"{verdict} {len(ids)}" + (f" ({', '.join(ids)})" if named else ""))
-        lines.append(f"claims on {s.split(' @ ')[-1]}: " + ("; ".join(parts) or "none judged"))
+        lines.append(f"claims on {heads[s]}: " + ("; ".join(parts) or "none judged"))
         loaded = mine[mine.under_load.fillna(False).astype(bool)] if "under_load" in mine \
             else mine.iloc[:0]
         if len(loaded):  # a busy machine: its verdicts read points other processes slowed

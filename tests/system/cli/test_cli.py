@@ -101,7 +101,7 @@ def test_report_rebuilds_from_a_results_folder_without_measuring(tmp_path, capsy
     assert out[0] == "Test CPU 9000  (laptop, cpu)" and len(out) <= 40
     assert max(map(len, out)) <= 100, max(out, key=len)
     assert any(re.fullmatch(r"DRAM +[\d.]+ GB/s \[[\d.]+, [\d.]+\]", line) for line in out), out
-    assert any(line.startswith("claims on laptop: holds ") for line in out)
+    assert any(line.startswith("claims on CPU Test CPU 9000: holds ") for line in out)
     assert f"report: {res / 'report.html'}" in out and not any(" C4 " in line for line in out)
     assert cli.main(["report", "--results", str(res), "--claims"]) == 0  # each claim, on request
     detail = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  C")]
