@@ -42,7 +42,10 @@ def column_heads(ceilings: pd.DataFrame, systems: list[str]) -> dict[str, str]:
     heads = {}
     for s in systems:
         r = first.loc[s]
-        heads[s] = f"{KINDS.get(r.device_kind, str(r.device_kind).upper())} {model(r.device_name)}"
+        kind = r.get("device_kind")
+        if not isinstance(kind, str) or not kind:  # tables without it: the device says
+            kind = str(r.device).split(":")[0]
+        heads[s] = f"{KINDS.get(kind, str(kind).upper())} {model(r.device_name)}"
     for extra in (lambda r: f" ({r.device})", lambda r: f" @ {r.host}"):
         names = list(heads.values())
         heads = {s: h + extra(first.loc[s]) if names.count(h) > 1 else h
