@@ -127,9 +127,11 @@ def test_workloads_are_matched_by_system_and_device(shown):
 def test_the_overlaid_roofline_tells_a_from_b(shown):
     _, html, _ = shown
     plot = html[html.index("const docs_json"):]
-    for side in ("A", "B"):  # every roof of both sides labelled, each label naming its side
-        assert re.search(rf'"{side}: DRAM [\d.]+ TB/s"', plot)
-        assert re.search(rf'"{side}: GEMM float32 [\d.]+ TFLOP/s"', plot)
+    # every roof of both sides labelled: apart, each its side's; the same on both, one label
+    assert re.search(r'"A: GEMM float32 [\d.]+ TFLOP/s"', plot)
+    assert re.search(r'"B: GEMM float32 [\d.]+ TFLOP/s"', plot)
+    assert re.search(r'"DRAM: A [\d.]+, B [\d.]+ TB/s"', plot)
+    for side in ("A", "B"):  # every hover names its side and machine
         assert re.search(rf'"{side}: NVIDIA H200 @ h200-ref: mlp float32 batch 1', plot)
     assert '"marker":{"type":"value","value":"square"}' in plot  # B's (A's: the default)
     assert "A: run1/results" in plot and "B: run2/results" in plot  # the legend names the sides
@@ -171,12 +173,18 @@ def test_the_plot_gives_each_side_its_marker_colours_and_labels():
                   for g in ("mlp float32", "conv float32")]
         return roofs, points
 
+    def texts(fig):
+        return [t for r in fig.renderers if type(r.glyph).__name__ == "Text"
+                for t in r.data_source.data["text"]]
+
     fig = compare_plot.figure({"A": ("run1", *side(1)), "B": ("run2", *side(0.5))})
-    texts = [t for r in fig.renderers if type(r.glyph).__name__ == "Text"
-             for t in r.data_source.data["text"]]
-    for tag, scale in (("A", 1), ("B", 0.5)):  # every roof labelled, close ones too
+    for tag in ("A", "B"):  # every roof labelled, close ones too
         for what in ("DRAM", "L2", "GEMM bfloat16", "GEMM float16"):
-            assert sum(t.startswith(f"{tag}: {what} ") for t in texts) == 1, (tag, what, texts)
+            assert sum(t.startswith(f"{tag}: {what} ") for t in texts(fig)) == 1, (tag, what)
+    # the same roofs 10 % apart: one label each, naming both values
+    near = compare_plot.figure({"A": ("run1", *side(1)), "B": ("run2", *side(0.9))})
+    assert "GEMM bfloat16: A 760, B 684 TFLOP/s" in texts(near)
+    assert "DRAM: A 4, B 3.6 TB/s" in texts(near) and len(texts(near)) == 4
     scatters = [r for r in fig.renderers if type(r.glyph).__name__ == "Scatter"
                 and len(r.data_source.data["x"])]
     by_side = {t[0]: r.glyph for r in scatters for t in r.data_source.data["text"][:1]}
@@ -188,3 +196,18 @@ def test_the_plot_gives_each_side_its_marker_colours_and_labels():
     assert colours["A", "mlp float32"] != colours["A", "conv float32"]
     legend = [item.label.value for item in fig.legend[0].items]
     assert legend[:2] == ["A: run1", "B: run2"] and "mlp float32" in legend
+
+
+def test_roof_labels_take_free_places():
+    from experiments.report.compare_plot import Labels, _place
+    labels = Labels((0.01, 1e4), (1e9, 1e16), 620)
+    for k in range(4):  # four roofs within 10 %: later ones step along x, then under the line
+        _place(labels, {"kind": "compute", "value": 1e15 * 1.03 ** k, "end": 300.0,
+                        "text": f"GEMM dtype{k}: A 1, B 1.1 PFLOP/s", "colour": "#000"})
+    _place(labels, {"kind": "memory", "value": 4e12, "end": 250.0, "text": "DRAM: A 4, B 4 TB/s",
+                    "colour": "#000"})
+    boxes = labels.boxes
+    assert len(boxes) == 5
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            assert not (a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]), (a, b)

@@ -13,7 +13,10 @@ from experiments.report import interactive
 # side -> (roof colours, one per system of the side; roof dash; point marker; filled)
 SIDES = {"A": (("#1f4e9c", "#5b8fd6", "#0b2a5b"), "solid", "circle", True),
          "B": (("#c2410c", "#f08a4b", "#7c2d12"), "dashed", "square", False)}
-CLOSE = 1.3  # two roofs of a side within this factor: their labels are set apart along x
+# a label's box, for keeping labels apart: characters and line height in pixels, and the plot's
+# width in pixels it is laid out for (narrower screens zoom; hover names every roof)
+CHAR_PX, LINE_PX, WIDTH_PX = 6.5, 15, 800
+SHARED, BOTH = 1.5, "#444444"  # A's and B's roof this close share one label, in grey
 
 
 def _range(roofs, points):
@@ -23,31 +26,107 @@ def _range(roofs, points):
         xs += [p / low for _, p in r.compute] if low else []
     ys = [p.flop_per_s for p in points] + [v for r in roofs for _, v in r.compute]
     ys += [bw * min(xs) for r in roofs for _, bw in r.memory]
-    return (min(xs) / 2, max(xs) * 2), (min(ys) / 2 if ys else 1e9, max(ys) * 2 if ys else 1e15)
+    # room above the highest roof for its label
+    return (min(xs) / 2, max(xs) * 2), (min(ys) / 2 if ys else 1e9, max(ys) * 5 if ys else 1e15)
 
 
-def _labels(side: str, roofs, x_range, y_lo):
-    """Where each roof's label goes: A's above its line, B's below, so that the same roof on
-    both sides keeps both labels; close roofs of one side step along x."""
-    x_lo, x_hi = x_range
-    span = math.log10(x_hi / x_lo)
-    above = side == "A"
+class Labels:
+    """Roof labels placed where no other label is: each tries its candidate positions in turn
+    (in log space: a box of its text's width and one line's height above its anchor)."""
+
+    def __init__(self, x_range, y_range, height):
+        self.x_lo, self.x_hi = (math.log10(v) for v in x_range)
+        self.y_lo, self.y_hi = (math.log10(v) for v in y_range)
+        self.per_x = (self.x_hi - self.x_lo) / WIDTH_PX
+        self.per_y = (self.y_hi - self.y_lo) / (0.85 * height)  # less toolbar and axis
+        self.boxes, self.out = [], []
+
+    def _box(self, x, y, text, align):
+        w = len(text) * CHAR_PX * self.per_x
+        lx, ly = math.log10(x), math.log10(y)
+        left = lx - w if align == "right" else lx
+        return left, left + w, ly, ly + LINE_PX * self.per_y
+
+    def _free(self, box):
+        x0, x1, y0, y1 = box
+        inside = x0 >= self.x_lo and x1 <= self.x_hi and y0 >= self.y_lo and y1 <= self.y_hi
+        return inside and not any(x0 < b[1] and b[0] < x1 and y0 < b[3] and b[2] < y1
+                                  for b in self.boxes)
+
+    def add(self, candidates, text, align, colour):
+        """Place `text` at the first free (x, y) of `candidates`, else at the first."""
+        candidates = list(candidates)
+        if not candidates:
+            return
+        x, y = next((c for c in candidates if self._free(self._box(*c, text, align))),
+                    candidates[0])
+        self.boxes.append(self._box(x, y, text, align))
+        self.out.append((x, y, text, align, colour))
+
+
+def _entries(sides: dict) -> list[dict]:
+    """Every roof to label: side, kind (memory or compute), name, value, its system's colour and
+    where its slope meets its top roof (memory) or its ridge (compute)."""
     out = []
-    for r in roofs:
-        for i, (label, bw) in enumerate(sorted(r.memory, key=lambda m: m[1])):
-            x = max(x_lo * 10 ** (span * (0.06 + 0.08 * i + (0 if above else 0.04))),
-                    1.5 * y_lo / bw)
-            out.append((x, bw * x, f"{side}: {label} {qty(bw, 'B/s')}",
-                        "right" if above else "left"))
-        slowest = min((bw for _, bw in r.memory), default=None)
-        last, step = math.inf, 0
-        for label, p in sorted(r.compute, key=lambda c: -c[1]):
-            step = step + 1 if p * CLOSE > last else 0
-            last = p
-            ridge = p / slowest if slowest else x_lo
-            x = max(x_hi / 1.15 / 4 ** step, ridge * 1.2)
-            out.append((x, p, f"{side}: {label} {qty(p, 'FLOP/s')}", "right"))
+    for side, (_, roofs, _) in sides.items():
+        colours = SIDES[side][0]
+        for i, r in enumerate(roofs):
+            top = max((v for _, v in r.compute), default=None)
+            slowest = min((bw for _, bw in r.memory), default=None)
+            out += [{"side": side, "kind": "memory", "name": n, "value": bw, "unit": "B/s",
+                     "end": top / bw if top else None, "colour": colours[i % len(colours)]}
+                    for n, bw in r.memory]
+            out += [{"side": side, "kind": "compute", "name": n, "value": v, "unit": "FLOP/s",
+                     "end": v / slowest if slowest else None, "colour": colours[i % len(colours)]}
+                    for n, v in r.compute]
     return out
+
+
+def _merged(entries: list[dict]) -> list[dict]:
+    """A's and B's same roof within SHARED of each other: one label naming both ("GEMM
+    bfloat16: A 685, B 764 TFLOP/s"), drawn above the higher; the rest their own."""
+    out, taken = [], set()
+    for e in entries:
+        if e["side"] != "A":
+            continue
+        twin = next((k for k, f in enumerate(entries) if f["side"] == "B" and k not in taken
+                     and (f["kind"], f["name"]) == (e["kind"], e["name"])
+                     and max(f["value"], e["value"]) <= SHARED * min(f["value"], e["value"])),
+                    None)
+        if twin is None:
+            continue
+        taken.add(twin)
+        f = entries[twin]
+        qa, qb = qty(e["value"], e["unit"]), qty(f["value"], f["unit"])
+        unit = qb[qb.index(" "):]
+        qa = qa.removesuffix(unit) if qa.endswith(unit) else qa
+        high = e if e["value"] >= f["value"] else f
+        out.append(high | {"side": "", "colour": BOTH,
+                           "text": f"{e['name']}: A {qa}, B {qb}"})
+        e["merged"] = True
+    out += [e | {"text": f"{e['side']}: {e['name']} {qty(e['value'], e['unit'])}"}
+            for k, e in enumerate(entries) if not e.get("merged") and k not in taken]
+    return out
+
+
+def _place(labels: Labels, e: dict):
+    """A memory label along its slope from the left, a compute label along its roof from the
+    right, then under it: at the first place no other label takes."""
+    x_lo, x_hi, y_lo = 10 ** labels.x_lo, 10 ** labels.x_hi, 10 ** labels.y_lo
+    v = e["value"]
+    if e["kind"] == "memory":
+        end = min(x_hi, e["end"]) if e["end"] else x_hi
+        xs = [x_lo * 1.2 * 1.6 ** k for k in range(40)]
+        labels.add([(x, v * x) for x in xs if x < end and v * x > y_lo * 1.5], e["text"],
+                   "left", e["colour"])
+        return
+    ridge = e["end"] or x_lo
+    xs = [x for x in (x_hi / 1.1 / 1.6 ** k for k in range(20)) if x > ridge * 1.2]
+    line = 10 ** (LINE_PX * labels.per_y)
+    # on the line, under it, then a line further above or below: close roofs stack their labels
+    tiers = (0, -1, 1, -2, 2, -3, 3)
+    labels.add([(x, v * line ** t) for t in tiers for x in xs] or [(x_hi / 1.1, v)],
+               e["text"], "right", e["colour"])
 
 
 def figure(sides: dict, height: int = 620):
@@ -78,7 +157,9 @@ def figure(sides: dict, height: int = 620):
     palette = Category10[10] if len(groups) <= 10 else Category20[20]
     colour = {g: palette[i % len(palette)] for i, g in enumerate(groups)}
     items, by_group, hover_points, hover_roofs = [], {}, [], []
-    for side, (label, roofs, points) in sides.items():
+    labels = Labels((x_lo, x_hi), (y_lo, y_hi), height)
+    side_renderers: dict[str, list] = {}
+    for side, (_, roofs, points) in sides.items():
         colours, dash, marker, filled = SIDES[side]
         mine = []
         for i, r in enumerate(roofs):
@@ -98,13 +179,6 @@ def figure(sides: dict, height: int = 620):
                     {"xs": xs, "ys": ys, "label": names}), line_color=colours[i % len(colours)],
                     line_dash=dash, line_width=2, hover_line_width=4)
                 mine.append(line), hover_roofs.append(line)
-            placed = _labels(side, [r], (x_lo, x_hi), y_lo)
-            if placed:
-                tx, ty, tt, align = map(list, zip(*placed))
-                mine.append(fig.text("x", "y", "text", source=ColumnDataSource(
-                    {"x": tx, "y": ty, "text": tt, "align": align}), text_align="align",
-                    text_baseline="bottom" if side == "A" else "top", text_font_size="11px",
-                    text_color=colours[i % len(colours)]))
         for group in groups:
             pts = [p for p in points if p.group == group and p.intensity > 0
                    and p.flop_per_s > 0]
@@ -119,7 +193,16 @@ def figure(sides: dict, height: int = 620):
             by_group.setdefault(group, []).append(r)
         key = fig.scatter([], [], marker=marker, size=10, line_color=colours[0],
                           fill_color=colours[0] if filled else None, line_width=2)
-        items.append(LegendItem(label=f"{side}: {label}", renderers=[key, *mine]))
+        side_renderers[side] = [key, *mine]
+    for e in sorted(_merged(_entries(sides)), key=lambda e: (e["kind"], -e["value"])):
+        start = len(labels.out)
+        _place(labels, e)
+        for x, y, text, align, c in labels.out[start:]:
+            r = fig.text([x], [y], [text], text_align=align, text_baseline="bottom",
+                         text_font_size="11px", text_color=c)
+            side_renderers.get(e["side"], []).append(r)  # a shared label stays with both
+    items += [LegendItem(label=f"{side}: {sides[side][0]}", renderers=rs)
+              for side, rs in side_renderers.items()]
     items += [LegendItem(label=g, renderers=rs) for g, rs in by_group.items()]
     if hover_points:
         fig.add_tools(HoverTool(renderers=hover_points, tooltips=[("", "@text")]))
