@@ -12,7 +12,7 @@ import math
 MISSING = ""
 PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
 SMALL = ((1e-3, "m"), (1e-6, "µ"), (1e-9, "n"))  # for seconds only: not "mFLOP/B"
-TINY = 1e-6  # a plain number below this is rounding left over (seconds take prefixes to n)
+TINY = 1e-7  # below float32's epsilon a plain number is rounding left over (seconds: prefixes)
 
 # internal names (ceilings, timers, facts) as a reader knows them: the one table
 WORDS = {
@@ -25,6 +25,11 @@ WORDS = {
     "cuda_event": "CUDA events", "cuda_graph": "CUDA graph replay",
     "llc_bytes": "last-level cache", "cache_bytes": "caches", "memory_bytes": "memory",
     "compute_units": "compute units", "loadavg_1m": "load average (1 min)",
+    "cpu_mhz_mean": "CPU clock (MHz, mean)", "sm_clock_mhz": "SM clock (MHz)",
+    "memory_clock_mhz": "memory clock (MHz)", "max_clock_mhz": "max clock (MHz)",
+    "power_w": "power (W)", "temperature_c": "temperature (°C)",
+    "pcie_generation": "PCIe generation", "pcie_width": "PCIe lanes",
+    "torch_version": "torch", "cuda_version": "CUDA", "capability": "compute capability",
 }
 
 
@@ -47,7 +52,7 @@ def words(name: str) -> str:
 
 def num(value, digits: int = 3) -> str:
     """A plain number to `digits` significant digits: 1180 -> "1,180", 0.00302 -> "0.00302",
-    0.5 -> "0.5", 10.6337890625 -> "10.6"; under a millionth, "≈ 0" (3.1e-16 is float noise, not
+    0.5 -> "0.5", 10.6337890625 -> "10.6"; under TINY, "≈ 0" (3.1e-16 is float noise, not
     "0.000000000000000313"); missing or not finite -> MISSING."""
     if not finite(value):
         return MISSING

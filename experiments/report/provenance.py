@@ -51,15 +51,35 @@ def _state(state: dict) -> str:
 
 
 def fact(key, value) -> str:
-    size = binary if key in ("llc_bytes", "cache_bytes") else memory if key == "memory_bytes" \
+    """A device fact as a person reads it: sizes in their units, memory in GiB, nested settings
+    as words and numbers (never a Python dict or list)."""
+    size = binary if "llc" in key or "cache" in key else memory if key == "memory_bytes" \
         else (lambda v: qty(v, "B"))
-    if key.endswith("bytes") and finite(value):
+    if "bytes" in key and finite(value):
         return size(value)
+    if isinstance(value, dict):
+        def nested(k, v):
+            text = fact(key if "bytes" in key else str(k), v)
+            return f"({text})" if isinstance(v, dict) else text
+        return ", ".join(f"{words(str(k))} {nested(k, v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return _runs(value) if all(isinstance(v, int) for v in value) else \
+            ", ".join(fact(key, v) for v in value)
     if isinstance(value, float) and finite(value):
         return num(value)
-    if isinstance(value, dict):
-        return ", ".join(f"{k} {size(v) if 'bytes' in key else v}" for k, v in value.items())
     return str(value)
+
+
+def _runs(values) -> str:
+    """CPU lists as ranges: [0, 1, 2, 3, 8] -> "0-3, 8"."""
+    out, start = [], None
+    for i, v in enumerate(values):
+        if start is None:
+            start = v
+        if i + 1 == len(values) or values[i + 1] != v + 1:
+            out.append(f"{start}-{v}" if v != start else f"{v}")
+            start = None
+    return ", ".join(out)
 
 
 def span(times: pd.Series) -> str:

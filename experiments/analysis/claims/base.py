@@ -23,7 +23,7 @@ import pandas as pd
 
 from experiments.analysis import datasheets, roofline
 from experiments.analysis.dataset import ok
-from experiments.analysis.units import qty
+from experiments.analysis.units import WORDS, qty, words
 
 HOLDS, FAILS, UNDECIDED, NOT_MEASURABLE, WORKED = (
     "holds", "does not hold", "undecided", "not measurable here", "worked example")
@@ -283,7 +283,9 @@ def counts(rows: pd.DataFrame, key: str = "op") -> str:
     if rows.empty:
         return "no rows"
     exps = ", ".join(sorted(rows.experiment.unique()))
-    keys = ", ".join(sorted(map(str, rows[key].dropna().unique())))
+    # the names units.WORDS knows as words (timers); kernels keep the names the tables use
+    keys = ", ".join(sorted(words(k) if k in WORDS else k
+                            for k in map(str, rows[key].dropna().unique())))
     return f"{exps}: {keys} ({len(rows)} rows)"
 
 

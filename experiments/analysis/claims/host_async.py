@@ -11,7 +11,7 @@ import pandas as pd
 from experiments.analysis.dataset import ok, param
 from experiments.analysis.claims.base import (CLAIMS, NotMeasurable, Result, claim, counts,
                                               section)
-from experiments.analysis.units import qty
+from experiments.analysis.units import qty, words
 
 SECTION = section("host", "The CPU drives the GPU: asynchronous launches, streams, clocks",
                   "timing")
@@ -32,7 +32,8 @@ def _timing(s) -> pd.DataFrame:
     t = rows.pivot_table(index="n", columns="variant", values="time_s", aggfunc="median")
     missing = {"host_nosync", "host_sync", "cuda_event"} - set(t.columns)
     if missing:
-        raise NotMeasurable(f"timing rows lack the methods {', '.join(sorted(missing))}")
+        raise NotMeasurable("timing rows lack the methods "
+                            + ", ".join(words(m) for m in sorted(missing)))
     t = t.dropna(subset=["host_nosync", "host_sync", "cuda_event"]).sort_index()
     if t.empty:
         raise NotMeasurable(f"no kernel size has ok rows of all three clocks "

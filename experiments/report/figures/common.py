@@ -41,6 +41,7 @@ from matplotlib.ticker import (FixedLocator, Formatter, FuncFormatter, LogLocato
 
 from experiments.report.catalog import FIGURES  # noqa: E402
 from experiments.analysis.dataset import Dataset, ok  # noqa: E402
+from experiments.analysis.units import binary, num  # noqa: E402
 
 DPI = 150  # the figures are laid out at this resolution (they are written as SVG)
 MAX_COLUMNS = 2  # panels side by side: more would shrink the text below ~10 px at 800 px wide
@@ -147,15 +148,12 @@ def style():
 # --- axes ------------------------------------------------------------------------------------
 
 def bytes_label(x, _=None) -> str:
-    for unit, f in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if x >= f:
-            v = x / f
-            return f"{v:.0f} {unit}" if v >= 10 or v == int(v) else f"{v:.1f} {unit}"
-    return f"{x:.0f} B"
+    """A size on an axis or in a label: "1.5 MiB" (units.binary)."""
+    return binary(x)
 
 
 def _num(v, _=None) -> str:
-    return f"{v:g}"
+    return num(v)
 
 
 def log_ticks(axis, fmt=_num):
