@@ -70,6 +70,18 @@ def meaning(head: pd.DataFrame, heads: dict[str, str]) -> str:
     return textwrap.fill(line, WIDTH, subsequent_indent="  ")
 
 
+def _joined(head: str, parts: list[str]) -> list[str]:
+    """`head` and the parts joined by "; ", a new indented line where WIDTH would be passed."""
+    lines = [head + parts[0]]
+    for part in parts[1:]:
+        if len(lines[-1]) + 2 + len(part) > WIDTH:
+            lines[-1] += ";"
+            lines.append("  " + part)
+        else:
+            lines[-1] += "; " + part
+    return lines
+
+
 def grid_lines(cells: pd.DataFrame) -> list[str]:
     """The ceilings' grid: row names left, each column right-aligned under its head, two spaces
     apart."""
@@ -144,7 +156,7 @@ def text(ceilings: pd.DataFrame, table: pd.DataFrame, report: Path | None,
                 named = verdict == claims_mod.FAILS or (verdict != claims_mod.HOLDS
                                                         and len(ids) <= 5)
                 parts.append(f"{verdict} {len(ids)}" + (f" ({', '.join(ids)})" if named else ""))
-        lines.append(f"claims on {heads[s]}: " + ("; ".join(parts) or "none judged"))
+        lines += _joined(f"claims on {heads[s]}: ", parts or ["none judged"])
         loaded = mine[mine.under_load.fillna(False).astype(bool)] if "under_load" in mine \
             else mine.iloc[:0]
         if len(loaded):  # a busy machine: its verdicts read points other processes slowed
