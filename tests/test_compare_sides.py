@@ -3,9 +3,12 @@ matched by system and device, one-sided systems in a line, both sides told apart
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -58,8 +61,6 @@ def compared(tmp_path_factory):
 @pytest.fixture(scope="module")
 def shown(compared):
     a, b, tmp = compared
-    import contextlib
-    import io
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         assert cli.main(["compare", str(a), str(b), "--out", str(tmp / "cmp.html")]) == 0
@@ -143,7 +144,7 @@ def _side(path, *devs):
 
 
 def test_labels_tell_two_folders_of_one_name_apart(tmp_path):
-    gpu = (fx.GPU, {"launch": fx.launch_rows(fx.GPU, __import__("numpy").random.default_rng(0))})
+    gpu = (fx.GPU, {"launch": fx.launch_rows(fx.GPU, np.random.default_rng(0))})
     a = _side("/x/run1/results/measurements.parquet", gpu)
     b = _side("/x/run2/results/measurements.parquet", gpu)
     assert cmp.labels(a, b) == ("run1/results (h200-ref)", "run2/results (h200-ref)")
@@ -211,3 +212,10 @@ def test_roof_labels_take_free_places():
     for i, a in enumerate(boxes):
         for b in boxes[i + 1:]:
             assert not (a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]), (a, b)
+
+
+def test_labels_of_a_folder_inside_the_other():
+    gpu = (fx.GPU, {"launch": fx.launch_rows(fx.GPU, np.random.default_rng(0))})
+    a = _side("/x/measurements.parquet", gpu)
+    b = _side("/y/x/measurements.parquet", gpu)
+    assert cmp.labels(a, b) == ("x (h200-ref)", "y/x (h200-ref)")

@@ -92,7 +92,7 @@ def labels(a: Side, b: Side) -> tuple[str, str]:
     ("run1/results" and "run2/results"), and its hosts; the same folder twice: its hosts."""
     def parts(side):
         p = Path(str(side.path))
-        return (p.parent if p.name == "measurements.parquet" else p).absolute().parts
+        return (p.parent if p.name == "measurements.parquet" else p).absolute().parts[1:]
 
     pa, pb = parts(a), parts(b)
     n = 1
@@ -101,7 +101,7 @@ def labels(a: Side, b: Side) -> tuple[str, str]:
     out = []
     for side, p in ((a, pa), (b, pb)):
         hosts = ", ".join(dict.fromkeys(side.systems().host))
-        out.append(f"{'/'.join(p[-n:]) if pa != pb else p[-1]} ({hosts})")
+        out.append(f"{'/'.join(p[-n:]) if pa != pb else p[-1] if p else '/'} ({hosts})")
     return out[0], out[1]
 
 
