@@ -1,0 +1,95 @@
+"""`rooflab compare`'s rules without a fit: the labels that name each side, the call that needs
+both apart intervals and the minimum change, and the overlaid roofline's markers and labels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from experiments.analysis import dataset
+from experiments.report import compare as cmp
+from tests import analysis_fixtures as fx
+
+
+def _side(path, *devs):
+    rows = [r for dev, rows in devs for rs in rows.values() for r in rs]
+    return cmp.Side(Path(path), dataset.from_rows(rows), None, None)
+
+
+def test_labels_tell_two_folders_of_one_name_apart(tmp_path):
+    gpu = (fx.GPU, {"launch": fx.launch_rows(fx.GPU, np.random.default_rng(0))})
+    a = _side("/x/run1/results/measurements.parquet", gpu)
+    b = _side("/x/run2/results/measurements.parquet", gpu)
+    assert cmp.labels(a, b) == ("run1/results (h200-ref)", "run2/results (h200-ref)")
+    assert cmp.labels(a, a) == ("results (h200-ref)", "results (h200-ref)")
+    c = _side("/y/other.parquet", gpu)
+    assert cmp.labels(a, c)[1] == "other.parquet (h200-ref)"
+
+
+def test_differs_needs_both_apart_intervals_and_the_minimum_change():
+    row = {"value_a": 1.0, "value_b": 1.03, "ci_low_a": 0.995, "ci_high_a": 1.005,
+           "ci_low_b": 1.025, "ci_high_b": 1.035}
+    assert cmp.call(row) == cmp.SMALL  # apart, but 3 %
+    assert cmp.call(row | {"value_b": 1.2, "ci_low_b": 1.19, "ci_high_b": 1.21}) == cmp.DIFFERS
+    assert cmp.call(row | {"value_b": 0.8, "ci_low_b": 0.79, "ci_high_b": 0.81}) == cmp.DIFFERS
+    assert cmp.call(row | {"value_b": 1.2, "ci_low_b": 0.9, "ci_high_b": 1.3}) == cmp.WITHIN
+    assert cmp.apart(1.0, 1.05) and cmp.apart(1.05, 1.0) and not cmp.apart(1.0, 1.049)
+
+
+def test_the_plot_gives_each_side_its_marker_colours_and_labels():
+    from experiments.report import compare_plot
+    from experiments.report.interactive import Point, Roofs
+
+    def side(scale):
+        roofs = [Roofs("GPU @ x", [("DRAM", 4e12 * scale), ("L2", 9e12 * scale)],
+                       [("GEMM bfloat16", 760e12 * scale), ("GEMM float16", 780e12 * scale)])]
+        points = [Point(g, "whole call", 10.0, 1e12 * scale, f"GPU @ x: {g}")
+                  for g in ("mlp float32", "conv float32")]
+        return roofs, points
+
+    def texts(fig):
+        return [t for r in fig.renderers if type(r.glyph).__name__ == "Text"
+                for t in r.data_source.data["text"]]
+
+    fig = compare_plot.figure({"A": ("run1", *side(1)), "B": ("run2", *side(0.5))})
+    for tag in ("A", "B"):  # every roof labelled, close ones too
+        for what in ("DRAM", "L2", "GEMM bfloat16", "GEMM float16"):
+            assert sum(t.startswith(f"{tag}: {what} ") for t in texts(fig)) == 1, (tag, what)
+    # the same roofs 10 % apart: one label each, naming both values
+    near = compare_plot.figure({"A": ("run1", *side(1)), "B": ("run2", *side(0.9))})
+    assert "GEMM bfloat16: A 760, B 684 TFLOP/s" in texts(near)
+    assert "DRAM: A 4, B 3.6 TB/s" in texts(near) and len(texts(near)) == 4
+    scatters = [r for r in fig.renderers if type(r.glyph).__name__ == "Scatter"
+                and len(r.data_source.data["x"])]
+    by_side = {t[0]: r.glyph for r in scatters for t in r.data_source.data["text"][:1]}
+    assert by_side["A"].marker == "circle" and by_side["B"].marker == "square"
+    assert by_side["B"].fill_color is None and by_side["A"].fill_color is not None
+    first = {r: r.data_source.data["text"][0] for r in scatters}
+    colours = {(t[:1], t.split(": ")[-1]): r.glyph.line_color for r, t in first.items()}
+    assert colours["A", "mlp float32"] == colours["B", "mlp float32"]  # one workload, one colour
+    assert colours["A", "mlp float32"] != colours["A", "conv float32"]
+    legend = [item.label.value for item in fig.legend[0].items]
+    assert legend[:2] == ["A: run1", "B: run2"] and "mlp float32" in legend
+
+
+def test_roof_labels_take_free_places():
+    from experiments.report.compare_plot import Labels, _place
+    labels = Labels((0.01, 1e4), (1e9, 1e16), 620)
+    for k in range(4):  # four roofs within 10 %: later ones step along x, then under the line
+        _place(labels, {"kind": "compute", "value": 1e15 * 1.03 ** k, "end": 300.0,
+                        "text": f"GEMM dtype{k}: A 1, B 1.1 PFLOP/s", "colour": "#000"})
+    _place(labels, {"kind": "memory", "value": 4e12, "end": 250.0, "text": "DRAM: A 4, B 4 TB/s",
+                    "colour": "#000"})
+    boxes = labels.boxes
+    assert len(boxes) == 5
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            assert not (a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]), (a, b)
+
+
+def test_labels_of_a_folder_inside_the_other():
+    gpu = (fx.GPU, {"launch": fx.launch_rows(fx.GPU, np.random.default_rng(0))})
+    a = _side("/x/measurements.parquet", gpu)
+    b = _side("/y/x/measurements.parquet", gpu)
+    assert cmp.labels(a, b) == ("x (h200-ref)", "y/x (h200-ref)")
