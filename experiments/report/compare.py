@@ -178,6 +178,14 @@ def alone(a: Side, b: Side) -> list[dict]:
     return out
 
 
+def _devices(a: Side, b: Side, sys_a: str, sys_b: str) -> dict:
+    """A pair's systems and their devices, the columns every row of the pair carries."""
+    def device(side, system):
+        return side.systems().set_index("system").device.get(system, "")
+    return {"system_a": sys_a, "device_a": device(a, sys_a), "system_b": sys_b,
+            "device_b": device(b, sys_b)}
+
+
 def _ceilings(side: Side, system: str) -> pd.DataFrame:
     c = side.ceilings[side.ceilings.system == system]
     return c[KEY + ["unit", "value", "ci_low", "ci_high"]].assign(dtype=c.dtype.fillna(""))
@@ -212,9 +220,9 @@ def _with_ratio(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-CEILING_COLUMNS = ["system_a", "system_b", "ceiling", "label", "dtype", "unit", "value_a",
-                   "ci_low_a", "ci_high_a", "value_b", "ci_low_b", "ci_high_b", "ratio",
-                   "ratio_low", "ratio_high", "call"]
+CEILING_COLUMNS = ["system_a", "device_a", "system_b", "device_b", "ceiling", "label", "dtype",
+                   "unit", "value_a", "ci_low_a", "ci_high_a", "value_b", "ci_low_b",
+                   "ci_high_b", "ratio", "ratio_low", "ratio_high", "call"]
 
 
 def ceilings_table(a: Side, b: Side) -> pd.DataFrame:
@@ -229,7 +237,7 @@ def ceilings_table(a: Side, b: Side) -> pd.DataFrame:
         rank = {col: {v: i for i, v in enumerate(dict.fromkeys(seen[col]))} for col in KEY}
         t = t.sort_values(KEY, key=lambda col: col.map(rank[col.name]))
         t["unit"] = t.unit_a.fillna(t.unit_b)
-        out.append(_with_ratio(t.assign(system_a=sys_a, system_b=sys_b,
+        out.append(_with_ratio(t.assign(**_devices(a, b, sys_a, sys_b),
                                         label=t.ceiling.map(roofline.label))))
     return pd.concat(out, ignore_index=True)[CEILING_COLUMNS] if out \
         else pd.DataFrame(columns=CEILING_COLUMNS)
@@ -255,9 +263,9 @@ def claims_table(a: Side, b: Side) -> pd.DataFrame:
         t = verdicts(a, sys_a).merge(verdicts(b, sys_b), how="outer", left_index=True,
                                      right_index=True, suffixes=("_a", "_b"))
         t = t.reindex([c for c in claims.CLAIM_IDS if c in t.index])
-        out.append(t.reset_index().assign(system_a=sys_a, system_b=sys_b))
-    cols = ["system_a", "system_b", "claim", "verdict_a", "verdict_b", "differ", "why",
-            "measurement_a", "measurement_b", "reason_a", "reason_b"]
+        out.append(t.reset_index().assign(**_devices(a, b, sys_a, sys_b)))
+    cols = ["system_a", "device_a", "system_b", "device_b", "claim", "verdict_a", "verdict_b",
+            "differ", "why", "measurement_a", "measurement_b", "reason_a", "reason_b"]
     if not out:
         return pd.DataFrame(columns=cols)
     table = pd.concat(out, ignore_index=True).fillna({"verdict_a": "", "verdict_b": "",

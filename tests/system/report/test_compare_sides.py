@@ -131,3 +131,11 @@ def test_the_overlaid_roofline_tells_a_from_b(shown):
         assert re.search(rf'"{side}: NVIDIA H200 @ h200-ref: mlp float32 batch 1', plot)
     assert '"marker":{"type":"value","value":"square"}' in plot  # B's (A's: the default)
     assert "A: run1/results" in plot and "B: run2/results" in plot  # the legend names the sides
+
+
+def test_every_csv_row_names_its_devices(shown):
+    _, _, rows = shown
+    assert set(rows.device_a) == {"cpu", "cuda:0"} and set(rows.device_b) == {"cpu", "cuda:0"}
+    gemm = rows[(rows.kind == "ceiling") & (rows.name == "matrix_flops")]
+    assert set(zip(gemm.system_a, gemm.device_a)) == {("NVIDIA H200 @ h200-ref", "cuda:0"),
+                                                      ("Test CPU 9000 @ laptop", "cpu")}
