@@ -253,5 +253,5 @@ def run(args, prog: str) -> int:
             with pd.option_context("display.width", 200, "display.max_colwidth", 60):
                 print(f"\nper kernel (ncu, one call):\n{kernels.to_string()}")
             print(f"DRAM bytes measured {qty(dram, 'B')} against {qty(counted, 'B')} counted "
-                  f"(compulsory): ratio {dram / counted:.3g}; written to {ncu_path}")
+                  f"(compulsory): ratio {num(dram / counted)}; written to {ncu_path}")
     return status

@@ -10,7 +10,7 @@ import seaborn as sns
 
 from experiments.analysis import datasheets
 from experiments.analysis.levels import STEP
-from experiments.analysis.units import qty
+from experiments.analysis.units import num, qty
 from experiments.report.figures.common import (NOTE, Grid, bytes_label, ceiling_rows, figure, freeze_layout, legend_below,
                      log_ticks, palette, title, tooltips)
 
@@ -29,7 +29,7 @@ def _point_name(r) -> str:
     size = (f"batch {r.batch:.0f}" if r.batch > 0 else f"n {r.n:.0f}" if r.experiment == "matmul"
             else f"ws {bytes_label(r.working_set_bytes)}" if r.working_set_bytes > 0 else "")
     what = " ".join(str(v) for v in (r.experiment, r.op, r.dtype, size) if v and v == v)
-    return (f"{what}: {qty(r.flop_per_s, 'FLOP/s')} at {r.intensity:.3g} FLOP/B"
+    return (f"{what}: {qty(r.flop_per_s, 'FLOP/s')} at {num(r.intensity)} FLOP/B"
             + (f", {qty(r.byte_per_s, 'B/s')}" if r.byte_per_s > 0 else ""))
 
 
