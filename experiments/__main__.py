@@ -31,7 +31,7 @@ from omegaconf.errors import ValidationError
 
 from experiments import all_experiments
 from experiments.core.config import CONFIG_DIR as _CONFIG_DIR, ConfigError, register_configs, yaml_error
-from experiments.core.device import DeviceError, resolve_pool
+from experiments.core.device import DeviceError, JobDevice
 from experiments.core.isolate import supervise
 from experiments.core.runner import run_job
 from experiments.sweep.checks import host_error
@@ -61,10 +61,10 @@ def bad_config(exc: Exception) -> None:
 
 def run(job, module) -> None:
     try:
-        resolve_pool(job.device)  # a device that does not exist fails before measuring
+        device = JobDevice.resolve(job.device)  # one that does not exist fails before measuring
     except (DeviceError, ValueError) as exc:
         bad_config(exc)
-    path = run_job(job, module)
+    path = run_job(job, module, device)
     log.info("wrote %s", path)
 
 

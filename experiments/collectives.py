@@ -294,9 +294,10 @@ def _versions(backend: str) -> dict:
 
 def spec_for(cfg: CollectivesConfig, ctx: Context, backend: str, indices: list[int]) -> dict:
     return {"backend": backend, "indices": indices, "ops": list(cfg.ops),
-            "sizes": list(cfg.sizes), "dtype": ctx.dtype, "seed": ctx.seed,
-            "point_budget_s": ctx.point_budget_s, "cv_threshold": ctx.cv_threshold,
-            "contention_threshold": ctx.contention_threshold, "timeout_s": cfg.timeout_s,
+            "sizes": list(cfg.sizes), "dtype": ctx.dtype, "seed": ctx.settings.seed,
+            "point_budget_s": ctx.settings.point_budget_s,
+            "cv_threshold": ctx.settings.cv_threshold,
+            "contention_threshold": ctx.settings.contention_threshold, "timeout_s": cfg.timeout_s,
             "versions": _versions(backend)}
 
 

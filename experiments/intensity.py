@@ -109,8 +109,8 @@ def _arrays(ctx: Context, n: int, cache: dict):
             from experiments.bandwidth import in_dram_window
             from experiments.kernels import cpu_stream
             huge = not in_dram_window(2 * n * itemsize(ctx.dtype), ctx.facts.llc_bytes)
-            cache["x"] = cpu_stream.filled(team(ctx), n, dt, ctx.seed + 1, huge_pages=huge)
-            cache["y"] = cpu_stream.filled(team(ctx), n, dt, ctx.seed + 2, index=1,
+            cache["x"] = cpu_stream.filled(team(ctx), n, dt, ctx.settings.seed + 1, huge_pages=huge)
+            cache["y"] = cpu_stream.filled(team(ctx), n, dt, ctx.settings.seed + 2, index=1,
                                            huge_pages=huge)
         else:
             cache["x"] = ctx.randn(n, dtype=dt)

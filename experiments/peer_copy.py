@@ -165,14 +165,14 @@ def _point(ctx: Context, method: str, direction: str, a: torch.device, b: torch.
     if direction == "bi":
         _enable_peer(b, a)
     copy = _copier(method)
-    x_a = _random(a, n, dt, ctx.seed)
+    x_a = _random(a, n, dt, ctx.settings.seed)
     y_b = torch.full((n,), float("nan"), device=b, dtype=dt)
     if direction == "uni":
         def call(i):
             copy(x_a, y_b)
         checks = [(y_b, x_a)]
     else:
-        x_b = _random(b, n, dt, ctx.seed + 1)
+        x_b = _random(b, n, dt, ctx.settings.seed + 1)
         y_a = torch.full((n,), float("nan"), device=a, dtype=dt)
         main = torch.cuda.current_stream(a)
         s_a, s_b = torch.cuda.Stream(a), torch.cuda.Stream(b)

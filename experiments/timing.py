@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from omegaconf import MISSING
 
-from experiments.core.budget import samples_within
+from experiments.core.budget import point_budget, samples_within
 from experiments.core.config import ConfigError, ExperimentConfig, check_sizes
 from experiments.core.dtypes import itemsize, torch_dtype
 from experiments.core.checks import check_close, has_nan, need_storage_dtype, relative_error
@@ -73,7 +73,7 @@ def stream_order_check(z, a, b, tol) -> tuple[float, bool]:
 
 def _stats(samples, timer: str, ctx: Context) -> dict:
     stats = summarize(samples) | {"inner_reps": 1, "timer": timer}
-    return stats | {"noisy": bool(stats["cv"] > ctx.cv_threshold)}
+    return stats | {"noisy": bool(stats["cv"] > ctx.settings.cv_threshold)}
 
 
 def _kernel(ctx: Context, n: int):
@@ -99,7 +99,7 @@ def _sample_count(ctx: Context, cfg: TimingConfig, kernel) -> int:
     kernel()
     ctx.sync()
     one = time.perf_counter() - t0
-    return samples_within(ctx, one, at_least=MIN_SAMPLES, at_most=cfg.max_samples)
+    return samples_within(point_budget(ctx), one, at_least=MIN_SAMPLES, at_most=cfg.max_samples)
 
 
 def _host_samples(ctx: Context, kernel, samples: int, sync: bool):
@@ -145,7 +145,7 @@ def _conditions(ctx: Context, run):
     experiments; returns (its result, the condition columns for a row of median `time_s`)."""
     with Conditions(ctx.device) as cond:
         result = run()
-    return result, lambda time_s: cond.summary(time_s, ctx.contention_threshold)
+    return result, lambda time_s: cond.summary(time_s, ctx.settings.contention_threshold)
 
 
 def _measure_method(ctx: Context, cfg: TimingConfig, n: int, method: str) -> dict:
@@ -231,11 +231,11 @@ def _launch(ctx: Context, cfg: TimingConfig, variant: str) -> dict:
         timing.conditions = cond(timing.stats["time_s"])
         return timing
 
-    best = best_run(one_run, ctx.retries, ctx.cv_threshold)
+    best = best_run(one_run, ctx.settings.retries, ctx.settings.cv_threshold)
     if int(x.item()) != done:
         raise WrongResult(f"counter is {int(x.item())} after {done} adds: kernels were lost")
     row = {"check_passed": True, "rel_error": 0.0, "params": {"kernels": big_n}}
-    row |= best.stats | {"noisy": bool(best.spread() > ctx.cv_threshold)}
+    row |= best.stats | {"noisy": bool(best.spread() > ctx.settings.cv_threshold)}
     if cpu:
         row["message"] = "CPU analogue: per-op dispatch cost of a tiny eager op; nothing is launched"
     return row

@@ -214,7 +214,7 @@ def _create(ctx: Context, op: str, n: int) -> dict:
 def time_create(ctx: Context, op: str, n: int) -> dict:
     """One create row's timing and check (any device: the CPU tests run it on the CPU)."""
     dt = torch_dtype(ctx.dtype)
-    host_gen = torch.Generator().manual_seed(ctx.seed)
+    host_gen = torch.Generator().manual_seed(ctx.settings.seed)
     where, src, timer = ctx.device, None, {}
     if op == "create_on_device":
         make = lambda i: torch.randn(n, dtype=dt, device=ctx.device, generator=ctx.generator)  # noqa: E731

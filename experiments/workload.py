@@ -78,7 +78,7 @@ def copies_for(ctx: Context, cfg: WorkloadConfig, set_bytes: float) -> int:
 
 
 def _build(ctx: Context, cfg: WorkloadConfig, factory, batch: int, key: str):
-    with phase(key, "the factory", ctx.factory_timeout_s, "factory_timeout_s"):
+    with phase(key, "the factory", ctx.settings.factory_timeout_s, "factory_timeout_s"):
         return target.build(factory, batch, torch_dtype(ctx.dtype), ctx.device, ctx.generator,
                             cfg.kwargs)
 
@@ -88,12 +88,12 @@ def _point(ctx: Context, cfg: WorkloadConfig, factory, batch: int, guard: SlowPo
     fn, args = _build(ctx, cfg, factory, batch, key)
     with counting.precision(ctx.dtype):
         t0 = time.perf_counter()
-        with phase(key, "the call", ctx.call_timeout_s):
+        with phase(key, "the call", ctx.settings.call_timeout_s):
             counts = counting.count(fn, args)
         call_s = time.perf_counter() - t0
         if skipped := guard.skip(counts["flops"], counts["bytes"]):
             return {"flops": counts["flops"], "bytes": counts["bytes"]} | skipped
-        with phase(key, "the call", ctx.call_timeout_s + 6 * call_s):
+        with phase(key, "the call", ctx.settings.call_timeout_s + 6 * call_s):
             err, info = checking.check(fn, args, None, ctx.dtype, counts["bytes"])
         n = copies_for(ctx, cfg, counts["bytes"])
         # fresh draws from the factory: weights and inputs at other addresses, as a real step's
@@ -109,7 +109,7 @@ def _point(ctx: Context, cfg: WorkloadConfig, factory, batch: int, guard: SlowPo
 def run(cfg: WorkloadConfig, ctx: Context):
     params = {"target": cfg.target, "kwargs": dict(cfg.kwargs)}
     try:
-        with phase(f"{cfg.workload} import", "importing the target", ctx.factory_timeout_s,
+        with phase(f"{cfg.workload} import", "importing the target", ctx.settings.factory_timeout_s,
                    "factory_timeout_s"):
             factory = target.load_target(cfg.target)
         if not target.is_factory(factory):
@@ -141,8 +141,8 @@ def _per_op(ctx: Context, cfg: WorkloadConfig, factory, batch: int, row: dict) -
     key = f"{cfg.workload} batch {batch} profile"
     try:
         fn, args = _build(ctx, cfg, factory, batch, key)
-        with counting.precision(ctx.dtype), phase(key, "the profiled call",
-                                                  ctx.call_timeout_s + 100 * row["time_s"]):
+        limit = ctx.settings.call_timeout_s + 100 * row["time_s"]
+        with counting.precision(ctx.dtype), phase(key, "the profiled call", limit):
             ops = profile.profile_ops(fn, args, device=ctx.device)
         del fn, args
     except Exception as exc:  # noqa: BLE001 - the whole-call row stands without its breakdown

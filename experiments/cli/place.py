@@ -52,6 +52,7 @@ def place(fn, *args, device=None, dtype=None, ceilings=None, name=None, system=N
     from experiments.placement.counting import reachable_tensors, tensors
     from experiments.placement.measure import measure
     from experiments.core.device import device_facts
+    from experiments.core.config import Settings
     from experiments.core.runner import Context
 
     found = tensors((args, kwargs)) + reachable_tensors(fn)
@@ -60,9 +61,10 @@ def place(fn, *args, device=None, dtype=None, ceilings=None, name=None, system=N
         floats = [t.dtype for t in found if t.is_floating_point()]
         dtype = str(floats[0]).removeprefix("torch.") if floats else "float32"
     facts = device_facts(dev)
-    ctx = Context(device=dev, dtype=dtype, facts=facts)
-    if point_budget_s is not None:  # else config/job.yaml's, as Context takes it
-        ctx.point_budget_s = point_budget_s
+    settings = Settings.defaults()
+    if point_budget_s is not None:  # else config/job.yaml's
+        settings = settings.but(point_budget_s=point_budget_s)
+    ctx = Context(device=dev, dtype=dtype, facts=facts, settings=settings)
     row = {"experiment": "workload", "op": name or getattr(fn, "__name__", type(fn).__name__),
            "device": str(dev), "device_kind": dev.type, "device_name": facts.name,
            "dtype": dtype, "host": socket.gethostname()}

@@ -161,7 +161,7 @@ def run(args, prog: str) -> int:
     from experiments.analysis.placements import find_system, no_roofline, place_row, read_ceilings
     from experiments import experiment_config
     from experiments.core.config import ConfigError, job_config
-    from experiments.core.device import DeviceError, resolve_pool
+    from experiments.core.device import DeviceError, JobDevice
     from experiments.core.runner import run_job
     from experiments.core.store import read_measurements
     from experiments.placement.counting import precision
@@ -189,11 +189,11 @@ def run(args, prog: str) -> int:
                  ("point_budget_s", "call_timeout_s", "factory_timeout_s")
                  if getattr(args, key) is not None}  # else config/job.yaml's
         job = dataclasses.replace(job, **given)
-        devs = resolve_pool(job.device)
+        device = JobDevice.resolve(job.device)
     except (TargetError, ConfigError, DeviceError, ValueError) as exc:
         print(f"{prog}: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
-    path = run_job(job, workload)
+    path = run_job(job, workload, device)
     rows = read_measurements(path).to_pandas()
     table = read_ceilings(args.ceilings)
     status, system = 0, None
@@ -214,7 +214,7 @@ def run(args, prog: str) -> int:
         for line in timing_warnings(row):
             print(line, file=sys.stderr)
     print(f"rows written to {path}")
-    dev = devs[0]
+    dev = device.devices[0]
     if args.profile and rows.status.eq("ok").any():
         from experiments.analysis import prediction
         from experiments.core.dtypes import torch_dtype

@@ -1,31 +1,33 @@
 """What keeps a sweep's points honest and in bounds, for every experiment that needs it (matmul,
 decode, workload): how many copies of a call's data rotate, the guard that skips a point
-predicted to take too long, and how long one point samples (every experiment that budgets a
-point its own way asks point_budget)."""
+predicted to take too long, how long user code's timing may run. A point's own budget is the
+harness's (core/harness.py budget_s)."""
 
 from __future__ import annotations
 
 import math
 
+from experiments.core.harness import Point, budget_s
+
 
 def point_budget(ctx, *, at_least: float = 0.0, at_most: float = math.inf) -> float:
-    """Seconds one point samples at most: the job's `ctx.point_budget_s` (config/job.yaml's, the
-    one default, or the sweep's per-kind `job:`), raised to `at_least` for a point that must
-    sample that long and capped at `at_most` for one that would spend it for nothing."""
-    return min(max(ctx.point_budget_s, at_least), at_most)
+    """The job's point_budget_s within [at_least, at_most] (what the harness's budget_s does, for
+    the experiments not on it yet)."""
+    return budget_s(Point({}, least_s=at_least, most_s=at_most), ctx)
 
 
 def timing_limit(ctx, call_s: float, copies: int) -> float:
     """How long user code's timing (core/isolate.py) may run for a call that took `call_s`:
     call_timeout_s past its warm-ups, min_samples calls and each copy's first, in every try."""
-    calls = ctx.min_samples + 4 + copies
-    return ctx.call_timeout_s + (ctx.retries + 1) * (2 * ctx.point_budget_s + calls * call_s)
+    calls = ctx.settings.min_samples + 4 + copies
+    rules = ctx.settings
+    return rules.call_timeout_s + (rules.retries + 1) * (2 * rules.point_budget_s + calls * call_s)
 
 
-def samples_within(ctx, call_s: float, *, at_least: int, at_most: int) -> int:
-    """How many calls of `call_s` seconds one point's budget holds, within [at_least, at_most]:
-    for an experiment that takes its samples itself (timing)."""
-    return int(min(at_most, max(at_least, point_budget(ctx) // max(call_s, 1e-9))))
+def samples_within(budget_s: float, call_s: float, *, at_least: int, at_most: int) -> int:
+    """How many calls of `call_s` seconds a point's budget (the harness's budget_s) holds, within
+    [at_least, at_most]: for an experiment that takes its samples itself (timing)."""
+    return int(min(at_most, max(at_least, budget_s // max(call_s, 1e-9))))
 
 
 def rotation_copies(set_bytes: float, llc_bytes: float, rotate_bytes_factor: float, *,

@@ -266,8 +266,8 @@ class Conditions:
         sample's time that its CPU team was kept off its CPUs (timer.measure, cpu_time.py),
         None without a team."""
         if contention_threshold is None:
-            from experiments.core.config import job_default
-            contention_threshold = job_default("contention_threshold")
+            from experiments.core.config import Settings
+            contention_threshold = Settings.defaults().contention_threshold
         share, error, steal = self.cpu_shares()
         out = dict.fromkeys(COLUMNS)
         out |= {"cpu_freq_mhz": _median(self.freqs), "other_cpu_share": share,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import math
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -160,6 +160,45 @@ def job_defaults(config_dir=CONFIG_DIR) -> dict:
 
 def job_default(key: str):
     return job_defaults()[key]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The job's measuring rules, typed and read once: from the job's config (`of`), or for code
+    that measures without Hydra (place(), tests) from config/job.yaml (`defaults`). Their meanings
+    are in config/job.yaml."""
+
+    point_budget_s: float  # the harness raises or caps it per point (core/harness.py budget_s)
+    cv_threshold: float
+    retries: int
+    use_graph: bool
+    seed: int
+    contention_threshold: float
+    precision: float  # stop sampling a point once its median is known this well...
+    min_point_s: float  # ...but not before this long
+    min_samples: int  # samples a point takes however long its calls
+    call_timeout_s: float  # user code (core/isolate.py): a call's limit
+    factory_timeout_s: float  # ...and a factory's
+
+    @classmethod
+    def of(cls, job: "JobConfig") -> "Settings":
+        return cls(point_budget_s=job.point_budget_s, cv_threshold=job.cv_threshold,
+                   retries=job.retries, use_graph=job.use_graph, seed=job.seed,
+                   contention_threshold=job.contention_threshold, precision=job.precision,
+                   min_point_s=job.min_point_s, min_samples=job.min_samples,
+                   call_timeout_s=job.call_timeout_s, factory_timeout_s=job.factory_timeout_s)
+
+    @staticmethod
+    @functools.cache
+    def defaults() -> "Settings":
+        """config/job.yaml's settings, the one default of each (read once per process)."""
+        layer = job_defaults()
+        return OmegaConf.to_object(OmegaConf.merge(
+            OmegaConf.structured(Settings), {f.name: layer[f.name] for f in fields(Settings)}))
+
+    def but(self, **changes) -> "Settings":
+        """These settings with `changes` (a TypeError names a key that is no setting)."""
+        return replace(self, **changes)
 
 
 def job_config(experiment, config_dir=CONFIG_DIR, **overrides) -> "JobConfig":

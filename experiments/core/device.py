@@ -18,7 +18,7 @@ from filelock import FileLock, Timeout
 from experiments.core.cpu_peak import cpu_identity
 from experiments.core.cpu_time import cpu_clock
 from experiments.core.cpus import read_topology
-from experiments.core.devicenames import DeviceError, check, gpu_indices
+from experiments.core.devicenames import DeviceError, DeviceName
 
 log = logging.getLogger(__name__)
 
@@ -28,24 +28,40 @@ def visible_devices() -> list[str]:
     return ["cpu"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
 
 
-def resolve_pool(name: str) -> list[torch.device]:
-    """The devices a job may run on: one, or each GPU of a pool (cuda:0+1), which must all be one
-    model. Fails naming what exists."""
-    check(name)
-    if name == "auto":
-        return [torch.device("cuda:0" if torch.cuda.is_available() else "cpu")]
-    if name == "cpu":
-        return [torch.device("cpu")]
-    count = torch.cuda.device_count()
-    missing = [i for i in gpu_indices(name) if i >= count]
-    if missing:
-        raise DeviceError(f"device={name!r}: cuda:{missing[0]} does not exist here; "
-                          f"visible devices: {visible_devices()}")
-    devs = [torch.device("cuda", i) for i in gpu_indices(name)]
-    models = sorted({torch.cuda.get_device_name(d) for d in devs})
-    if len(models) > 1:
-        raise DeviceError(f"device={name!r} pools different GPUs {models}; a pool is one model")
-    return devs
+@dataclass(frozen=True)
+class JobDevice:
+    """A job's device, resolved once: its name in every spelling, and the torch devices it may
+    run on (one, or each GPU of a pool cuda:0+1, which must all be one model)."""
+
+    name: DeviceName
+    devices: tuple[torch.device, ...]
+
+    @classmethod
+    def resolve(cls, name: "str | DeviceName | JobDevice") -> "JobDevice":
+        """Fails naming what exists."""
+        if isinstance(name, JobDevice):
+            return name
+        name = name if isinstance(name, DeviceName) else DeviceName(name)
+        if name.name == "auto":
+            return cls(name, (torch.device("cuda:0" if torch.cuda.is_available() else "cpu"),))
+        if name.name == "cpu":
+            return cls(name, (torch.device("cpu"),))
+        count = torch.cuda.device_count()
+        missing = [i for i in name.gpus if i >= count]
+        if missing:
+            raise DeviceError(f"device={name.name!r}: cuda:{missing[0]} does not exist here; "
+                              f"visible devices: {visible_devices()}")
+        devs = tuple(torch.device("cuda", i) for i in name.gpus)
+        models = sorted({torch.cuda.get_device_name(d) for d in devs})
+        if len(models) > 1:
+            raise DeviceError(f"device={name.name!r} pools different GPUs {models}; a pool is "
+                              "one model")
+        return cls(name, devs)
+
+    @property
+    def pooled(self) -> bool:
+        """Whether the job takes a GPU of several (or, holding all, every GPU of them)."""
+        return len(self.name.gpus) > 1
 
 
 def gpu_group(devices, no_gpu: str, one_gpu: str) -> tuple[list, str | None]:
@@ -167,13 +183,13 @@ def _holder(path: Path) -> str:
     return f"PID {pid}" + (f" ({cmd})" if cmd else "")
 
 
-def context_ahead(name: str, all_gpus: bool = False) -> float | None:
+def context_ahead(device: "str | JobDevice", all_gpus: bool = False) -> float | None:
     """Make the CUDA context of a job's one GPU before it waits for that GPU's lock, and return
     the seconds that took (None where the GPU is not known before the lock: the CPU, a pool).
     Making a context launches nothing on the GPU: a few tenths of a second of driver work
     that the GPU's previous job would otherwise wait through, in each of a sweep's ~30 GPU jobs.
     A job measuring beside it kept its medians (docs/benchmarks.md)."""
-    devs = resolve_pool(name)
+    devs = JobDevice.resolve(device).devices
     if all_gpus or len(devs) != 1 or devs[0].type != "cuda":
         return None
     t0 = time.perf_counter()
@@ -186,7 +202,8 @@ def context_ahead(name: str, all_gpus: bool = False) -> float | None:
 
 
 @contextmanager
-def claim_device(name: str, lock_dir: Path | None = None, all_gpus: bool = False):
+def claim_device(device: "str | JobDevice", lock_dir: Path | None = None,
+                 all_gpus: bool = False):
     """Hold the job's device while it measures; given a pool, the first free GPU of it, or, with
     `all_gpus` (an experiment between GPUs: peer_copy, collectives), every GPU of it, yielding the list.
 
@@ -194,7 +211,7 @@ def claim_device(name: str, lock_dir: Path | None = None, all_gpus: bool = False
     (default_lock_dir), so no two jobs -- of one workflow, or of two runs on this machine, by
     any user, with any TMPDIR, host label or results folder -- measure one device at once,
     whatever CUDA_VISIBLE_DEVICES says."""
-    devs = resolve_pool(name)
+    devs = list(JobDevice.resolve(device).devices)
     lock_dir = Path(lock_dir or default_lock_dir())
     lock_dir.mkdir(parents=True, exist_ok=True)
     if devs[0].type == "cpu":

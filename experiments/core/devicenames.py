@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 PATTERN = re.compile(r"^(auto|cpu|cuda|cuda:\d+(\+\d+)*)$")
 MULTI_GPU = ("split", "each")
@@ -54,6 +55,36 @@ def from_slug(text: str) -> str:
 def resource(text: str) -> str:
     """A Snakemake resource name for a device slug (identifier characters only)."""
     return text.replace("+", "_")
+
+
+@dataclass(frozen=True)
+class DeviceName:
+    """One device name in each of its spellings: `name` as configs write it (cuda:0+1), `slug`
+    as paths do (cuda0+1), `resource` as Snakemake's resources do (cuda0_1)."""
+
+    name: str
+
+    def __post_init__(self):
+        check(self.name)
+
+    @classmethod
+    def from_slug(cls, text: str) -> "DeviceName":
+        return cls(from_slug(text))
+
+    @property
+    def slug(self) -> str:
+        return slug(self.name)
+
+    @property
+    def resource(self) -> str:
+        return resource(self.slug)
+
+    @property
+    def gpus(self) -> list[int]:
+        return gpu_indices(self.name)
+
+    def __str__(self) -> str:
+        return self.name
 
 
 def sweep_devices(setting, multi_gpu: str, gpu_models: Callable[[], list[str]]) -> list[str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import gc
 import logging
 import math
@@ -23,10 +22,10 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 from experiments.core.cpus import parse_cpus, pin_process
 from experiments.core.conditions import job_conditions
 from experiments.core.cpu_time import loadavg, own_cpus
-from experiments.core.config import job_default
-from experiments.core.device import (DeviceFacts, claim_device, context_ahead, device_facts,
-                                     device_state)
-from experiments.core.devicenames import gpu_indices
+from experiments.core.config import Settings
+from experiments.core.device import (DeviceFacts, JobDevice, claim_device, context_ahead,
+                                     device_facts, device_state)
+from experiments.core.harness import Skipped, plan
 from experiments.core.isolate import UserCodeFailed
 from experiments.core.provenance import config_hash, git_state, package_versions
 from experiments.core.schema import past_int64, to_table, too_large
@@ -89,37 +88,15 @@ def parallel_randn(shape, dtype, generator: torch.Generator) -> torch.Tensor:
     return out
 
 
-# the job's measuring rules: a Context given none of them takes config/job.yaml's
-SETTINGS = ("point_budget_s", "cv_threshold", "retries", "use_graph", "seed",
-            "contention_threshold", "precision", "min_point_s", "min_samples", "call_timeout_s",
-            "factory_timeout_s")
-NOT_TIMERS = ("seed", "point_budget_s", "call_timeout_s", "factory_timeout_s")  # not the timer's
-
-
-def _job(key: str):
-    """A setting not given: config/job.yaml's value, its one default (read when built)."""
-    return field(default_factory=functools.partial(job_default, key))
-
-
 @dataclass
 class Context:
     """What an experiment gets: the device, its facts, the dtype, and the job's measuring rules
-    (config/job.yaml's meanings; a setting not given takes its value there)."""
+    (`settings`: a Context given none measures by config/job.yaml's)."""
 
     device: torch.device
     dtype: str
     facts: DeviceFacts
-    point_budget_s: float = _job("point_budget_s")  # a point's own: budget.point_budget
-    cv_threshold: float = _job("cv_threshold")
-    retries: int = _job("retries")
-    use_graph: bool = _job("use_graph")
-    seed: int = _job("seed")
-    contention_threshold: float = _job("contention_threshold")
-    precision: float = _job("precision")  # stop sampling a point once its median is known this well
-    min_point_s: float = _job("min_point_s")  # ...but not before this long
-    min_samples: int = _job("min_samples")  # samples a point takes however long its calls
-    call_timeout_s: float = _job("call_timeout_s")  # user code (core/isolate.py): a call's limit
-    factory_timeout_s: float = _job("factory_timeout_s")  # ...and a factory's
+    settings: Settings = field(default_factory=Settings.defaults)
     # every GPU the job holds: [device] for most; the whole pool for an experiment between GPUs
     devices: list = field(default_factory=list)
     generator: torch.Generator = field(init=False)
@@ -128,15 +105,11 @@ class Context:
     def for_job(cls, job, facts: DeviceFacts, devices: list) -> "Context":
         """The Context of a job (JobConfig) on devices[0], its rules the job's."""
         return cls(device=devices[0], dtype=job.dtype.value, facts=facts, devices=devices,
-                   point_budget_s=job.point_budget_s, cv_threshold=job.cv_threshold,
-                   retries=job.retries, use_graph=job.use_graph, seed=job.seed,
-                   contention_threshold=job.contention_threshold, precision=job.precision,
-                   min_point_s=job.min_point_s, min_samples=job.min_samples,
-                   call_timeout_s=job.call_timeout_s, factory_timeout_s=job.factory_timeout_s)
+                   settings=Settings.of(job))
 
     def __post_init__(self):
         self.devices = list(self.devices) or [self.device]
-        self.generator = torch.Generator(device=self.device).manual_seed(self.seed)
+        self.generator = torch.Generator(device=self.device).manual_seed(self.settings.seed)
 
     def randn(self, *shape, dtype=torch.float32) -> torch.Tensor:
         """Random data on the device (never zeros: they hide bugs and can run faster)."""
@@ -145,15 +118,18 @@ class Context:
         return torch.randn(*shape, device=self.device, dtype=dtype, generator=self.generator)
 
     def time(self, fn: Callable[[int], object], *, device: torch.device | None = None,
-             point_budget_s: float | None = None, **overrides) -> dict:
+             point_budget_s: float | None = None, timer=None, force_graph: bool = False,
+             warm_call_s: float | None = None, **changes) -> dict:
         """Time fn(i) within the point budget; returns the row's time columns. `device=` times on
         another GPU the job holds (events on that GPU's current stream); `point_budget_s=`: the
-        point's own budget (budget.point_budget), else the job's; `overrides`: other rules."""
-        budget = self.point_budget_s if point_budget_s is None else point_budget_s
-        rules = {key: getattr(self, key) for key in SETTINGS if key not in NOT_TIMERS} | overrides
-        timing = measure(fn, self.device if device is None else device, budget, **rules)
+        point's own budget (core/harness.py budget_s), else the job's; `changes`: other settings;
+        the rest: timer.measure's."""
+        rules = self.settings.but(**changes)
+        budget = rules.point_budget_s if point_budget_s is None else point_budget_s
+        timing = measure(fn, self.device if device is None else device, budget, settings=rules,
+                         timer=timer, force_graph=force_graph, warm_call_s=warm_call_s)
         stats = timing.stats
-        stats["noisy"] = bool(stats["cv"] > rules["cv_threshold"])
+        stats["noisy"] = bool(stats["cv"] > rules.cv_threshold)
         return stats
 
     def sync(self):
@@ -190,6 +166,8 @@ class Context:
             row.update(status="not_applicable", message=str(exc))
         except WrongResult as exc:
             row.update(status="wrong_result", message=str(exc))
+        except Skipped as exc:
+            row.update(status="skipped", message=str(exc))
         except UserCodeFailed as exc:  # a timeout or crash of user code, here or in a worker
             row.update(status=exc.status, message=str(exc))
             log.warning("%s point %s: %s", exc.status, base, row["message"])
@@ -235,18 +213,11 @@ def pin(cpus: str, device: str) -> None:
     log.info("pinned to CPUs %s", ",".join(map(str, sorted(allowed))))
 
 
-def planned_points(module, cfg, ctx: Context) -> int | None:
-    """How many rows the job will write: the experiment's `points(cfg, ctx)`; None for a module
-    without one (its progress then has no total)."""
-    points = getattr(module, "points", None)
-    return points(cfg, ctx) if points else None
-
-
 def start_line(name: str, device: str, dtype: str, total: int | None,
                point_budget_s: float, sampling_s: float | None = None) -> str:
     """The job's first log line: what it measures and roughly for how long. `sampling_s`: the
-    experiment's own sum (`sampling_s(cfg, ctx)`, where some points sample longer than the
-    budget), else total x point_budget_s."""
+    harness's sum of the points' own budgets (core/harness.py sampling_s: some sample longer than
+    the job's), else total x point_budget_s."""
     head = f"{name} on {device} in {dtype}:"
     if total is None:
         return f"{head} points not known up front"
@@ -273,31 +244,33 @@ def held_line(device: str, start: dict) -> str:
     return line
 
 
-def run_job(job, module) -> Path:
-    """Measure every point of `module` for the job, then write the file atomically.
+def run_job(job, module, device: JobDevice | None = None) -> Path:
+    """Measure every point of `module` for the job, then write the file atomically. `device`:
+    the job's device, resolved once (None: resolved here from job.device).
 
     The device is held only while the points are measured: the provenance is read before, the
     table written after, so the next job waiting for the GPU starts sooner.
     A module with ALL_GPUS = True (peer_copy, collectives) holds every GPU of the job's pool at once;
     its rows' `measured_on` is the pool, and its Context's `devices` lists them."""
     all_gpus = bool(getattr(module, "ALL_GPUS", False))
+    device = device or JobDevice.resolve(job.device)
     pin(getattr(job, "cpus", ""), job.device)
     provenance = {"git": git_state(), "packages": package_versions()}
-    start = {"context_ahead_s": context_ahead(job.device, all_gpus)}
+    start = {"context_ahead_s": context_ahead(device, all_gpus)}
     t0 = time.perf_counter()
-    with claim_device(job.device, all_gpus=all_gpus) as held:
+    with claim_device(device, all_gpus=all_gpus) as held:
         start["device_wait_s"] = time.perf_counter() - t0
         devs = list(held) if all_gpus else [held]
         dev = devs[0]
         # the sweep's device: the pool the job took a free GPU from, else the device itself
-        device = job.device if len(gpu_indices(job.device)) > 1 else str(dev)
+        swept = device.name.name if device.pooled else str(dev)
         if dev.type == "cuda":
             # events, graphs and Triton launch on the current device: make it the one measured
             t0 = time.perf_counter()
             torch.cuda.set_device(dev)  # its context, unless context_ahead made it
             start["context_s"] = time.perf_counter() - t0
-        measured_on = device if all_gpus and len(devs) > 1 else str(dev)
-        rows, metadata = _measure(job, module, device, dev, devs, measured_on, provenance, start)
+        measured_on = swept if all_gpus and len(devs) > 1 else str(dev)
+        rows, metadata = _measure(job, module, swept, dev, devs, measured_on, provenance, start)
     return write_atomic(to_table(rows, metadata), job.out)
 
 
@@ -318,10 +291,10 @@ def _measure(job, module, device: str, dev: torch.device, devs, measured_on,
     config = {"job": {k: _plain(v) for k, v in asdict(job).items()}}
     started = datetime.now(timezone.utc)
     state_start, load_start = device_state(dev), loadavg()
-    total = planned_points(module, job.experiment, ctx)
-    sampling = getattr(module, "sampling_s", None)
-    log.info("%s", start_line(module.NAME, measured_on, ctx.dtype, total, ctx.point_budget_s,
-                              sampling(job.experiment, ctx) if sampling and total else None))
+    todo = plan(module, job.experiment, ctx)
+    total = todo.total
+    log.info("%s", start_line(module.NAME, measured_on, ctx.dtype, total,
+                              ctx.settings.point_budget_s, todo.sampling_s))
     log.info("%s", held_line(measured_on, start))
     t0 = time.perf_counter()
     rows = []
@@ -330,7 +303,7 @@ def _measure(job, module, device: str, dev: torch.device, devs, measured_on,
     with frozen_heap(), logging_redirect_tqdm(), tqdm(
             total=total, unit="point", disable=None,
             desc=f"{module.NAME} {measured_on} {ctx.dtype}") as bar:
-        for row in module.run(job.experiment, ctx):
+        for row in todo.rows:
             # `claims` stays empty here: collect fills it from the claims (analysis/claims/)
             row = identity | {"measured_at": datetime.now(timezone.utc)} | row
             rows.append(row)
@@ -343,6 +316,7 @@ def _measure(job, module, device: str, dev: torch.device, devs, measured_on,
         "packages": provenance["packages"], "config": config, "config_hash": config_hash(config),
         "started": started.isoformat(), "wall_s": time.perf_counter() - t0, "start": start,
         "device_state_start": state_start, "device_state_end": device_state(dev),
-        "conditions": job_conditions(rows, ctx.contention_threshold, load_start, loadavg()),
+        "conditions": job_conditions(rows, ctx.settings.contention_threshold, load_start,
+                                     loadavg()),
     }
     return rows, metadata

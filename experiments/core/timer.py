@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from experiments.core.conditions import Conditions
-from experiments.core.config import job_defaults
+from experiments.core.config import Settings
 from experiments.core.cpu_time import SampleOffCpu
 
 # One sample should last at least this long, so timer resolution and launch gaps are noise.
@@ -273,15 +273,12 @@ def sample(timer, fn, inner: int, samples: int, precision: float = 0.0,
 
 
 def measure(fn: Callable[[int], object], device: torch.device, point_budget_s: float, *,
-            timer=None, use_graph: bool | None = None, cv_threshold: float | None = None,
-            retries: int | None = None, min_samples: int | None = None, max_samples: int = 200,
-            contention_threshold: float | None = None, force_graph: bool = False,
-            precision: float | None = None, min_point_s: float | None = None,
-            warm_call_s: float | None = None) -> Timing:
+            settings: Settings | None = None, timer=None, max_samples: int = 200,
+            force_graph: bool = False, warm_call_s: float | None = None, **changes) -> Timing:
     """Time fn(i) (i picks a rotating buffer). Retries a noisy (GPU), contended (CPU: other
     processes used more than `contention_threshold` of the machine) or throttled (GPU) point;
-    returns per-call times and the conditions they were taken under. A setting left None takes
-    config/job.yaml's value (precision 0 samples the whole budget).
+    returns per-call times and the conditions they were taken under. The rules are `settings`
+    (None: config/job.yaml's) with `changes` (precision 0 samples the whole budget).
 
     A point still noisy, contended or throttled after `retries` is returned all the same, with
     its flags; the row builder flags noise. `point_budget_s` is the most a run may sample: with
@@ -292,13 +289,10 @@ def measure(fn: Callable[[int], object], device: torch.device, point_budget_s: f
     were written); on a CPU, past WARM_ESTIMATE_S it is the estimate: no warm-up calls (a GEMM at
     10240: 1.2 s saved). A GPU's first calls pay for libraries' set-up: it estimates afresh.
     """
-    job = job_defaults() | {k: v for k, v in dict(
-        use_graph=use_graph, cv_threshold=cv_threshold, retries=retries,
-        contention_threshold=contention_threshold, precision=precision,
-        min_point_s=min_point_s, min_samples=min_samples).items() if v is not None}
-    use_graph, cv_threshold, retries = job["use_graph"], job["cv_threshold"], job["retries"]
-    contention_threshold = job["contention_threshold"]
-    precision, min_point_s, min_samples = job["precision"], job["min_point_s"], job["min_samples"]
+    rules = (settings or Settings.defaults()).but(**changes)
+    use_graph, cv_threshold, retries = rules.use_graph, rules.cv_threshold, rules.retries
+    contention_threshold = rules.contention_threshold
+    precision, min_point_s, min_samples = rules.precision, rules.min_point_s, rules.min_samples
     timer = timer or make_timer(device, use_graph)
     warm = device.type == "cpu" and warm_call_s is not None and warm_call_s > WARM_ESTIMATE_S
     per_call = warm_call_s if warm else estimate_call(fn, timer)

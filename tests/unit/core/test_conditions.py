@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from experiments.core.config import ConfigError
+from experiments.core.config import ConfigError, Settings
 from experiments.core import conditions, timer
 from experiments.core.conditions import Conditions, job_conditions
 from experiments.core.device import device_facts
@@ -254,7 +254,9 @@ def test_a_contended_retry_is_never_kept_over_an_uncontended_run(monkeypatch):
 
     noisy, quiet = [1.0, 1.0, 5.0, 1.0, 9.0], [2.0, 2.0, 2.0, 2.0, 2.0]
     t = Batches(None, [], batches=[noisy, quiet])
-    ctx = Context(device=CPU, dtype="float32", facts=device_facts(CPU), precision=0.0)  # one run each
+    # one run each
+    ctx = Context(device=CPU, dtype="float32", facts=device_facts(CPU),
+                  settings=Settings.defaults().but(precision=0.0))
     stats = ctx.time(lambda i: None, timer=t)
     assert t.runs == 2  # noisy: measured again; the retry is quiet but contended
     assert stats["contended"] is False and stats["noisy"] is True and stats["time_s"] == 1.0
@@ -347,7 +349,7 @@ def test_a_noisy_cpu_point_is_retried_only_when_other_load_was_seen(monkeypatch,
             seen.append(1)
             return np.asarray([1.0, 1.0, 5.0, 1.0, 9.0], dtype=float)
 
-    ctx = Context(device=CPU, dtype="float32", facts=device_facts(CPU), precision=0.0,
-                  retries=1)
+    ctx = Context(device=CPU, dtype="float32", facts=device_facts(CPU),
+                  settings=Settings.defaults().but(precision=0.0, retries=1))
     stats = ctx.time(lambda i: None, timer=Noisy())
     assert len(seen) == runs and stats["noisy"] is True

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from experiments.core import devicenames as dn
-from experiments.core.device import DeviceError, acquire_first_free, claim_device, resolve_pool
+from experiments.core.device import DeviceError, JobDevice, acquire_first_free, claim_device
 
 H200 = "NVIDIA H200"
 
@@ -118,11 +118,11 @@ def test_cpu_and_missing_gpus(monkeypatch):
         assert dev == torch.device("cpu")
     if not torch.cuda.is_available():
         with pytest.raises(DeviceError, match="cuda:0 does not exist here"):
-            resolve_pool("cuda:0+1")
+            JobDevice.resolve("cuda:0+1")
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda d: ["A100", H200][d.index])
     with pytest.raises(DeviceError, match="pools different GPUs"):
-        resolve_pool("cuda:0+1")
+        JobDevice.resolve("cuda:0+1")
 
 
 def test_rows_say_which_device_ran_them(run_experiment):

@@ -44,13 +44,16 @@ def test_start_line_counts_the_points_that_sample_longer_than_the_budget():
     from experiments.core.runner import start_line
     job = compose_job(["experiment=matmul", "device=cpu", "dtype=float32", "point_budget_s=0.15",
                        "experiment.sizes=[64,128,256,512]", "experiment.steady_s=30"])
-    cpu = SimpleNamespace(device=torch.device("cpu"), point_budget_s=0.15)
+    from experiments.core.config import Settings
+    cpu = SimpleNamespace(device=torch.device("cpu"), dtype="float32",
+                          settings=Settings.defaults().but(point_budget_s=0.15))
     seconds = MODULES["matmul"].sampling_s(job.experiment, cpu)
     assert seconds == 4 * 30
     line = start_line("matmul", "cpu", "float32", 4, 0.15, seconds)
     assert "at most about 2 min" in line and "some sampling longer" in line
     assert "at most about 1 s" in start_line("matmul", "cpu", "float32", 4, 0.15, 0.3)
-    cuda = SimpleNamespace(device=torch.device("cuda"), point_budget_s=0.4)
+    cuda = SimpleNamespace(device=torch.device("cuda"), dtype="float32",
+                           settings=Settings.defaults().but(point_budget_s=0.4))
     assert MODULES["matmul"].sampling_s(job.experiment, cuda) == 4 * 0.4
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from experiments.core.config import Settings
 from experiments.core.runner import Context
 from experiments.core.device import device_facts
 from experiments.core.timer import GRAPH_BELOW_S, CpuTimer, CudaTimer, measure, plan_counts, summarize
@@ -136,7 +137,7 @@ def test_force_graph_replays_long_calls(use_graph, force_graph, expect):
 
 def test_force_graph_is_ignored_on_a_cpu():
     ctx = Context(device=torch.device("cpu"), dtype="float32", facts=device_facts(torch.device("cpu")),
-                  point_budget_s=0.01)
+                  settings=Settings.defaults().but(point_budget_s=0.01))
     x = ctx.randn(64)
     stats = ctx.time(lambda i: x * 2, force_graph=True)
     assert stats["timer"] == "perf_counter" and stats["time_s"] > 0

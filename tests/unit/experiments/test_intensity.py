@@ -7,6 +7,7 @@ import torch
 from experiments import intensity
 from experiments.kernels import chain
 from experiments.core.device import device_facts
+from experiments.core.config import Settings
 from experiments.core.runner import Context
 from experiments import experiment_config
 
@@ -116,7 +117,8 @@ def test_triton_kernel_matches_float64_in_interpreter(dtype, fmas):
 def test_gpu_point_body_runs_in_interpreter():
     pytest.importorskip("experiments.kernels.fma_chain")
     dev = torch.device("cpu")
-    ctx = Context(device=dev, dtype="float32", facts=device_facts(dev), point_budget_s=0.01)
+    ctx = Context(device=dev, dtype="float32", facts=device_facts(dev),
+                  settings=Settings.defaults().but(point_budget_s=0.01))
     cfg = experiment_config("intensity", n=1000, block=256, num_warps=4)
     row = intensity._measure(ctx, cfg, 9, 1000, {}, use_triton=True)
     assert row["check_passed"] and row["rel_error"] <= 2e-6 and row["time_s"] > 0

@@ -10,7 +10,7 @@ from tests import analysis_fixtures as fx
 from experiments import l1
 from experiments.analysis import dataset, roofline
 from experiments import experiment_config
-from experiments.core.config import ConfigError
+from experiments.core.config import ConfigError, Settings
 from experiments.core.device import device_facts
 from experiments.core.runner import Context
 
@@ -32,7 +32,8 @@ def test_kernel_sums_each_programs_tiles_passes_times_in_interpreter():
 def test_point_counts_every_pass_and_checks_the_result_in_interpreter():
     pytest.importorskip("experiments.kernels.reread")
     dev = torch.device("cpu")
-    ctx = Context(device=dev, dtype="float32", facts=device_facts(dev), point_budget_s=0.01)
+    ctx = Context(device=dev, dtype="float32", facts=device_facts(dev),
+                  settings=Settings.defaults().but(point_budget_s=0.01))
     cfg = experiment_config("l1", sizes=[256], blocks_per_sm=2, block_bytes=64,
                             bytes_per_call=1 << 14)
     p = l1.plan(cfg, sms=2, size=256, item=4)

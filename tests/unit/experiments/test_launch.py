@@ -6,6 +6,7 @@ import torch
 from experiments import launch
 from experiments.kernels import chain, occupancy
 from experiments.core.device import device_facts
+from experiments.core.config import Settings
 from experiments.core.runner import Context
 from experiments import experiment_config
 
@@ -34,7 +35,8 @@ def test_blocks_compute_their_own_tiles_in_interpreter():
 def test_gpu_point_body_runs_in_interpreter():
     pytest.importorskip("experiments.kernels.fma_chain")
     dev = torch.device("cpu")
-    ctx = Context(device=dev, dtype="float32", facts=device_facts(dev), point_budget_s=0.01)
+    ctx = Context(device=dev, dtype="float32", facts=device_facts(dev),
+                  settings=Settings.defaults().but(point_budget_s=0.01))
     cfg = experiment_config("launch", tile=64, iters=10)
     row = launch._measure(ctx, cfg, grid=3, num_warps=2, params={"grid": 3})
     assert row["check_passed"] and row["rel_error"] <= 2e-6 and row["time_s"] > 0

@@ -264,7 +264,9 @@ def test_a_cpu_gemm_point_samples_at_least_steady_s(monkeypatch):
         return {"time_s": 1.0}
 
     g = torch.Generator().manual_seed(1)
-    ctx = SimpleNamespace(device=torch.device("cpu"), dtype="float32", point_budget_s=0.15,
+    from experiments.core.config import Settings
+    ctx = SimpleNamespace(device=torch.device("cpu"), dtype="float32",
+                          settings=Settings.defaults().but(point_budget_s=0.15),
                           facts=SimpleNamespace(llc_bytes=1 << 20), time=time,
                           first_call=lambda f: (f(), 0.0)[1],
                           randn=lambda *shape: torch.randn(*shape, generator=g))

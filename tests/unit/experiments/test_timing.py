@@ -92,11 +92,13 @@ def test_add_ratios_uses_the_true_variant_and_skips_failed_rows():
 def test_timing_rows_record_their_conditions():
     """The timing experiment times with its own clocks; its rows still carry the conditions."""
     from experiments import timing
+    from experiments.core.config import Settings
     from experiments.core.runner import Context
     from experiments.core.device import device_facts
     import torch
     ctx = Context(device=torch.device("cpu"), dtype="float32",
-                  facts=device_facts(torch.device("cpu")), point_budget_s=0.05)
+                  facts=device_facts(torch.device("cpu")),
+                  settings=Settings.defaults().but(point_budget_s=0.05))
     cfg = experiment_config("timing", kernel_sizes=[64])
     rows = list(timing.run(cfg, ctx))
     ok = [r for r in rows if r.get("status", "ok") == "ok" and r.get("time_s")]
@@ -106,11 +108,13 @@ def test_timing_rows_record_their_conditions():
 @pytest.mark.parametrize("retries, noisy", [(1, False), (0, True)])
 def test_a_noisy_launch_median_is_measured_again(monkeypatch, retries, noisy):
     """The latency floor is the launch row's median, and a fit leaves a noisy one out: the row
-    is measured again (ctx.retries times) while noisy, as ctx.time's points are."""
+    is measured again (ctx.settings.retries times) while noisy, as ctx.time's points are."""
     from experiments.core.device import device_facts
+    from experiments.core.config import Settings
     from experiments.core.runner import Context
     cpu = torch.device("cpu")
-    ctx = Context(device=cpu, dtype="float32", facts=device_facts(cpu), retries=retries)
+    ctx = Context(device=cpu, dtype="float32", facts=device_facts(cpu),
+                  settings=Settings.defaults().but(retries=retries))
     cfg = experiment_config("timing", launch_kernels=50, launch_samples=6)
     real, runs = timing._conditions, []
     # the samples each run reports (the adds still run): a neighbour took every other sample
@@ -133,9 +137,11 @@ def test_two_stalls_leave_the_launch_median_known_and_unflagged(monkeypatch):
     """Two stalls in twenty samples (the node's CPU eager rows: CV 0.32) leave the median known
     to a few percent: not noisy, not measured again, though the CV is far past cv_threshold."""
     from experiments.core.device import device_facts
+    from experiments.core.config import Settings
     from experiments.core.runner import Context
     cpu = torch.device("cpu")
-    ctx = Context(device=cpu, dtype="float32", facts=device_facts(cpu), retries=1)
+    ctx = Context(device=cpu, dtype="float32", facts=device_facts(cpu),
+                  settings=Settings.defaults().but(retries=1))
     cfg = experiment_config("timing", launch_kernels=50, launch_samples=20)
     real, runs = timing._conditions, []
     stalled = np.linspace(1.00e-6, 1.04e-6, 20)
@@ -149,6 +155,6 @@ def test_two_stalls_leave_the_launch_median_known_and_unflagged(monkeypatch):
 
     monkeypatch.setattr(timing, "_conditions", reported)
     row = timing._launch(ctx, cfg, "eager")
-    assert row["cv"] > 3 * ctx.cv_threshold  # what the old rule judged by
+    assert row["cv"] > 3 * ctx.settings.cv_threshold  # what the old rule judged by
     assert len(runs) == 1 and row["noisy"] is False
     assert row["time_s"] == pytest.approx(np.median(stalled))

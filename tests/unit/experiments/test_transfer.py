@@ -7,6 +7,7 @@ import torch
 
 from experiments import transfer
 from experiments.core.device import device_facts
+from experiments.core.config import Settings
 from experiments.core.runner import Context
 
 
@@ -134,7 +135,8 @@ def test_create_params_split_create_then_move():
 def test_create_ops_time_and_check_on_the_cpu(op):
     # the GPU rows' code run on the CPU (there .to() moves nothing): it times and checks each op
     cpu = torch.device("cpu")
-    ctx = Context(device=cpu, dtype="float32", facts=device_facts(cpu), point_budget_s=0.01)
+    ctx = Context(device=cpu, dtype="float32", facts=device_facts(cpu),
+                  settings=Settings.defaults().but(point_budget_s=0.01))
     row = transfer.time_create(ctx, op, 4096)
     assert row["check_passed"] and row["time_s"] > 0 and row["timer"] == "perf_counter"
     with pytest.raises(ValueError, match="create_on_host"):
