@@ -22,6 +22,7 @@ from experiments import kernels
 from experiments.core.config import ConfigError, ExperimentConfig, check_sizes
 from experiments.core.checks import check_close, need_storage_dtype
 from experiments.core.dtypes import itemsize, torch_dtype
+from experiments.core.harness import Point, State
 from experiments.core.runner import Context
 from experiments.kernels.chain import check_block, check_warps
 from experiments.kernels.occupancy import blocks_per_sm
@@ -80,7 +81,8 @@ def plan(cfg: L1Config, sms: int, size: int, item: int) -> dict:
             "num_warps": cfg.num_warps}
 
 
-def _measure(ctx: Context, cfg: L1Config, p: dict) -> dict:
+def measure(state: State) -> dict:
+    ctx, cfg, p = state.ctx, state.cfg, state.args["p"]
     need_storage_dtype(ctx.dtype)
     kernel = kernels.load("reread")
     x = ctx.randn(p["programs"] * p["span"], dtype=torch_dtype(ctx.dtype))
@@ -97,25 +99,22 @@ def _measure(ctx: Context, cfg: L1Config, p: dict) -> dict:
     if resident is not None and resident < cfg.blocks_per_sm:
         params["note"] = (f"only {resident} blocks fit on an SM at once: the sets of "
                           f"{cfg.blocks_per_sm} blocks are not all resident together")
-    return ctx.time(call) | {"rel_error": err, "check_passed": True, "params": p | params}
+    return state.time(call) | {"rel_error": err, "check_passed": True, "params": p | params}
 
 
-def run(cfg: L1Config, ctx: Context):
-    gpu = ctx.device.type == "cuda"
+def points(cfg: L1Config, ctx: Context) -> list[Point]:
+    """One point per size; on a CPU each a not_applicable row."""
     item = itemsize(ctx.dtype)
+    out = []
     for size in cfg.sizes:
         base = {"op": "reread", "variant": "triton"}
-        if not gpu:
-            yield base | {"params": {"resident_bytes_per_sm": size}, "status": "not_applicable",
-                          "message": NO_SMS}
+        if ctx.device.type != "cuda":
+            out.append(Point(base | {"params": {"resident_bytes_per_sm": size}},
+                             status="not_applicable", message=NO_SMS))
             continue
         p = plan(cfg, ctx.facts.compute_units, size, item)
         n = p["programs"] * p["span"]
-        base |= {"n": n, "working_set_bytes": n * item, "bytes": float(n * item * p["passes"]),
-                 "flops": float(n * p["passes"]), "params": p}
-        yield ctx.point(base, lambda p=p: _measure(ctx, cfg, p))
-
-
-def points(cfg: L1Config, ctx: Context) -> int:
-    """Rows `run` yields (the progress a job shows): one per size."""
-    return len(cfg.sizes)
+        out.append(Point(base | {"n": n, "working_set_bytes": n * item,
+                                 "bytes": float(n * item * p["passes"]),
+                                 "flops": float(n * p["passes"]), "params": p}, args={"p": p}))
+    return out

@@ -52,6 +52,11 @@ class State:
     rows: list[dict]  # the rows of the points before this one, in order
     memo: dict  # scratch every point of the job shares (arrays drawn once, say)
 
+    @classmethod
+    def alone(cls, ctx, cfg, point: Point) -> "State":
+        """One point measured on its own: no rows before it (a test, a one-off)."""
+        return cls(ctx, cfg, point, budget_s(point, ctx), [], {})
+
     @property
     def args(self) -> dict:
         return self.point.args

@@ -12,6 +12,7 @@ from experiments.analysis import dataset, roofline
 from experiments import experiment_config
 from experiments.core.config import ConfigError, Settings
 from experiments.core.device import device_facts
+from experiments.core.harness import Point, State
 from experiments.core.runner import Context
 
 
@@ -39,7 +40,7 @@ def test_point_counts_every_pass_and_checks_the_result_in_interpreter():
     p = l1.plan(cfg, sms=2, size=256, item=4)
     assert p["programs"] == 4 and p["span"] == 32 and p["block"] == 16
     assert p["passes"] * 2 % 4 == 0 and p["passes"] * p["programs"] * 128 >= 1 << 14
-    row = l1._measure(ctx, cfg, p)
+    row = l1.measure(State.alone(ctx, cfg, Point({}, args={"p": p})))
     assert row["check_passed"] and row["rel_error"] <= l1.TOLERANCE and row["time_s"] > 0
 
 
