@@ -22,6 +22,7 @@ from experiments import kernels
 from experiments.core.config import ConfigError, ExperimentConfig
 from experiments.core.checks import need_storage_dtype
 from experiments.core.dtypes import itemsize, torch_dtype
+from experiments.core.harness import Point, State
 from experiments.core.runner import Context
 from experiments.kernels.chain import A, check, check_block, check_warps
 from experiments.kernels.occupancy import blocks_per_sm
@@ -89,7 +90,8 @@ def _occupancy(ctx: Context, compiled, num_warps: int, grid: int) -> dict:
 NO_SMS = "a CPU has no SMs, warps or thread blocks: grid waves and warps per block are GPU notions"
 
 
-def _measure(ctx: Context, cfg: LaunchConfig, grid: int, num_warps: int, params: dict) -> dict:
+def measure(state: State) -> dict:
+    ctx, cfg, grid, num_warps = state.ctx, state.cfg, state.args["grid"], state.args["num_warps"]
     need_storage_dtype(ctx.dtype)
     kernel = kernels.load("fma_chain")
     x = ctx.randn(grid * cfg.tile, dtype=torch_dtype(ctx.dtype))
@@ -98,32 +100,29 @@ def _measure(ctx: Context, cfg: LaunchConfig, grid: int, num_warps: int, params:
     compiled = call(0)
     ctx.sync()
     err = check(ctx.dtype, x, y, cfg.iters)  # every block wrote its own tile, correctly
-    return ctx.time(call) | {"rel_error": err, "check_passed": True,
-                             "params": params | _occupancy(ctx, compiled, num_warps, grid)}
+    return state.time(call) | {"rel_error": err, "check_passed": True, "params":
+                               state.row["params"] | _occupancy(ctx, compiled, num_warps, grid)}
 
 
-def run(cfg: LaunchConfig, ctx: Context):
+def points(cfg: LaunchConfig, ctx: Context) -> list[Point]:
+    """The wave sweep, then the warp sweep; on a CPU each not_applicable, in the same shape."""
     gpu = ctx.device.type == "cuda"
     sms = ctx.facts.compute_units if gpu else None  # on a CPU: cores, not SMs
     size = itemsize(ctx.dtype)
-    points = [("wave_sweep", w, cfg.num_warps) for w in wave_points(cfg)]
-    points += [("warp_sweep", w, nw) for nw in cfg.warps for w in cfg.warp_waves]
-    for op, waves, num_warps in points:
+    sweep = [("wave_sweep", w, cfg.num_warps) for w in wave_points(cfg)]
+    sweep += [("warp_sweep", w, nw) for nw in cfg.warps for w in cfg.warp_waves]
+    out = []
+    for op, waves, num_warps in sweep:
         params = {"num_warps": num_warps, "blocks_per_sm": cfg.blocks_per_sm, "tile": cfg.tile,
                   "iters": cfg.iters, "waves": waves, "sms": sms}
         base = {"op": op, "variant": "triton", "params": params}
-        if not gpu:  # a row per point all the same, so every device's dataset has the same shape
-            yield base | {"status": "not_applicable", "message": NO_SMS}
+        if not gpu:
+            out.append(Point(base, status="not_applicable", message=NO_SMS))
             continue
         grid = grid_size(waves, sms, cfg.blocks_per_sm)
         params |= {"grid": grid, "waves": grid / (sms * cfg.blocks_per_sm)}
         n = grid * cfg.tile
         base |= {"n": n, "flops": 2.0 * cfg.iters * n, "bytes": 2.0 * n * size,
                  "working_set_bytes": 2 * n * size}
-        yield ctx.point(base, lambda grid=grid, nw=num_warps, p=params:
-                        _measure(ctx, cfg, grid, nw, p))
-
-
-def points(cfg: LaunchConfig, ctx: Context) -> int:
-    """Rows `run` yields (the progress a job shows), on any device."""
-    return len(wave_points(cfg)) + len(cfg.warps) * len(cfg.warp_waves)
+        out.append(Point(base, args={"grid": grid, "num_warps": num_warps}))
+    return out

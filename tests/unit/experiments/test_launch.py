@@ -7,6 +7,7 @@ from experiments import launch
 from experiments.kernels import chain, occupancy
 from experiments.core.device import device_facts
 from experiments.core.config import Settings
+from experiments.core.harness import Point, State
 from experiments.core.runner import Context
 from experiments import experiment_config
 
@@ -38,7 +39,8 @@ def test_gpu_point_body_runs_in_interpreter():
     ctx = Context(device=dev, dtype="float32", facts=device_facts(dev),
                   settings=Settings.defaults().but(point_budget_s=0.01))
     cfg = experiment_config("launch", tile=64, iters=10)
-    row = launch._measure(ctx, cfg, grid=3, num_warps=2, params={"grid": 3})
+    point = Point({"params": {"grid": 3}}, args={"grid": 3, "num_warps": 2})
+    row = launch.measure(State.alone(ctx, cfg, point))
     assert row["check_passed"] and row["rel_error"] <= 2e-6 and row["time_s"] > 0
     assert row["params"]["grid"] == 3 and row["params"]["resident_blocks_per_sm"] is None
 
