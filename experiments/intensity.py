@@ -29,6 +29,7 @@ from experiments import kernels
 from experiments.core.config import ConfigError, ExperimentConfig, check_sizes
 from experiments.core.checks import need_host_memory, need_storage_dtype
 from experiments.core.dtypes import itemsize, torch_dtype
+from experiments.core.harness import Point, State
 from experiments.core.runner import Context, Unsupported
 from experiments.kernels.chain import A, check, check_block, check_warps
 
@@ -137,12 +138,12 @@ def _cpu_kernel(dtype: str = "float32"):
     return cpu_fma
 
 
-def _measure(ctx: Context, cfg: IntensityConfig, fmas: int, m: int, cache: dict,
-             use_triton: bool) -> dict:
+def measure(state: State) -> dict:
+    ctx, cfg, fmas, m = state.ctx, state.cfg, state.args["fmas"], state.row["n"]
     need_storage_dtype(ctx.dtype)
-    cpu_kernel = None if use_triton else _cpu_kernel(ctx.dtype)
-    x, y = (t[:m] for t in _arrays(ctx, elements(cfg, ctx), cache))
-    if use_triton:
+    cpu_kernel = None if state.args["triton"] else _cpu_kernel(ctx.dtype)
+    x, y = (t[:m] for t in _arrays(ctx, elements(cfg, ctx), state.memo))
+    if state.args["triton"]:
         kernel = kernels.load("fma_chain")
         call = lambda i: kernel.fma_chain(x, y, fmas, A, block=cfg.block, num_warps=cfg.num_warps,
                                           persistent=cfg.persistent)
@@ -152,7 +153,7 @@ def _measure(ctx: Context, cfg: IntensityConfig, fmas: int, m: int, cache: dict,
     y.fill_(float("nan"))
     first_s = ctx.first_call(lambda: call(0))
     err = check(ctx.dtype, x, y, fmas)
-    return ctx.time(call, warm_call_s=first_s) | {"rel_error": err, "check_passed": True}
+    return state.time(call, warm_call_s=first_s) | {"rel_error": err, "check_passed": True}
 
 
 def _variant(ctx: Context, size: int) -> tuple[str, dict]:
@@ -168,27 +169,24 @@ def _variant(ctx: Context, size: int) -> tuple[str, dict]:
     return variant, lanes | placement(team(ctx))
 
 
-def run(cfg: IntensityConfig, ctx: Context):
-    gpu = ctx.device.type == "cuda"
-    size = itemsize(ctx.dtype)
-    n = elements(cfg, ctx)
+def points(cfg: IntensityConfig, ctx: Context) -> list[Point]:
+    """One point per FMA count, over all n elements (adapt: a prefix, once the rates show it)."""
+    size, n = itemsize(ctx.dtype), elements(cfg, ctx)
     variant, params = _variant(ctx, size)
+    gpu = ctx.device.type == "cuda"
     if gpu:
         params = {"block": cfg.block, "num_warps": cfg.num_warps, "persistent": cfg.persistent}
-    cache: dict = {}
-    seen: list[tuple[int, int, float]] = []
-    for fmas in cfg.fmas:
-        m = elements_for(fmas, n, seen, cfg.call_s)
-        moved = 2 * m * size
-        base = {"op": "fma_chain", "variant": variant, "n": m, "flops": 2.0 * fmas * m,
-                "bytes": float(moved), "working_set_bytes": moved,
-                "params": params | {"fmas": fmas}}
-        row = ctx.point(base, lambda fmas=fmas, m=m: _measure(ctx, cfg, fmas, m, cache, gpu))
-        if row.get("status") == "ok" and (row.get("time_s") or 0) > 0:
-            seen.append((fmas, m, float(row["time_s"])))
-        yield row
+    return [Point({"op": "fma_chain", "variant": variant, "n": n, "flops": 2.0 * fmas * n,
+                   "bytes": float(2 * n * size), "working_set_bytes": 2 * n * size,
+                   "params": params | {"fmas": fmas}}, args={"fmas": fmas, "triton": gpu})
+            for fmas in cfg.fmas]
 
 
-def points(cfg: IntensityConfig, ctx: Context) -> int:
-    """Rows `run` yields (the progress a job shows)."""
-    return len(cfg.fmas)
+def adapt(state: State) -> dict:
+    """The elements a point runs over (elements_for), from the ok rows before it."""
+    seen = [(r["params"]["fmas"], r["n"], float(r["time_s"])) for r in state.rows
+            if r.get("status") == "ok" and (r.get("time_s") or 0) > 0]
+    n, fmas, size = state.row["n"], state.args["fmas"], itemsize(state.dtype)
+    m = elements_for(fmas, n, seen, state.cfg.call_s)
+    return {"n": m, "flops": 2.0 * fmas * m, "bytes": float(2 * m * size),
+            "working_set_bytes": 2 * m * size}

@@ -19,6 +19,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")  # Triton kernels run on the CPU 
 from experiments.__main__ import CONFIG_DIR, MODULES  # noqa: E402  (registers the configs)
 from experiments.core.runner import run_job  # noqa: E402
 from experiments.core.config import Settings  # noqa: E402
+from experiments.core.device import device_facts  # noqa: E402
 from experiments.core.harness import count  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,7 +57,8 @@ def run_experiment(tmp_path):
         rows = pd.read_parquet(out)
         # the count a job's progress shows up front is the rows it writes
         cpu = SimpleNamespace(device=torch.device("cpu"), devices=[torch.device("cpu")],
-                              dtype=dtype, settings=Settings.of(job))
+                              dtype=dtype, settings=Settings.of(job),
+                              facts=device_facts(torch.device("cpu")))
         planned = count(MODULES[name], job.experiment, cpu)  # None: not known up front
         assert planned is None or len(rows) == planned, (name, len(rows), planned)
         return rows

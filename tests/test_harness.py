@@ -142,3 +142,16 @@ def test_points_that_are_not_points_are_named():
     module = _module(lambda cfg, ctx: [{"op": "a"}], lambda state: {})
     with pytest.raises(TypeError, match="gave dict, not a Point"):
         harness.count(module, None, SimpleNamespace())
+
+
+def test_adapt_gives_a_point_the_columns_that_follow_from_the_rows_before():
+    def measure(state):
+        if state.row["n"] == 2:
+            raise RuntimeError("out of memory")
+        return {"time_s": float(state.row["n"])}
+
+    module = _module(lambda cfg, ctx: [Point({"op": "a", "n": 100}) for _ in range(3)], measure)
+    module.adapt = lambda state: {"n": 1 + len(state.rows)}
+    rows = list(harness.rows(module, None, _ctx()))
+    # a failed point's row holds its adapted columns too
+    assert [(r["n"], r["status"]) for r in rows] == [(1, "ok"), (2, "oom"), (3, "ok")]

@@ -8,6 +8,7 @@ from experiments import intensity
 from experiments.kernels import chain
 from experiments.core.device import device_facts
 from experiments.core.config import Settings
+from experiments.core.harness import Point, State
 from experiments.core.runner import Context
 from experiments import experiment_config
 
@@ -120,7 +121,8 @@ def test_gpu_point_body_runs_in_interpreter():
     ctx = Context(device=dev, dtype="float32", facts=device_facts(dev),
                   settings=Settings.defaults().but(point_budget_s=0.01))
     cfg = experiment_config("intensity", n=1000, block=256, num_warps=4)
-    row = intensity._measure(ctx, cfg, 9, 1000, {}, use_triton=True)
+    point = Point({"n": 1000}, args={"fmas": 9, "triton": True})
+    row = intensity.measure(State.alone(ctx, cfg, point))
     assert row["check_passed"] and row["rel_error"] <= 2e-6 and row["time_s"] > 0
 
 
