@@ -35,6 +35,7 @@ from omegaconf import MISSING
 from experiments.core.config import ConfigError, ExperimentConfig, check_sizes
 from experiments.core.dtypes import itemsize, torch_dtype
 from experiments.core.device import gpu_group
+from experiments.core.harness import Point, State
 from experiments.core.runner import Context, Unsupported, WrongResult
 
 NAME = "peer_copy"
@@ -155,8 +156,9 @@ def _enable_peer(a: torch.device, b: torch.device):
     torch.cuda.synchronize(a)
 
 
-def _point(ctx: Context, method: str, direction: str, a: torch.device, b: torch.device,
-           n: int, link: dict) -> dict:
+def measure(state: State) -> dict:
+    ctx, n, (method, direction) = state.ctx, state.row["n"], (state.row["op"], state.row["variant"])
+    a, b, link = state.args["a"], state.args["b"], state.args["link"]
     if not link["peer_access"]:
         raise Unsupported(f"no peer access from {a} to {b} (cudaDeviceCanAccessPeer is 0): "
                           "copies between them go through host memory, not a GPU-to-GPU link")
@@ -194,8 +196,9 @@ def _point(ctx: Context, method: str, direction: str, a: torch.device, b: torch.
             torch.cuda.synchronize(dev)
         for got, ref in checks:
             if not _same(got, ref):
-                raise WrongResult(f"{method} {direction} {a}->{b}: copied data differ from the source")
-        stats = ctx.time(call, device=a, use_graph=False)
+                raise WrongResult(f"{method} {direction} {a}->{b}: copied data differ from "
+                                  "the source")
+        stats = state.time(call, device=a, use_graph=False)
         for dev in (a, b):
             torch.cuda.synchronize(dev)
     return stats | {"rel_error": 0.0, "check_passed": True}
@@ -208,21 +211,21 @@ def _base(method, direction, size, elem) -> dict:
             "working_set_bytes": 2 * nbytes}
 
 
-def not_measurable(cfg: PeerCopyConfig, reason: str, gpus: int) -> list[dict]:
+def not_measurable(cfg: PeerCopyConfig, reason: str, gpus: int) -> list[Point]:
     """One row per (method, direction, size), each `not_applicable` with the reason."""
     elem = 4  # bytes are bytes: the row's sizes read the same whatever the dtype
-    return [_base(m, d, s, elem) | {"status": "not_applicable", "message": reason,
-                                    "params": {"gpus": gpus}}
-            for m in cfg.methods for d in cfg.directions for s in cfg.sizes]
+    return [Point(_base(m, d, s, elem) | {"params": {"gpus": gpus}}, status="not_applicable",
+                  message=reason) for m in cfg.methods for d in cfg.directions for s in cfg.sizes]
 
 
-def run(cfg: PeerCopyConfig, ctx: Context):
+def points(cfg: PeerCopyConfig, ctx: Context) -> list[Point]:
+    """Per method and size, every ordered pair one way and every pair both ways."""
     gpus, why = gpu_group(ctx.devices, NO_GPU, ONE_GPU)
     if why:
-        yield from not_measurable(cfg, why, len(gpus))
-        return
+        return not_measurable(cfg, why, len(gpus))
     elem = itemsize(ctx.dtype)
     links = {(i, j): pair_link(gpus[i], gpus[j]) for i, j in ordered_pairs(len(gpus))}
+    out = []
     for method in cfg.methods:
         for direction in cfg.directions:
             pairs = ordered_pairs(len(gpus)) if direction == "uni" else unordered_pairs(len(gpus))
@@ -235,17 +238,6 @@ def run(cfg: PeerCopyConfig, ctx: Context):
                 arrow = "->" if direction == "uni" else "<->"
                 params = link | {"src": a.index, "dst": b.index, "gpus": len(gpus),
                                  "pair": f"{a.index}{arrow}{b.index}"}
-                for size in cfg.sizes:
-                    base = _base(method, direction, size, elem) | {"params": params}
-                    yield ctx.point(base, lambda m=method, d=direction, a=a, b=b, n=base["n"],
-                                    link=link: _point(ctx, m, d, a, b, n, link))
-
-
-def points(cfg: PeerCopyConfig, ctx: Context) -> int:
-    """Rows `run` yields (the progress a job shows): per method and size, every ordered pair one
-    way and every pair both ways; one row per method, direction and size where not measurable."""
-    gpus, why = gpu_group(ctx.devices, NO_GPU, ONE_GPU)
-    if why:
-        return len(cfg.methods) * len(cfg.directions) * len(cfg.sizes)
-    per_direction = {"uni": len(ordered_pairs(len(gpus))), "bi": len(unordered_pairs(len(gpus)))}
-    return len(cfg.methods) * len(cfg.sizes) * sum(per_direction[d] for d in cfg.directions)
+                out += [Point(_base(method, direction, size, elem) | {"params": params},
+                              args={"a": a, "b": b, "link": link}) for size in cfg.sizes]
+    return out

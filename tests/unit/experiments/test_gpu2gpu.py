@@ -11,6 +11,9 @@ import pytest
 import torch
 
 from experiments import collectives, holds_all_gpus, peer_copy
+from experiments.core import harness
+from experiments.core.config import Settings
+from experiments.core.harness import Point, State
 from experiments.report import render as report
 from experiments.analysis.dataset import from_rows
 from experiments.report.figures import Inputs, Missing
@@ -40,7 +43,8 @@ def _one_gpu():
 
 
 def test_one_gpu_has_no_pair_and_no_collective():
-    rows = list(peer_copy.run(experiment_config("peer_copy", sizes=[4096, 1 << 30]), _one_gpu()))
+    cfg = experiment_config("peer_copy", sizes=[4096, 1 << 30])
+    rows = list(harness.rows(peer_copy, cfg, _one_gpu()))
     assert len(rows) == 2 * 2 * 2  # methods x directions x sizes
     assert all(r["status"] == "not_applicable" and "one GPU (cuda:0)" in r["message"]
                and "no peer" in r["message"] for r in rows)
@@ -69,10 +73,12 @@ def test_link_types_and_bytes():
 
 
 def test_a_pair_without_peer_access_says_why():
-    ctx = SimpleNamespace(dtype="float32", seed=0)
+    ctx = SimpleNamespace(dtype="float32", settings=Settings.defaults())
+    point = Point({"op": "copy_engine", "variant": "uni", "n": 1024},
+                  args={"a": torch.device("cuda", 0), "b": torch.device("cuda", 1),
+                        "link": {"peer_access": False}})
     with pytest.raises(peer_copy.Unsupported, match="no peer access from cuda:0 to cuda:1"):
-        peer_copy._point(ctx, "copy_engine", "uni", torch.device("cuda", 0),
-                         torch.device("cuda", 1), 1024, {"peer_access": False})
+        peer_copy.measure(State.alone(ctx, None, point))
 
 
 @pytest.mark.parametrize("op, world, factor", [
