@@ -22,11 +22,12 @@ from dataclasses import dataclass
 import torch
 from omegaconf import MISSING
 
-from experiments.core.budget import SlowPointGuard, point_budget, rotation_copies
+from experiments.core.budget import SlowPointGuard, rotation_copies
 from experiments.core.config import ExperimentConfig, check_sizes
 from experiments.core.checks import has_nan
 from experiments.core.dtypes import itemsize, tf32_matmul, torch_dtype
 from experiments.core.cpus import HALF_ARITHMETIC, isa_flags
+from experiments.core.harness import Point, State
 from experiments.core.runner import Context, Unsupported, WrongResult
 
 NAME = "matmul"
@@ -163,7 +164,8 @@ def error_parts(a, b, c, a_full, b_full) -> dict:
             "arithmetic_error": arithmetic}
 
 
-def _measure(ctx: Context, cfg: MatmulConfig, n: int, min_samples: int | None = None) -> dict:
+def _gemm(state: State, min_samples: int | None = None) -> dict:
+    ctx, cfg, n = state.ctx, state.cfg, state.row["n"]
     if ctx.device.type == "cpu":
         cpu_supports(ctx.dtype)
     kernel = _kernel(ctx, cfg)
@@ -185,8 +187,8 @@ def _measure(ctx: Context, cfg: MatmulConfig, n: int, min_samples: int | None = 
                 raise WrongResult(f"arithmetic error {errors['arithmetic_error']:.3g} "
                                   f"above {TOLERANCE[ctx.dtype]:g}")
         least = {} if min_samples is None else {"min_samples": min_samples}
-        stats = ctx.time(lambda i: kernel(*triples[i % sets]), warm_call_s=first_s,
-                         min_point_s=cfg.steady_s, point_budget_s=_point_budget(cfg, ctx), **least)
+        stats = state.time(lambda i: kernel(*triples[i % sets]), warm_call_s=first_s,
+                           min_point_s=cfg.steady_s, **least)
     params = {"operand_sets": sets, "tf32": ctx.dtype == "tf32",
               "input_rounding_error": errors["input_rounding_error"],
               "arithmetic_error": errors["arithmetic_error"]}
@@ -195,63 +197,61 @@ def _measure(ctx: Context, cfg: MatmulConfig, n: int, min_samples: int | None = 
     return stats | {"rel_error": errors["rel_error"], "check_passed": checked, "params": params}
 
 
-def run(cfg: MatmulConfig, ctx: Context):
-    guard = SlowPointGuard(cfg.max_call_s)
-    best, flat = None, 0  # the best FLOP/s so far; sizes in a row that gained < plateau_gain
-    # the curve rises into the call budget's edge: the last clean size gained >= plateau_gain
-    # over the clean size before it and tops every size so far. Only then can a larger size
-    # lift the ceiling (its best point): a small size can burst above every larger one in cache,
-    # and where such a burst tops it the next size's seconds buy nothing
-    rising, last = False, None
-    where = {}
-    if ctx.device.type == "cpu":
-        from experiments.bandwidth import placement
-        where = placement()
+def points(cfg: MatmulConfig, ctx: Context) -> list[Point]:
+    """One per size, smallest first; a CPU's samples steady_s at least (its calls fill it)."""
+    from experiments.bandwidth import placement
+    cpu = ctx.device.type == "cpu"
+    where = {"params": placement()} if cpu else {}
     size = itemsize(ctx.dtype)
     out_size = OUT_DTYPE[ctx.dtype].itemsize if ctx.dtype in OUT_DTYPE else size
-    for n in sorted(cfg.sizes):
-        moved = 2 * n * n * size + n * n * out_size
-        base = {"op": "gemm", "n": n, "m": n, "k": n, "flops": 2.0 * n**3, "bytes": float(moved),
-                "working_set_bytes": moved}
-        if cfg.plateau_gain and flat >= cfg.plateau_flat and n > cfg.plateau_past:
-            yield base | {"status": "skipped", "message": f"the plateau showed: {flat} sizes in "
-                          f"a row gained less than {cfg.plateau_gain:.0%} over the best before"}
-            continue
-        past_max = guard.skip(base["flops"], base["bytes"])
-        if rising and past_max and cfg.rising_call_s > cfg.max_call_s:
-            row = guard.point(ctx, base, lambda n=n: _measure(ctx, cfg, n, RISING_SAMPLES),
-                              limit_s=cfg.rising_call_s, limit_name="rising_call_s")
-            if row["status"] == "ok":
-                row["params"] = (row.get("params") or {}) | {"past_max_call_s": True}
-        else:
-            row = guard.point(ctx, base, lambda n=n: _measure(ctx, cfg, n))
-        if where:
-            row["params"] = (row.get("params") or {}) | where
-        # only clean rows count either way: a contended (or a GPU's noisy) one neither gains
-        # nor stalls. A CPU's counts at its best call, as its ceiling does: a spread does not
-        # move it, and the median of a point's calls trails its best while a CPU warms up
-        cpu = ctx.device.type == "cpu"
+    moved = lambda n: 2 * n * n * size + n * n * out_size
+    return [Point({"op": "gemm", "n": n, "m": n, "k": n, "flops": 2.0 * n**3,
+                   "bytes": float(moved(n)), "working_set_bytes": moved(n)} | where,
+                  least_s=cfg.steady_s if cpu else 0.0) for n in sorted(cfg.sizes)]
+
+
+def _so_far(state: State) -> tuple[SlowPointGuard, int, bool]:
+    """From the rows before: the guard, the sizes in a row that gained < plateau_gain over the
+    best before, and whether the last one rose to the best so far."""
+    cfg, cpu = state.cfg, state.device.type == "cpu"
+    guard, best, flat, rising, last = SlowPointGuard(cfg.max_call_s), None, 0, False, None
+    for row in state.rows:
+        guard.update(row)
         if row["status"] == "ok" and not (row.get("contended") or row.get("noisy") and not cpu):
-            new = 2.0 * n**3 / row["time_s_min" if cpu else "time_s"]
-            # a drop counts as no gain: past the plateau a CPU's GEMM falls off at larger sizes
+            new = 2.0 * row["n"] ** 3 / row["time_s_min" if cpu else "time_s"]
             rising = last is not None and new >= max(last * (1 + cfg.plateau_gain), best)
             flat = 0 if best is None or new >= best * (1 + cfg.plateau_gain) else flat + 1
             best, last = max(best or 0.0, new), new
-        yield row
+    return guard, flat, rising
 
 
-def points(cfg: MatmulConfig, ctx: Context) -> int:
-    """Rows `run` yields (the progress a job shows): one per size, skipped ones included."""
-    return len(cfg.sizes)
+def _verdict(state: State) -> tuple[dict | None, bool]:
+    """A skipped row's columns, else None; and whether the size runs past max_call_s (after one
+    that rose: up to rising_call_s, on RISING_SAMPLES calls)."""
+    cfg, row = state.cfg, state.row
+    guard, flat, rising = _so_far(state)
+    if cfg.plateau_gain and flat >= cfg.plateau_flat and row["n"] > cfg.plateau_past:
+        gain = f"{cfg.plateau_gain:.0%}"
+        return {"status": "skipped", "params": None, "message": f"the plateau showed: {flat} "
+                f"sizes in a row gained less than {gain} over the best before"}, False
+    past_max = guard.skip(row["flops"], row["bytes"])
+    if rising and past_max and cfg.rising_call_s > cfg.max_call_s:
+        return guard.skip(row["flops"], row["bytes"], limit_s=cfg.rising_call_s,
+                          limit_name="rising_call_s"), True
+    return past_max, False
 
 
-def _point_budget(cfg: MatmulConfig, ctx: Context) -> float:
-    """A point's budget: on a CPU steady_s at least (a CPU's calls are planned to fill it)."""
-    return point_budget(ctx, at_least=cfg.steady_s if ctx.device.type == "cpu" else 0.0)
+def skip(state: State) -> dict | None:
+    return _verdict(state)[0]
 
 
-def sampling_s(cfg: MatmulConfig, ctx: Context) -> float:
-    """Seconds the points sample at most, before warm-ups (the job's start line): one size may be
-    a rising one past max_call_s (RISING_SAMPLES calls of up to rising_call_s)."""
-    rising = RISING_SAMPLES * cfg.rising_call_s if cfg.rising_call_s > cfg.max_call_s else 0.0
-    return len(cfg.sizes) * _point_budget(cfg, ctx) + rising
+def measure(state: State) -> dict:
+    rising = _verdict(state)[1]
+    row = _gemm(state, RISING_SAMPLES if rising else None)
+    flag = {"past_max_call_s": True} if rising else {}
+    return row | {"params": (row.get("params") or {}) | flag | (state.row.get("params") or {})}
+
+
+def extra_s(cfg: MatmulConfig) -> float:
+    """What a rising size past max_call_s may sample past its budget (the job's start line)."""
+    return RISING_SAMPLES * cfg.rising_call_s if cfg.rising_call_s > cfg.max_call_s else 0.0

@@ -4,7 +4,8 @@ An experiment declares its points, `points(cfg, ctx)`: for each, the row it writ
 is known before measuring (op, n, flops, bytes, params), what measuring it needs (`args`) and the
 bounds of its budget; and one function measuring a point, `measure(state)`, given a `State`
 (the job's context and settings, the device, the dtype, the point, its budget, the rows so far);
-and, where a point's row follows from the rows before it, `adapt(state)`: those columns.
+and, where a point's row follows from the rows before it, `adapt(state)`: those columns;
+`skip(state)`: the columns of a point declined, unmeasured (status skipped, message), or None.
 The harness owns the rest: the loop over the points, each point's budget (computed here, once),
 the skip reasons (a failure, an OOM or an unsupported dtype becomes a row with its status) and
 the rows. A point known not to be measurable carries its status and message and is never run.
@@ -122,7 +123,7 @@ def rows(module: ModuleType, cfg, ctx, plan: list[Point] | None = None) -> Itera
     plan = points(module, cfg, ctx) if plan is None else plan
     done: list[dict] = []
     memo: dict = {}
-    adapt = getattr(module, "adapt", None)
+    adapt, skip = getattr(module, "adapt", None), getattr(module, "skip", None)
     for point in plan:
         if point.status is not None:
             row = point.row | {"status": point.status, "message": point.message}
@@ -130,7 +131,10 @@ def rows(module: ModuleType, cfg, ctx, plan: list[Point] | None = None) -> Itera
             state = State(ctx, cfg, point, budget_s(point, ctx), done, memo)
             if adapt:  # columns that follow from the rows before (a prefix's n, say)
                 state.point = replace(point, row=point.row | adapt(state))
-            row = ctx.point(state.row, lambda state=state: module.measure(state))
+            if skip and (skipped := skip(state)):  # declined, from the rows before
+                row = state.row | skipped
+            else:
+                row = ctx.point(state.row, lambda state=state: module.measure(state))
         done.append(row)
         yield row
 

@@ -5,7 +5,11 @@ import pytest
 import torch
 
 from experiments import matmul
+from experiments.core import harness
+from experiments.core.config import Settings
 from experiments.core.dtypes import torch_dtype
+
+SETTINGS = Settings.defaults()
 
 
 def test_matmul_counts_work_and_checks_against_float64(run_experiment):
@@ -134,12 +138,12 @@ def test_sizes_stop_once_the_plateau_shows(rates, plateau_flat, measured):
     from experiments import matmul
     sizes = [256, 512, 1024, 2048, 4096]
     rate = dict(zip(sizes, rates))
-    ctx = SimpleNamespace(device=SimpleNamespace(type="cuda"), dtype="float32",
+    ctx = SimpleNamespace(device=SimpleNamespace(type="cuda"), dtype="float32", settings=SETTINGS,
                           point=lambda base, body: base | {
                               "status": "ok", "time_s": 2.0 * base["n"] ** 3 / rate[base["n"]]})
-    cfg = SimpleNamespace(sizes=sizes, max_call_s=1e9, plateau_gain=0.05,
+    cfg = SimpleNamespace(sizes=sizes, steady_s=0.0, max_call_s=1e9, plateau_gain=0.05,
                           plateau_flat=plateau_flat, plateau_past=0)
-    rows = list(matmul.run(cfg, ctx))
+    rows = list(harness.rows(matmul, cfg, ctx))
     assert [r["status"] for r in rows] == ["ok"] * measured + ["skipped"] * (5 - measured)
     assert all("plateau showed" in r["message"] for r in rows[measured:])
 
@@ -152,18 +156,18 @@ def test_no_size_up_to_plateau_past_is_skipped():
     from experiments import matmul
     sizes = [256, 512, 1024, 2048, 4096, 8192, 10240]
     rate = dict(zip(sizes, [0.95, 1.34, 1.18, 1.36, 1.37, 2.03, 2.05]))
-    ctx = SimpleNamespace(device=SimpleNamespace(type="cpu"), dtype="float32",
+    ctx = SimpleNamespace(device=SimpleNamespace(type="cpu"), dtype="float32", settings=SETTINGS,
                           point=lambda base, body: base | {
                               "status": "ok", "time_s": 1.0,
                               "time_s_min": 2.0 * base["n"] ** 3 / (rate[base["n"]] * 1e12)})
     for past, measured in ((0, 4), (8192, 7)):
-        cfg = SimpleNamespace(sizes=sizes, max_call_s=float("inf"), plateau_gain=0.05,
+        cfg = SimpleNamespace(sizes=sizes, steady_s=0.0, max_call_s=float("inf"), plateau_gain=0.05,
                               plateau_flat=2, plateau_past=past)
-        rows = list(matmul.run(cfg, ctx))
+        rows = list(harness.rows(matmul, cfg, ctx))
         assert sum(r["status"] == "ok" for r in rows) == measured
     # past it, two flat sizes still stop the sweep (the 2-core VM's bfloat16: 10240 skipped)
     rate.update({2048: 2.19, 4096: 2.16, 8192: 1.86})
-    rows = list(matmul.run(cfg, ctx))
+    rows = list(harness.rows(matmul, cfg, ctx))
     assert [r["status"] for r in rows][-1] == "skipped"
 
 
@@ -191,17 +195,18 @@ def test_a_size_past_max_call_s_runs_while_the_curve_still_rises(monkeypatch, ra
     rate = dict(zip(sizes, [r * 1e9 for r in rates]))
     asked = {}
 
-    def measure(ctx, cfg, n, min_samples=None):
+    def measure(state, min_samples=None):
+        n = state.row["n"]
         asked[n] = min_samples
         t = 2.0 * n**3 / rate[n]
         return {"time_s": t, "time_s_min": t}
 
-    monkeypatch.setattr(matmul, "_measure", measure)
-    ctx = SimpleNamespace(device=SimpleNamespace(type="cpu"), dtype="float32",
+    monkeypatch.setattr(matmul, "_gemm", measure)
+    ctx = SimpleNamespace(device=SimpleNamespace(type="cpu"), dtype="float32", settings=SETTINGS,
                           point=lambda base, body: base | {"status": "ok"} | body())
-    cfg = SimpleNamespace(sizes=sizes, max_call_s=1.5, rising_call_s=4.0, plateau_gain=0.05,
-                          plateau_flat=2, plateau_past=8192)
-    rows = list(matmul.run(cfg, ctx))
+    cfg = SimpleNamespace(sizes=sizes, steady_s=0.0, max_call_s=1.5, rising_call_s=4.0,
+                          plateau_gain=0.05, plateau_flat=2, plateau_past=8192)
+    rows = list(harness.rows(matmul, cfg, ctx))
     assert [r["status"] for r in rows] == statuses
     assert limit in rows[-1]["message"]
     ran = {r["n"]: r for r in rows if r["status"] == "ok"}
@@ -210,7 +215,7 @@ def test_a_size_past_max_call_s_runs_while_the_curve_still_rises(monkeypatch, ra
         assert asked[4096] == matmul.RISING_SAMPLES and ran[4096]["params"]["past_max_call_s"]
     # rising_call_s at max_call_s: no size past it, however the curve rises
     cfg.rising_call_s = cfg.max_call_s
-    assert [r["status"] for r in matmul.run(cfg, ctx)][4] == "skipped"
+    assert [r["status"] for r in harness.rows(matmul, cfg, ctx)][4] == "skipped"
 
 
 def test_a_cpus_plateau_is_judged_at_each_sizes_best_call():
@@ -220,16 +225,16 @@ def test_a_cpus_plateau_is_judged_at_each_sizes_best_call():
     from experiments import matmul
     sizes = [256, 512, 1024, 2048, 4096]
     median = dict(zip(sizes, [100, 110, 121, 133, 146]))
-    cfg = SimpleNamespace(sizes=sizes, max_call_s=float("inf"), plateau_gain=0.05,
+    cfg = SimpleNamespace(sizes=sizes, steady_s=0.0, max_call_s=float("inf"), plateau_gain=0.05,
                           plateau_flat=2, plateau_past=0)
     measured = {}
     for kind in ("cpu", "cuda"):
-        ctx = SimpleNamespace(device=SimpleNamespace(type=kind), dtype="float32",
+        ctx = SimpleNamespace(device=SimpleNamespace(type=kind), dtype="float32", settings=SETTINGS,
                               point=lambda base, body: base | {
                                   "status": "ok",
                                   "time_s": 2.0 * base["n"] ** 3 / median[base["n"]],
                                   "time_s_min": 2.0 * base["n"] ** 3 / 200})
-        rows = list(matmul.run(cfg, ctx))
+        rows = list(harness.rows(matmul, cfg, ctx))
         measured[kind] = sum(r["status"] == "ok" for r in rows)
     assert measured == {"cpu": 3, "cuda": 5}
 
@@ -243,13 +248,13 @@ def test_a_contended_size_neither_gains_nor_counts_toward_the_plateau(kind, flag
     sizes = [256, 512, 1024, 2048, 4096, 8192]
     rate = dict(zip(sizes, [100, 200, 201, 202, 203, 204]))
     time = lambda n: 2.0 * n**3 / rate[n]
-    ctx = SimpleNamespace(device=SimpleNamespace(type=kind), dtype="float32",
+    ctx = SimpleNamespace(device=SimpleNamespace(type=kind), dtype="float32", settings=SETTINGS,
                           point=lambda base, body: base | {
                               "status": "ok", flag: base["n"] == 1024,
                               "time_s": time(base["n"]), "time_s_min": time(base["n"])})
-    cfg = SimpleNamespace(sizes=sizes, max_call_s=float("inf"), plateau_gain=0.05,
+    cfg = SimpleNamespace(sizes=sizes, steady_s=0.0, max_call_s=float("inf"), plateau_gain=0.05,
                           plateau_flat=2, plateau_past=0)
-    rows = list(matmul.run(cfg, ctx))
+    rows = list(harness.rows(matmul, cfg, ctx))
     assert [r["status"] for r in rows] == ["ok"] * measured + ["skipped"] * (6 - measured)
 
 
@@ -270,8 +275,10 @@ def test_a_cpu_gemm_point_samples_at_least_steady_s(monkeypatch):
                           facts=SimpleNamespace(llc_bytes=1 << 20), time=time,
                           first_call=lambda f: (f(), 0.0)[1],
                           randn=lambda *shape: torch.randn(*shape, generator=g))
-    cfg = SimpleNamespace(check_max=0, rotate_bytes_factor=1.0, steady_s=0.5)
-    matmul._measure(ctx, cfg, 64)
+    cfg = SimpleNamespace(check_max=0, rotate_bytes_factor=1.0, steady_s=0.5, sizes=[64],
+                          max_call_s=1.0, rising_call_s=1.0, plateau_gain=0.0)
+    point, = matmul.points(cfg, ctx)
+    matmul.measure(harness.State.alone(ctx, cfg, point))
     assert seen["point_budget_s"] == 0.5 and seen["min_point_s"] == 0.5
 
 
