@@ -21,11 +21,11 @@ from dataclasses import dataclass
 import torch
 from omegaconf import MISSING
 
-from experiments.core.budget import point_budget
 from experiments.core.cpus import read_topology
 from experiments.core.config import ConfigError, ExperimentConfig, check_sizes
 from experiments.core.dtypes import itemsize, torch_dtype
 from experiments.core.checks import check_close, need_host_memory, need_storage_dtype
+from experiments.core.harness import Point, State
 from experiments.core.runner import Context
 
 NAME = "bandwidth"
@@ -215,40 +215,40 @@ def _fill_team(ctx: Context):
     return list((_facts(ctx).extra or {}).get("team") or []) or None
 
 
-def _measure(ctx: Context, op: str, n: int, cache: dict, cpus=None, reps: int = 1,
-             one_vector: bool = False, steady_s: float = 0.0) -> dict:
+def measure(state: State) -> dict:
+    ctx, op, n, cpus = state.ctx, state.row["op"], state.row["n"], state.args["cpus"]
+    need_storage_dtype(ctx.dtype)
+    need_host_memory(ctx, 3 * n * itemsize(ctx.dtype))  # a, b and out, whatever the op reads
     n_in, flops_per, kernel, _ = OPS[op]
-    a, b, out = _arrays(ctx, n, cache, cpus)
+    a, b, out = _arrays(ctx, n, state.memo, cpus)
     b = b if n_in == 2 else None
     if cpus:
         from experiments.kernels import cpu_stream
         arrays = [t.numpy() for t in (a, b if b is not None else a, out)]
-        call = lambda i: cpu_stream.run(cpus, op, *arrays, reps=reps, one_vector=one_vector)
+        reps, one = state.args["reps"], state.args["one_vector"]
+        call = lambda i: cpu_stream.run(cpus, op, *arrays, reps=reps, one_vector=one)
     else:
         call = lambda i: kernel(a, b, out)
     out.fill_(float("nan"))  # what the kernel leaves unwritten shows
     first_s = ctx.first_call(lambda: call(0))
     err = _check(op, a, b, out, ctx.dtype)
-    # a long first call is the estimate (a DRAM size); `steady_s`: sample at least that long
-    steady = {"min_point_s": steady_s} if steady_s else {}
-    stats = ctx.time(call, warm_call_s=first_s, point_budget_s=point_budget(ctx, at_least=steady_s),
-                     **steady)
+    # a long first call is the estimate (a DRAM size); a DRAM point samples dram_steady_s at least
+    steady = {"min_point_s": state.point.least_s} if state.point.least_s else {}
+    stats = state.time(call, warm_call_s=first_s, **steady)
     return stats | {"rel_error": err, "check_passed": True}
 
 
-def run(cfg: BandwidthConfig, ctx: Context):
-    size = itemsize(ctx.dtype)
-    cache: dict = {}
-    numba = _numba(ctx)
+def points(cfg: BandwidthConfig, ctx: Context) -> list[Point]:
+    """Per team (scope), size and op; a CPU's DRAM-window points sample dram_steady_s at least."""
+    size, llc = itemsize(ctx.dtype), _dram_llc(ctx)
     sizes = _sizes(cfg, ctx)
-    teams = _teams(ctx, sizes) if numba else [("machine", None, _torch_sizes(ctx, sizes))]
-    llc = _dram_llc(ctx)
+    teams = _teams(ctx, sizes) if _numba(ctx) else [("machine", None, _torch_sizes(ctx, sizes))]
+    out = []
     for scope, cpus, team_sizes in teams:
         where = placement(cpus) if ctx.device.type == "cpu" else {}
         for nbytes in team_sizes:
             n = max(1, nbytes // size)
             for op in cfg.ops:
-                flops_per = OPS[op][1]
                 moved = _moved(op, n, size)
                 reps = max(1, -(-cfg.call_bytes * len(cpus) // moved)) if cpus else 1
                 dram = _dram_point(moved, llc)
@@ -256,20 +256,15 @@ def run(cfg: BandwidthConfig, ctx: Context):
                 # (cpu_stream.ONE_VECTOR says why)
                 one = bool(cpus) and dram
                 steady = _steady_s(cfg, dram)
-                base = {"op": op, "n": n, "working_set_bytes": moved,
-                        "bytes": float(reps * moved), "flops": float(reps * flops_per * n),
-                        "variant": "numba" if cpus else "torch",
-                        "params": {"scope": scope, "passes": reps} | where | (
-                            {"one_vector_step": one} if cpus else {}) | (
-                            {"min_point_s": steady} if dram else {})}
-
-                def body(op=op, n=n, cpus=cpus, reps=reps, one=one, steady=steady):
-                    need_storage_dtype(ctx.dtype)
-                    need_host_memory(ctx, 3 * n * size)  # a, b and out, whatever the op reads
-                    return _measure(ctx, op, n, cache, cpus, reps, one, steady)
-
-                yield ctx.point(base, body)
-        cache.clear()
+                row = {"op": op, "n": n, "working_set_bytes": moved, "bytes": float(reps * moved),
+                       "flops": float(reps * OPS[op][1] * n),
+                       "variant": "numba" if cpus else "torch",
+                       "params": {"scope": scope, "passes": reps} | where | (
+                           {"one_vector_step": one} if cpus else {}) | (
+                           {"min_point_s": steady} if dram else {})}
+                out.append(Point(row, args={"cpus": cpus, "reps": reps, "one_vector": one},
+                                 least_s=steady))
+    return out
 
 
 def placement(cpus=None) -> dict:
@@ -298,29 +293,5 @@ def _steady_s(cfg: BandwidthConfig, dram: bool) -> float:
 
 def _dram_point(moved: int, llc: float | None) -> bool:
     """Whether a point whose pass moves `moved` bytes lies in a CPU's DRAM window (`llc`: from
-    _dram_llc, None on a GPU): run() and sampling_s() judge it alike."""
+    _dram_llc, None on a GPU)."""
     return llc is not None and in_dram_window(moved, llc)
-
-
-def _planned_sizes(cfg: BandwidthConfig, ctx: Context) -> list[int]:
-    """Bytes per array of every point `run` yields, per op (a size once per team)."""
-    sizes = _sizes(cfg, ctx)
-    teams = _teams(ctx, sizes) if _numba(ctx) else [("machine", None, _torch_sizes(ctx, sizes))]
-    return [nbytes for _, _, team_sizes in teams for nbytes in team_sizes]
-
-
-def points(cfg: BandwidthConfig, ctx: Context) -> int:
-    """Rows `run` yields (the progress a job shows)."""
-    return len(cfg.ops) * len(_planned_sizes(cfg, ctx))
-
-
-def sampling_s(cfg: BandwidthConfig, ctx: Context) -> float:
-    """Seconds `run`'s points sample at most, before warm-ups (the job's start line): the point
-    budget each, dram_steady_s for a CPU's DRAM-window points."""
-    size, llc = itemsize(ctx.dtype), _dram_llc(ctx)
-    total = 0.0
-    for nbytes in _planned_sizes(cfg, ctx):
-        for op in cfg.ops:
-            dram = _dram_point(_moved(op, max(1, nbytes // size), size), llc)
-            total += point_budget(ctx, at_least=_steady_s(cfg, dram))
-    return total
