@@ -22,6 +22,7 @@ as eager launches, a block's dozen-plus small kernels measure the host's launch 
 from __future__ import annotations
 
 import math
+from itertools import product
 from dataclasses import dataclass, fields, replace
 
 import torch
@@ -32,6 +33,7 @@ from experiments.core.budget import SlowPointGuard, rotation_copies
 from experiments.core.config import ConfigError, ExperimentConfig, check_sizes
 from experiments.core.dtypes import itemsize, tf32_matmul, torch_dtype
 from experiments.core.checks import check_close, need_host_memory, need_storage_dtype
+from experiments.core.harness import Point, State
 from experiments.core.runner import Context, WrongResult
 
 NAME = "decode"
@@ -133,8 +135,8 @@ def _precision(ctx: Context) -> dict:
 
 # ---- x @ W ------------------------------------------------------------------------------------
 
-def _gemv(ctx: Context, cfg: DecodeConfig, b: int, C: int, weights: dict) -> dict:
-    dt = _dtype(ctx)
+def _gemv(state: State, b: int, C: int, weights: dict) -> dict:
+    ctx, cfg, dt = state.ctx, state.cfg, _dtype(state.ctx)
     if C not in weights:  # one set of copies per C, shared by every b
         weights.clear()
         w = ctx.randn(C, C).to(dt)
@@ -151,7 +153,7 @@ def _gemv(ctx: Context, cfg: DecodeConfig, b: int, C: int, weights: dict) -> dic
         err = check_close(y[:r], lambda: x[:r].double() @ ws[0].double(), TOLERANCE[ctx.dtype],
                           "x @ W")
         # the timer's call index runs on across samples, so every copy takes its turn
-        stats = ctx.time(lambda i: torch.mm(x, ws[i % len(ws)], out=y))
+        stats = state.time(lambda i: torch.mm(x, ws[i % len(ws)], out=y))
     return stats | {"rel_error": err, "check_passed": True,
                     "params": {"weight_copies": len(ws), "check_rows": r} | _precision(ctx)}
 
@@ -210,8 +212,8 @@ def block(x: torch.Tensor, p: Layer, heads: int, norm: str, decode: bool) -> tor
     return x + F.gelu(_norm(x, p.norm2_w, p.norm2_b, norm) @ p.w1) @ p.w2
 
 
-def _block(ctx: Context, cfg: DecodeConfig, phase: str, b: int, L: int, counts: dict) -> dict:
-    dt = _dtype(ctx)
+def _block(state: State, phase: str, b: int, L: int, counts: dict) -> dict:
+    ctx, cfg, dt = state.ctx, state.cfg, _dtype(state.ctx)
     decode = phase == "decode"
     d, t = cfg.d_model, 1 if decode else L
     # intermediates of one call: ~qkv 3, attention 1, residual 1, MLP 2 x 4 hidden (x tokens x d)
@@ -240,8 +242,8 @@ def _block(ctx: Context, cfg: DecodeConfig, phase: str, b: int, L: int, counts: 
         # graph replay even past GRAPH_BELOW_S: production runs a decode step as one graph, and
         # eager launches of its dozen-plus small kernels would time the host. The block has no
         # host sync and writes its cache in place, so a graph of the inner calls replays it.
-        stats = ctx.time(lambda i: block(x, layers[i % len(layers)], cfg.heads, cfg.norm, decode),
-                         force_graph=True)
+        stats = state.time(lambda i: block(x, layers[i % len(layers)], cfg.heads, cfg.norm,
+                                           decode), force_graph=True)
     params = {key: val for key, val in counts.items() if key not in ("flops", "bytes")}
     params |= {"phase": phase, "d_model": d, "heads": cfg.heads, "mlp_hidden": MLP_RATIO * d,
                "norm": cfg.norm, "layer_copies": count, "check_sequences": r, "check_tokens": q,
@@ -251,33 +253,31 @@ def _block(ctx: Context, cfg: DecodeConfig, phase: str, b: int, L: int, counts: 
 
 # ---- the sweep --------------------------------------------------------------------------------
 
-def run(cfg: DecodeConfig, ctx: Context):
-    size = itemsize(ctx.dtype)
-    budget = SlowPointGuard(cfg.max_call_s)
-    if "gemv_gemm" in cfg.ops:
-        weights: dict = {}  # the current C's weight copies, reused across b
-        for C in sorted(cfg.channels):
-            for b in sorted(cfg.batches):
-                flops, nbytes = gemv_counts(b, C, size)
-                base = {"op": "gemv_gemm", "n": C, "m": b, "k": C, "batch": b, "flops": flops,
-                        "bytes": nbytes, "working_set_bytes": int(nbytes)}
-                yield budget.point(ctx, base, lambda b=b, C=C: _gemv(ctx, cfg, b, C, weights))
-        weights.clear()
-    for phase in ("prefill", "decode"):
-        if f"block_{phase}" not in cfg.ops:
-            continue
-        for b in sorted(cfg.block_batches):
-            for L in sorted(cfg.block_contexts):
-                c = block_counts(phase, b, L, cfg.d_model, size, cfg.norm)
-                base = {"op": f"block_{phase}", "variant": cfg.norm, "n": cfg.d_model,
-                        "m": c["tokens"], "k": L, "batch": b, "flops": c["flops"],
-                        "bytes": c["bytes"], "working_set_bytes": int(c["bytes"])}
-                body = lambda p=phase, b=b, L=L, c=c: _block(ctx, cfg, p, b, L, c)
-                yield budget.point(ctx, base, body)
+def points(cfg: DecodeConfig, ctx: Context) -> list[Point]:
+    """x @ W per C and b; then each block phase per b and context L."""
+    size, out, gemv = itemsize(ctx.dtype), [], "gemv_gemm" in cfg.ops
+    for C, b in product(sorted(cfg.channels), sorted(cfg.batches)) if gemv else ():
+        flops, nbytes = gemv_counts(b, C, size)
+        out.append(Point({"op": "gemv_gemm", "n": C, "m": b, "k": C, "batch": b, "flops": flops,
+                          "bytes": nbytes, "working_set_bytes": int(nbytes)}))
+    for phase in (p for p in ("prefill", "decode") if f"block_{p}" in cfg.ops):
+        for b, L in product(sorted(cfg.block_batches), sorted(cfg.block_contexts)):
+            c = block_counts(phase, b, L, cfg.d_model, size, cfg.norm)
+            out.append(Point({"op": f"block_{phase}", "variant": cfg.norm, "n": cfg.d_model,
+                              "m": c["tokens"], "k": L, "batch": b, "flops": c["flops"],
+                              "bytes": c["bytes"], "working_set_bytes": int(c["bytes"])},
+                             args={"phase": phase, "counts": c}))
+    return out
 
 
-def points(cfg: DecodeConfig, ctx: Context) -> int:
-    """Rows `run` yields (the progress a job shows), skipped ones included."""
-    gemv = len(cfg.channels) * len(cfg.batches) if "gemv_gemm" in cfg.ops else 0
-    blocks = sum(f"block_{phase}" in cfg.ops for phase in ("prefill", "decode"))
-    return gemv + blocks * len(cfg.block_batches) * len(cfg.block_contexts)
+def skip(state: State) -> dict | None:
+    """A point predicted past max_call_s at the rates of the rows before."""
+    guard = SlowPointGuard.after(state.cfg.max_call_s, state.rows)
+    return guard.skip(state.row["flops"], state.row["bytes"])
+
+
+def measure(state: State) -> dict:
+    if (row := state.row)["op"] == "gemv_gemm":  # one C's weight copies, reused across b
+        return _gemv(state, row["batch"], row["n"], state.memo.setdefault("weights", {}))
+    state.memo.pop("weights", None)  # x @ W's copies go before a block's layers come
+    return _block(state, state.args["phase"], row["batch"], row["k"], state.args["counts"])

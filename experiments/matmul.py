@@ -214,15 +214,14 @@ def _so_far(state: State) -> tuple[SlowPointGuard, int, bool]:
     """From the rows before: the guard, the sizes in a row that gained < plateau_gain over the
     best before, and whether the last one rose to the best so far."""
     cfg, cpu = state.cfg, state.device.type == "cpu"
-    guard, best, flat, rising, last = SlowPointGuard(cfg.max_call_s), None, 0, False, None
+    best, flat, rising, last = None, 0, False, None
     for row in state.rows:
-        guard.update(row)
         if row["status"] == "ok" and not (row.get("contended") or row.get("noisy") and not cpu):
             new = 2.0 * row["n"] ** 3 / row["time_s_min" if cpu else "time_s"]
             rising = last is not None and new >= max(last * (1 + cfg.plateau_gain), best)
             flat = 0 if best is None or new >= best * (1 + cfg.plateau_gain) else flat + 1
             best, last = max(best or 0.0, new), new
-    return guard, flat, rising
+    return SlowPointGuard.after(cfg.max_call_s, state.rows), flat, rising
 
 
 def _verdict(state: State) -> tuple[dict | None, bool]:

@@ -59,6 +59,14 @@ class SlowPointGuard:
         self.shortfall = 1.0  # the last clean point's time over the roofline's (>= 1)
         self.growth = 1.0  # the last shortfall over the one before it (>= 1: a falling rate)
 
+    @classmethod
+    def after(cls, max_call_s: float, rows) -> "SlowPointGuard":
+        """The guard as it stands once it learnt from `rows` (a job's rows so far), in order."""
+        guard = cls(max_call_s)
+        for row in rows:
+            guard.update(row)
+        return guard
+
     def _roofline_s(self, flops: float, nbytes: float) -> float:
         return max(flops / self.flop_rate if self.flop_rate else 0.0,
                    nbytes / self.byte_rate if self.byte_rate else 0.0)
