@@ -17,6 +17,7 @@ A CPU job has no separate device memory, so every op is not_applicable there.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -24,10 +25,10 @@ import numpy as np
 import torch
 from omegaconf import MISSING
 
-from experiments.core.budget import point_budget
 from experiments.core.config import ConfigError, ExperimentConfig, check_positive, check_sizes
 from experiments.core.checks import need_storage_dtype
 from experiments.core.dtypes import itemsize, torch_dtype
+from experiments.core.harness import Point, State
 from experiments.core.runner import Context, NotApplicable, WrongResult
 from experiments.core.timer import CpuTimer
 
@@ -170,7 +171,8 @@ def _same(x: torch.Tensor, ref: torch.Tensor) -> bool:
     return torch.equal(x[::step].to(ref.device), ref[::step])
 
 
-def _d2d(ctx: Context, n: int) -> dict:
+def _d2d(state: State) -> dict:
+    ctx, n = state.ctx, state.row["n"]
     _need_gpu(ctx, NO_DEVICE + "; the CPU's own copy bandwidth is the bandwidth experiment's copy")
     src = ctx.randn(n, dtype=torch_dtype(ctx.dtype))
     dst = torch.full_like(src, float("nan"))
@@ -178,10 +180,11 @@ def _d2d(ctx: Context, n: int) -> dict:
     ctx.sync()
     if not torch.equal(dst, src):
         raise WrongResult("device-to-device copy differs from its source")
-    return ctx.time(lambda i: dst.copy_(src)) | {"rel_error": 0.0, "check_passed": True}
+    return state.time(lambda i: dst.copy_(src)) | {"rel_error": 0.0, "check_passed": True}
 
 
-def _transfer(ctx: Context, cfg: TransferConfig, variant: str, n: int) -> dict:
+def _transfer(state: State) -> dict:
+    ctx, variant, n = state.ctx, state.row["variant"], state.row["n"]
     _need_gpu(ctx)
     direction, memory, mode = variant.split("_")
     pinned, non_blocking = memory == "pinned", mode == "nonblocking"
@@ -198,21 +201,27 @@ def _transfer(ctx: Context, cfg: TransferConfig, variant: str, n: int) -> dict:
     ctx.sync()  # a non_blocking copy's result is defined only after a synchronize
     if not _same(dst, ref):
         raise WrongResult(f"{variant}: copied data differ from the source")
-    # a pageable copy stages through a driver buffer: its times scatter (a CV of several %)
-    # and its median never reaches the 1 % precision, so it would spend the whole budget
-    budget = point_budget(ctx) if pinned else point_budget(ctx, at_most=cfg.pageable_budget_s)
-    stats = ctx.time(lambda i: dst.copy_(src, non_blocking=non_blocking), use_graph=False,
-                     point_budget_s=budget)
-    return stats | {"rel_error": 0.0, "check_passed": True}
+    stats = state.time(lambda i: dst.copy_(src, non_blocking=non_blocking), use_graph=False)
+    rate, link = state.row["bytes"] / stats["time_s"], state.args["link"]
+    return stats | {"rel_error": 0.0, "check_passed": True, "params": link | {
+        "ratio_to_device_bw": _ratio(rate, _device_bw(state.rows)),
+        "ratio_to_pcie_peak": _ratio(rate, link.get("pcie_peak_Bps"))}}
 
 
-def _create(ctx: Context, op: str, n: int) -> dict:
+def _create(state: State) -> dict:
+    ctx, op = state.ctx, state.row["op"]
     _need_gpu(ctx, NO_DEVICE + "; randn(...).to('cpu') is the same tensor, .to does nothing")
-    return time_create(ctx, op, n)
+    row = time_create(ctx, op, state.row["n"], state.budget_s)
+    if op != "create_then_move":
+        return row
+    before = state.rows[1 - len(CREATE_OPS):]  # the size's other create rows
+    made = {r["op"]: r["time_s"] for r in before if r["status"] == "ok"}
+    return row | {"params": create_params(made | {op: row["time_s"]})}
 
 
-def time_create(ctx: Context, op: str, n: int) -> dict:
-    """One create row's timing and check (any device: the CPU tests run it on the CPU)."""
+def time_create(ctx: Context, op: str, n: int, budget_s: float | None = None) -> dict:
+    """One create row's timing and check (any device: the CPU tests run it on the CPU), within
+    `budget_s` (None: the job's)."""
     dt = torch_dtype(ctx.dtype)
     host_gen = torch.Generator().manual_seed(ctx.settings.seed)
     where, src, timer = ctx.device, None, {}
@@ -236,67 +245,55 @@ def time_create(ctx: Context, op: str, n: int) -> dict:
     if src is not None and not _same(t, src):
         raise WrongResult(f"{op}: moved data differ from the source")
     # eager: randn on a private generator and a pageable .to() are not graph-capturable
-    return ctx.time(make, use_graph=False, **timer) | {"rel_error": 0.0, "check_passed": True}
+    return ctx.time(make, use_graph=False, point_budget_s=budget_s, **timer) | {
+        "rel_error": 0.0, "check_passed": True}
 
 
-def _cross(ctx: Context, variant: str) -> dict:
-    if ctx.device.type != "cuda":
+def _cross(state: State) -> dict:
+    if state.device.type != "cuda":
         raise NotApplicable("needs two devices; a CPU job has only the CPU")
-    return cross_device_result(MIXED[variant], torch.ones(4, device=ctx.device))
+    return cross_device_result(MIXED[state.row["variant"]], torch.ones(4, device=state.device))
 
 
-def run(cfg: TransferConfig, ctx: Context):
-    size = itemsize(ctx.dtype)
-    link = pcie_params(ctx.facts) if ctx.device.type == "cuda" else {}
+def _model(state: State) -> dict:
+    """A variant's transfer_model row, fitted from the transfer rows before it."""
+    link, variant = state.args["link"], state.row["variant"]
+    row, = (r for r in model_rows(state.rows, _device_bw(state.rows), link)
+            if r["variant"] == variant)
+    if row["status"] == "skipped":
+        state.skip(row["message"])
+    return {"params": row["params"]}
 
+
+def _device_bw(rows: list[dict]) -> float | None:
+    d2d = rows[0]  # the device's own copy, where it is ok
+    return d2d["bytes"] / d2d["time_s"] if d2d["status"] == "ok" else None
+
+
+def measure(state: State) -> dict:
+    return {"d2d_copy": _d2d, "transfer": _transfer, "transfer_model": _model,
+            "cross_device": _cross}.get(state.row["op"], _create)(state)
+
+
+def points(cfg: TransferConfig, ctx: Context) -> list[Point]:
+    """The device copy, each variant per size, each variant's model, creations, mixed cases."""
+    size, gpu = itemsize(ctx.dtype), ctx.device.type == "cuda"
+    link = {"link": pcie_params(ctx.facts) if gpu else {}}
     n = max(1, cfg.d2d_bytes // size)
-    d2d = ctx.point({"op": "d2d_copy", "n": n, "bytes": 2.0 * n * size,  # read + write
-                     "working_set_bytes": 2 * n * size},
-                    lambda: _d2d(ctx, n))
-    device_bw = d2d["bytes"] / d2d["time_s"] if d2d["status"] == "ok" else None
-    yield d2d
-
-    rows = []
-    for variant in VARIANTS:
-        for nbytes in cfg.sizes:
-            n = max(1, nbytes // size)
-            base = {"op": "transfer", "variant": variant, "n": n, "bytes": float(n * size),
-                    "working_set_bytes": 2 * n * size}
-            row = ctx.point(base, lambda v=variant, n=n: _transfer(ctx, cfg, v, n))
-            if row["status"] == "ok":
-                rate = row["bytes"] / row["time_s"]
-                row["params"] = link | {"ratio_to_device_bw": _ratio(rate, device_bw),
-                                        "ratio_to_pcie_peak": _ratio(rate, link.get("pcie_peak_Bps"))}
-            rows.append(row)
-            yield row
-
-    if ctx.device.type == "cuda":
-        yield from model_rows(rows, device_bw, link)
-    else:
-        for variant in VARIANTS:
-            yield {"op": "transfer_model", "variant": variant,
-                   "status": "not_applicable", "message": NO_DEVICE}
-
-    for nbytes in cfg.create_sizes:
-        n = max(1, nbytes // size)
-        base = {"n": n, "bytes": float(n * size)}
-        made = {op: ctx.point(base | {"op": op}, lambda op=op: _create(ctx, op, n))
-                for op in CREATE_OPS}
-        if made["create_then_move"]["status"] == "ok":
-            made["create_then_move"]["params"] = create_params(
-                {op: r["time_s"] for op, r in made.items() if r["status"] == "ok"})
-        yield from made.values()
-
-    for variant, case in MIXED.items():
-        # the case is named even where it cannot run (a CPU job), so every row says what it is
-        base = {"op": "cross_device", "variant": variant,
-                "params": {"case": case.case, "raised": None, "error_type": None,
-                           "expected_raise": case.expect_raise}}
-        yield ctx.point(base, lambda v=variant: _cross(ctx, v))
-
-
-def points(cfg: TransferConfig, ctx: Context) -> int:
-    """Rows `run` yields (the progress a job shows): the device copy, every variant and size,
-    one model row per variant, the creation ops per size, the mixed-device cases."""
-    return (1 + len(VARIANTS) * len(cfg.sizes) + len(VARIANTS)
-            + len(CREATE_OPS) * len(cfg.create_sizes) + len(MIXED))
+    out = [Point({"op": "d2d_copy", "n": n, "bytes": 2.0 * n * size,  # read + write
+                  "working_set_bytes": 2 * n * size})]
+    # a pageable copy stages through a driver buffer: its times scatter (a CV of several %)
+    # and its median never reaches the 1 % precision, so it would spend the whole budget
+    out += [Point({"op": "transfer", "variant": v, "n": n, "bytes": float(n * size),
+                   "working_set_bytes": 2 * n * size}, args=link,
+                  most_s=math.inf if "pinned" in v else cfg.pageable_budget_s)
+            for v in VARIANTS for n in (max(1, nbytes // size) for nbytes in cfg.sizes)]
+    out += [Point({"op": "transfer_model", "variant": v}, args=link) if gpu else
+            Point({"op": "transfer_model", "variant": v}, status="not_applicable",
+                  message=NO_DEVICE) for v in VARIANTS]
+    out += [Point({"n": n, "bytes": float(n * size), "op": op})
+            for n in (max(1, nbytes // size) for nbytes in cfg.create_sizes) for op in CREATE_OPS]
+    # the case is named even where it cannot run (a CPU job), so every row says what it is
+    return out + [Point({"op": "cross_device", "variant": v, "params": {
+        "case": case.case, "raised": None, "error_type": None,
+        "expected_raise": case.expect_raise}}) for v, case in MIXED.items()]
