@@ -20,10 +20,11 @@ import numpy as np
 import torch
 from omegaconf import MISSING
 
-from experiments.core.budget import point_budget, samples_within
+from experiments.core.budget import samples_within
 from experiments.core.config import ConfigError, ExperimentConfig, check_sizes
 from experiments.core.dtypes import itemsize, torch_dtype
 from experiments.core.checks import check_close, has_nan, need_storage_dtype, relative_error
+from experiments.core.harness import Point, State
 from experiments.core.runner import Context, NotApplicable, WrongResult
 from experiments.core.conditions import Conditions
 from experiments.core.schema import LAUNCH_ONLY_TIMER
@@ -94,12 +95,12 @@ def _kernel(ctx: Context, n: int):
     return kernel, err
 
 
-def _sample_count(ctx: Context, cfg: TimingConfig, kernel) -> int:
+def _sample_count(ctx: Context, cfg: TimingConfig, kernel, budget_s: float) -> int:
     t0 = time.perf_counter()
     kernel()
     ctx.sync()
     one = time.perf_counter() - t0
-    return samples_within(point_budget(ctx), one, at_least=MIN_SAMPLES, at_most=cfg.max_samples)
+    return samples_within(budget_s, one, at_least=MIN_SAMPLES, at_most=cfg.max_samples)
 
 
 def _host_samples(ctx: Context, kernel, samples: int, sync: bool):
@@ -148,12 +149,13 @@ def _conditions(ctx: Context, run):
     return result, lambda time_s: cond.summary(time_s, ctx.settings.contention_threshold)
 
 
-def _measure_method(ctx: Context, cfg: TimingConfig, n: int, method: str) -> dict:
+def _measure_method(state: State) -> dict:
+    ctx, cfg, n, method = state.ctx, state.cfg, state.row["n"], state.row["variant"]
     cpu = ctx.device.type == "cpu"
     if method == "cuda_event" and cpu:
         raise NotApplicable("a CPU has no CUDA events; its true time is host_sync (perf_counter)")
     kernel, err = _kernel(ctx, n)
-    samples = _sample_count(ctx, cfg, kernel)
+    samples = _sample_count(ctx, cfg, kernel, state.budget_s)
     row = {"rel_error": err, "check_passed": True}
     if method == "cuda_event":
         (times, preloaded), cond = _conditions(ctx, lambda: _event_samples(ctx, kernel, samples))
@@ -305,29 +307,27 @@ def _dispatch(ctx: Context, n: int) -> dict:
             "message": "the device kernels torch.profiler saw one torch.mm launch"}
 
 
-def run(cfg: TimingConfig, ctx: Context):
-    size = itemsize(ctx.dtype)
-    true_variant = "host_sync" if ctx.device.type == "cpu" else "cuda_event"
+def points(cfg: TimingConfig, ctx: Context) -> list[Point]:
+    """Each size timed every way, launch rows, the stream-order check, the dispatch (C1)."""
+    size, out = itemsize(ctx.dtype), []
+    true = "host_sync" if ctx.device.type == "cpu" else "cuda_event"
     for n in cfg.kernel_sizes:
-        base = {"op": "kernel", "n": n, "m": n, "k": n, "flops": 2.0 * n**3,
-                "bytes": float(3 * n * n * size), "working_set_bytes": 3 * n * n * size}
-        rows = [ctx.point(base | {"variant": m}, lambda m=m: _measure_method(ctx, cfg, n, m))
-                for m in METHODS]
-        yield from add_ratios(rows, true_variant)
-
-    base = {"op": "launch_overhead", "n": 1}
-    rows = [ctx.point(base | {"variant": v}, lambda v=v: _launch(ctx, cfg, v)) for v in ("eager", "graph")]
-    yield from add_ratios(rows, "graph", key="ratio_to_graph")  # no-op on a CPU: no graph row
-
-    n = cfg.stream_order_size
-    yield ctx.point({"op": "stream_order", "n": n, "m": n, "k": n},
-                    lambda: _stream_order(ctx, n))
-    n = min(cfg.kernel_sizes)
-    yield ctx.point({"op": "dispatch", "n": n, "m": n, "k": n, "variant": "torch_profiler"},
-                    lambda: _dispatch(ctx, n))
+        out += [Point({"op": "kernel", "n": n, "m": n, "k": n, "flops": 2.0 * n**3,
+                       "bytes": float(3 * n * n * size), "working_set_bytes": 3 * n * n * size,
+                       "variant": m}, group=("ratio_to_true", true, n)) for m in METHODS]
+    out += [Point({"op": "launch_overhead", "n": 1, "variant": v},
+                  group=("ratio_to_graph", "graph")) for v in ("eager", "graph")]
+    s, d = cfg.stream_order_size, min(cfg.kernel_sizes)
+    return out + [Point({"op": "stream_order", "n": s, "m": s, "k": s}),
+                  Point({"op": "dispatch", "n": d, "m": d, "k": d, "variant": "torch_profiler"})]
 
 
-def points(cfg: TimingConfig, ctx: Context) -> int:
-    """Rows `run` yields (the progress a job shows): each size timed every way, the two launch
-    rows, the stream-order check, the profiled dispatch (C1)."""
-    return len(cfg.kernel_sizes) * len(METHODS) + 2 + 2
+def measure(state: State) -> dict:
+    if (op := state.row["op"]) in ("kernel", "launch_overhead"):
+        return _measure_method(state) if op == "kernel" else _launch(
+            state.ctx, state.cfg, state.row["variant"])
+    return (_stream_order if op == "stream_order" else _dispatch)(state.ctx, state.row["n"])
+
+
+def finish(group: tuple, rows: list[dict]) -> None:  # launch's: a no-op on a CPU (no graph)
+    add_ratios(rows, group[1], key=group[0])

@@ -155,3 +155,22 @@ def test_adapt_gives_a_point_the_columns_that_follow_from_the_rows_before():
     rows = list(harness.rows(module, None, _ctx()))
     # a failed point's row holds its adapted columns too
     assert [(r["n"], r["status"]) for r in rows] == [(1, "ok"), (2, "oom"), (3, "ok")]
+
+
+def test_a_groups_rows_are_finished_together_and_yielded_after_it():
+    finished, yielded = [], []
+
+    def finish(group, rows):
+        finished.append((group, [r["op"] for r in rows], len(yielded)))
+        for r in rows:
+            r["share"] = r["time_s"] / sum(x["time_s"] for x in rows)
+
+    plan = [Point({"op": "a"}, group="g"), Point({"op": "b"}, group="g"), Point({"op": "c"}),
+            Point({"op": "d"}, group="h")]
+    module = _module(lambda cfg, ctx: plan, lambda state: {"time_s": 1.0 + len(state.rows)})
+    module.finish = finish
+    for row in harness.rows(module, None, _ctx()):
+        yielded.append(row)
+    assert finished == [("g", ["a", "b"], 0), ("h", ["d"], 3)]  # before any of its rows went
+    assert [r["op"] for r in yielded] == ["a", "b", "c", "d"]
+    assert yielded[0]["share"] == pytest.approx(1 / 3) and "share" not in yielded[2]

@@ -5,7 +5,8 @@ is known before measuring (op, n, flops, bytes, params), what measuring it needs
 bounds of its budget; and one function measuring a point, `measure(state)`, given a `State`
 (the job's context and settings, the device, the dtype, the point, its budget, the rows so far);
 and, where a point's row follows from the rows before it, `adapt(state)`: those columns;
-`skip(state)`: the columns of a point declined, unmeasured (status skipped, message), or None.
+`skip(state)`: the columns of a point declined, unmeasured (status skipped, message), or None;
+`finish(group, rows)`: the columns a group's rows take from one another (a ratio to one).
 The harness owns the rest: the loop over the points, each point's budget (computed here, once),
 the skip reasons (a failure, an OOM or an unsupported dtype becomes a row with its status) and
 the rows. A point known not to be measurable carries its status and message and is never run.
@@ -35,6 +36,7 @@ class Point:
     most_s: float = math.inf  # ...and at most this long: its budget is capped there
     status: str | None = None  # a row decided without measuring (not_applicable): its status
     message: str | None = None  # ...and why
+    group: Any = None  # consecutive points of one group: finish(group, rows) sees their rows
 
 
 def budget_s(point: Point, ctx) -> float:
@@ -119,12 +121,14 @@ def sampling_s(module: ModuleType, cfg, ctx, plan: list[Point] | None = None) ->
 
 
 def rows(module: ModuleType, cfg, ctx, plan: list[Point] | None = None) -> Iterator[dict]:
-    """Measure every point in order, yielding its row."""
+    """Measure every point in order, yielding its row (a group's once the group is done)."""
     plan = points(module, cfg, ctx) if plan is None else plan
     done: list[dict] = []
     memo: dict = {}
     adapt, skip = getattr(module, "adapt", None), getattr(module, "skip", None)
-    for point in plan:
+    finish = getattr(module, "finish", None)
+    group: list[dict] = []
+    for i, point in enumerate(plan):
         if point.status is not None:
             row = point.row | {"status": point.status, "message": point.message}
         else:
@@ -136,7 +140,13 @@ def rows(module: ModuleType, cfg, ctx, plan: list[Point] | None = None) -> Itera
             else:
                 row = ctx.point(state.row, lambda state=state: module.measure(state))
         done.append(row)
-        yield row
+        group.append(row)
+        after = plan[i + 1] if i + 1 < len(plan) else None
+        if point.group is None or after is None or after.group != point.group:
+            if finish and point.group is not None:  # columns a row takes from its group's
+                finish(point.group, group)
+            yield from group
+            group = []
 
 
 @dataclass

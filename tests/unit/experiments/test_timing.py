@@ -92,6 +92,7 @@ def test_add_ratios_uses_the_true_variant_and_skips_failed_rows():
 def test_timing_rows_record_their_conditions():
     """The timing experiment times with its own clocks; its rows still carry the conditions."""
     from experiments import timing
+    from experiments.core import harness
     from experiments.core.config import Settings
     from experiments.core.runner import Context
     from experiments.core.device import device_facts
@@ -100,7 +101,7 @@ def test_timing_rows_record_their_conditions():
                   facts=device_facts(torch.device("cpu")),
                   settings=Settings.defaults().but(point_budget_s=0.05))
     cfg = experiment_config("timing", kernel_sizes=[64])
-    rows = list(timing.run(cfg, ctx))
+    rows = list(harness.rows(timing, cfg, ctx))
     ok = [r for r in rows if r.get("status", "ok") == "ok" and r.get("time_s")]
     assert ok and all("cpu_freq_mhz" in r and "other_cpu_share" in r for r in ok)
 
