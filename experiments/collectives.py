@@ -53,6 +53,7 @@ from omegaconf import MISSING
 from experiments.core.config import ConfigError, ExperimentConfig, check_positive, check_sizes  # noqa: E402
 from experiments.core.dtypes import itemsize, torch_dtype  # noqa: E402
 from experiments.core.device import gpu_group  # noqa: E402
+from experiments.core.harness import Point, State  # noqa: E402
 from experiments.core.runner import Context  # noqa: E402
 
 NAME = "collectives"
@@ -116,15 +117,14 @@ def layout(op: str, size: int, world: int, elem: int) -> dict:
             "working_set_bytes": per_rank * elem}
 
 
-def not_measurable(cfg: CollectivesConfig, reason: str, gpus: int, elem: int = 4) -> list[dict]:
-    out = []
-    for op in cfg.ops:
-        for size in cfg.sizes:
-            lay = layout(op, size, max(gpus, 1), elem)
-            out.append({"op": op, "variant": "nccl", "n": lay["n"], "bytes": lay["bytes"],
-                        "status": "not_applicable", "message": reason,
-                        "params": {"world_size": gpus}})
-    return out
+def not_measurable(cfg: CollectivesConfig, reason: str, gpus: int, elem: int = 4) -> list[Point]:
+    return [Point(_base(cfg, op, size, max(gpus, 1), elem) | {"params": {"world_size": gpus}},
+                  status="not_applicable", message=reason) for op in cfg.ops for size in cfg.sizes]
+
+
+def _base(cfg: CollectivesConfig, op: str, size: int, world: int, elem: int) -> dict:
+    lay = layout(op, size, world, elem)
+    return {"op": op, "variant": "nccl", "n": lay["n"], "bytes": lay["bytes"]}
 
 
 # --- one rank -------------------------------------------------------------------------------
@@ -292,10 +292,11 @@ def _versions(backend: str) -> dict:
     return {"nccl_version": nccl, "nccl_nvls_enable": os.environ.get("NCCL_NVLS_ENABLE")}
 
 
-def spec_for(cfg: CollectivesConfig, ctx: Context, backend: str, indices: list[int]) -> dict:
+def spec_for(cfg: CollectivesConfig, ctx: Context, backend: str, indices: list[int],
+             budget_s: float) -> dict:
     return {"backend": backend, "indices": indices, "ops": list(cfg.ops),
             "sizes": list(cfg.sizes), "dtype": ctx.dtype, "seed": ctx.settings.seed,
-            "point_budget_s": ctx.settings.point_budget_s,
+            "point_budget_s": budget_s,
             "cv_threshold": ctx.settings.cv_threshold,
             "contention_threshold": ctx.settings.contention_threshold, "timeout_s": cfg.timeout_s,
             "versions": _versions(backend)}
@@ -307,27 +308,26 @@ def measure_group(cfg: CollectivesConfig, spec: dict, world: int) -> list[dict]:
     rows, why = run_group(spec, world, cfg.timeout_s)
     done = {(r["op"], r["params"]["requested_bytes"]) for r in rows}
     elem = itemsize(spec["dtype"])
-    for op in cfg.ops:
-        for size in cfg.sizes:
-            if (op, size) not in done:
-                lay = layout(op, size, world, elem)
-                rows.append({"op": op, "variant": spec["backend"], "n": lay["n"],
-                             "bytes": lay["bytes"], "status": "error",
-                             "message": why or "the ranks ended without this point",
-                             "params": {"world_size": world, "requested_bytes": size}})
-    return rows
+    return rows + [_base(cfg, op, size, world, elem) | {
+        "variant": spec["backend"], "status": "error",
+        "message": why or "the ranks ended without this point",
+        "params": {"world_size": world, "requested_bytes": size}}
+        for op in cfg.ops for size in cfg.sizes if (op, size) not in done]
 
 
-def run(cfg: CollectivesConfig, ctx: Context):
+def points(cfg: CollectivesConfig, ctx: Context) -> list[Point]:
     gpus, why = gpu_group(ctx.devices, NO_GPU, ONE_GPU)
-    if why:
-        yield from not_measurable(cfg, why, len(gpus))
-        return
-    # the ranks open their own CUDA contexts; this process keeps its own, idle, meanwhile
-    spec = spec_for(cfg, ctx, "nccl", [d.index for d in gpus])
-    yield from measure_group(cfg, spec, len(gpus))
+    return not_measurable(cfg, why, len(gpus)) if why else [
+        Point(_base(cfg, op, size, len(gpus), itemsize(ctx.dtype)), args={"size": size,
+              "gpus": gpus}) for op in cfg.ops for size in cfg.sizes]
 
 
-def points(cfg: CollectivesConfig, ctx: Context) -> int:
-    """Rows `run` yields (the progress a job shows): one per op and size, measured or not."""
-    return len(cfg.ops) * len(cfg.sizes)
+def measure(state: State) -> dict:
+    """The point's row, from the ranks' run of every point at once (the first point starts it;
+    the ranks open their own CUDA contexts, this process keeps its own, idle, meanwhile)."""
+    if "rows" not in state.memo:
+        gpus = state.args["gpus"]
+        spec = spec_for(state.cfg, state.ctx, "nccl", [d.index for d in gpus], state.budget_s)
+        state.memo["rows"] = {(r["op"], r["params"]["requested_bytes"]): r
+                              for r in measure_group(state.cfg, spec, len(gpus))}
+    return state.memo["rows"][(state.row["op"], state.args["size"])]

@@ -49,7 +49,8 @@ def test_one_gpu_has_no_pair_and_no_collective():
     assert all(r["status"] == "not_applicable" and "one GPU (cuda:0)" in r["message"]
                and "no peer" in r["message"] for r in rows)
     assert {r["bytes"] for r in rows if r["variant"] == "bi"} == {8192.0, 2.0 * 2**30}
-    rows = list(collectives.run(experiment_config("collectives", sizes=[1024]), _one_gpu()))
+    rows = list(harness.rows(collectives, experiment_config("collectives", sizes=[1024]),
+                             _one_gpu()))
     assert [r["op"] for r in rows] == list(collectives.OPS)
     assert all(r["status"] == "not_applicable" and "no collective of one" in r["message"]
                for r in rows)
