@@ -7,14 +7,6 @@ from __future__ import annotations
 
 import math
 
-from experiments.core.harness import Point, budget_s
-
-
-def point_budget(ctx, *, at_least: float = 0.0, at_most: float = math.inf) -> float:
-    """The job's point_budget_s within [at_least, at_most] (what the harness's budget_s does, for
-    the experiments not on it yet)."""
-    return budget_s(Point({}, least_s=at_least, most_s=at_most), ctx)
-
 
 def timing_limit(ctx, call_s: float, copies: int) -> float:
     """How long user code's timing (core/isolate.py) may run for a call that took `call_s`:
