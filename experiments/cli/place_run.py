@@ -185,10 +185,11 @@ def run(args, prog: str) -> int:
         cfg = experiment_config("workload", workload=name, target=args.target,
                                 kwargs=args.kwargs, batches=[args.batch], max_call_s=math.inf)
         job = job_config(cfg, device=args.device, dtype=args.dtype, out=args.out, host=args.host)
-        given = {key: getattr(args, key) for key in
-                 ("point_budget_s", "call_timeout_s", "factory_timeout_s")
-                 if getattr(args, key) is not None}  # else config/job.yaml's
-        job = dataclasses.replace(job, **given)
+        given = lambda value, default: default if value is None else value  # noqa: E731
+        job = dataclasses.replace(  # a value not given: config/job.yaml's
+            job, point_budget_s=given(args.point_budget_s, job.point_budget_s),
+            call_timeout_s=given(args.call_timeout_s, job.call_timeout_s),
+            factory_timeout_s=given(args.factory_timeout_s, job.factory_timeout_s))
         device = JobDevice.resolve(job.device)
     except (TargetError, ConfigError, DeviceError, ValueError) as exc:
         print(f"{prog}: {str(exc).splitlines()[0]}", file=sys.stderr)

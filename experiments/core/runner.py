@@ -254,7 +254,7 @@ def run_job(job, module, device: JobDevice | None = None) -> Path:
     its rows' `measured_on` is the pool, and its Context's `devices` lists them."""
     all_gpus = bool(getattr(module, "ALL_GPUS", False))
     device = device or JobDevice.resolve(job.device)
-    pin(getattr(job, "cpus", ""), job.device)
+    pin(job.cpus, job.device)
     provenance = {"git": git_state(), "packages": package_versions()}
     start = {"context_ahead_s": context_ahead(device, all_gpus)}
     t0 = time.perf_counter()
