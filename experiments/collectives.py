@@ -307,8 +307,7 @@ def measure_group(cfg: CollectivesConfig, spec: dict, world: int) -> list[dict]:
     reach, with the reason."""
     rows, why = run_group(spec, world, cfg.timeout_s)
     done = {(r["op"], r["params"]["requested_bytes"]) for r in rows}
-    elem = itemsize(spec["dtype"])
-    return rows + [_base(cfg, op, size, world, elem) | {
+    return rows + [_base(cfg, op, size, world, itemsize(spec["dtype"])) | {
         "variant": spec["backend"], "status": "error",
         "message": why or "the ranks ended without this point",
         "params": {"world_size": world, "requested_bytes": size}}
@@ -324,7 +323,7 @@ def points(cfg: CollectivesConfig, ctx: Context) -> list[Point]:
 
 def measure(state: State) -> dict:
     """The point's row, from the ranks' run of every point at once (the first point starts it;
-    the ranks open their own CUDA contexts, this process keeps its own, idle, meanwhile)."""
+    the ranks open their own CUDA contexts, this process keeps its own idle meanwhile)."""
     if "rows" not in state.memo:
         gpus = state.args["gpus"]
         spec = spec_for(state.cfg, state.ctx, "nccl", [d.index for d in gpus], state.budget_s)
