@@ -15,13 +15,16 @@ from experiments.core.conditions import Conditions
 from experiments.core.device import device_facts
 from experiments.core.runner import Context
 from experiments.core.timer import CpuTimer
+from experiments.core.config import Settings
 
 CPU = torch.device("cpu")
 
 
 def _tiny_point(threshold=0.1):
-    ctx = Context(device=CPU, dtype="float32", facts=device_facts(CPU), point_budget_s=0.5,
-                  contention_threshold=threshold, precision=0.0)  # the runs count the retries
+    # the runs count the retries
+    ctx = Context(device=CPU, dtype="float32", facts=device_facts(CPU),
+                  settings=Settings.defaults().but(point_budget_s=0.5, precision=0.0,
+                                                   contention_threshold=threshold))
     x = torch.randn(256)
     runs = []
 
@@ -121,8 +124,9 @@ def test_a_process_sharing_the_teams_cpu_flags_its_point_contended():
     reps = 200 * math.ceil(0.03 / max(time.perf_counter() - t0, 1e-4))  # ~30 ms on any CPU
     try:
         time.sleep(0.3)  # let it start spinning
-        ctx = Context(device=CPU, dtype="float64", facts=device_facts(CPU), point_budget_s=0.5,
-                      precision=0.0, retries=0)
+        ctx = Context(device=CPU, dtype="float64", facts=device_facts(CPU),
+                      settings=Settings.defaults().but(point_budget_s=0.5, precision=0.0,
+                                                       retries=0))
         stats = ctx.time(lambda i: cpu_stream.run([cpu], "triad", a, b, out, reps=reps))
     finally:
         busy.kill()

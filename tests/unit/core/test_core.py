@@ -13,11 +13,11 @@ from omegaconf.errors import ValidationError
 from experiments.core.config import ConfigError
 from experiments.analysis import dataset
 from experiments.core import store
-from experiments.core.device import DeviceError, device_facts, resolve_pool
 from experiments.core.schema import FORMAT, SCHEMA, finish_row, to_table
 from experiments.core.runner import Context, Unsupported
 
 from tests.conftest import compose_job
+from experiments.core.device import DeviceError, JobDevice, device_facts
 
 
 def test_finish_row_derives_rates_and_rejects_unknown_columns():
@@ -91,7 +91,7 @@ def test_out_that_cannot_be_written_fails_before_measuring(tmp_path, monkeypatch
     import experiments.core.device as device
 
     # the device must not be touched: a bad out= fails while the config is built
-    monkeypatch.setattr(device, "resolve_pool", lambda name: pytest.fail("device touched"))
+    monkeypatch.setattr(device.JobDevice, "resolve", lambda name: pytest.fail("device touched"))
     with pytest.raises(ConfigError, match=f"out='{tmp_path}' is a directory"):
         compose_job(["experiment=bandwidth", "device=cpu", f"out={tmp_path}"])
     blocker = tmp_path / "file"
@@ -115,13 +115,13 @@ def test_unknown_experiment_lists_the_allowed_ones():
 
 
 def test_device_resolution():
-    assert resolve_pool("cpu") == [torch.device("cpu")]
+    assert list(JobDevice.resolve("cpu").devices) == [torch.device("cpu")]
     if not torch.cuda.is_available():
-        assert resolve_pool("auto") == [torch.device("cpu")]
+        assert list(JobDevice.resolve("auto").devices) == [torch.device("cpu")]
         with pytest.raises(DeviceError, match="does not exist"):
-            resolve_pool("cuda:0")
+            list(JobDevice.resolve("cuda:0").devices)
     with pytest.raises(DeviceError, match="allowed"):
-        resolve_pool("tpu")
+        list(JobDevice.resolve("tpu").devices)
 
 
 def test_cpu_facts_are_read_not_typed():
@@ -184,13 +184,17 @@ def test_defaults_live_in_one_layer_the_yaml():
 
 def test_a_context_given_no_settings_measures_by_the_jobs_rules():
     """place() and tests build a Context without Hydra: it must measure as a job does."""
-    from experiments.core.config import job_defaults
-    from experiments.core.runner import SETTINGS
+    import dataclasses
+
+    from experiments.core.config import Settings, job_defaults
     ctx = Context(device=torch.device("cpu"), dtype="float32",
                   facts=device_facts(torch.device("cpu")))
     job = job_defaults()
-    assert {k: getattr(ctx, k) for k in SETTINGS} == {k: job[k] for k in SETTINGS}
-    assert ctx.precision > 0 and ctx.min_point_s > 0  # not "the whole budget" as before
+    SETTINGS = [f.name for f in dataclasses.fields(Settings)]
+    assert dataclasses.asdict(ctx.settings) == {k: job[k] for k in SETTINGS}
+    assert ctx.settings.precision > 0 and ctx.settings.min_point_s > 0  # not the whole budget
+    with pytest.raises(dataclasses.FrozenInstanceError):  # read once: nobody changes them
+        ctx.settings.point_budget_s = 1.0
     # and config.yaml's per-kind `job:` may set each of them: the schema lists every one
     import yaml
     from tests.conftest import ROOT
@@ -200,14 +204,18 @@ def test_a_context_given_no_settings_measures_by_the_jobs_rules():
 
 def test_a_points_budget_is_the_jobs_raised_or_capped_in_one_place():
     from types import SimpleNamespace
-    from experiments.core.budget import point_budget, samples_within
-    ctx = SimpleNamespace(point_budget_s=0.4)
-    assert point_budget(ctx) == 0.4
-    assert point_budget(ctx, at_least=1.5) == 1.5 and point_budget(ctx, at_least=0.1) == 0.4
-    assert point_budget(ctx, at_most=0.15) == 0.15 and point_budget(ctx, at_most=1.0) == 0.4
-    assert samples_within(ctx, 0.025, at_least=5, at_most=100) == 16
-    assert samples_within(ctx, 0.1, at_least=5, at_most=100) == 5  # 4 fit: at least 5
-    assert samples_within(ctx, 0.0, at_least=5, at_most=100) == 100
+    from experiments.core.budget import samples_within
+    from experiments.core.config import Settings
+    from experiments.core.harness import Point, budget_s
+    ctx = SimpleNamespace(settings=Settings.defaults().but(point_budget_s=0.4))
+    assert budget_s(Point({}), ctx) == 0.4
+    assert budget_s(Point({}, least_s=1.5), ctx) == 1.5
+    assert budget_s(Point({}, least_s=0.1), ctx) == 0.4
+    assert budget_s(Point({}, most_s=0.15), ctx) == 0.15
+    assert budget_s(Point({}, most_s=1.0), ctx) == 0.4
+    assert samples_within(0.4, 0.025, at_least=5, at_most=100) == 16
+    assert samples_within(0.4, 0.1, at_least=5, at_most=100) == 5  # 4 fit: at least 5
+    assert samples_within(0.4, 0.0, at_least=5, at_most=100) == 100
 
 
 def _budget_literals_and_sums(path):
@@ -251,13 +259,14 @@ def _budget_literals_and_sums(path):
 
 def test_the_point_budget_has_one_default_and_one_home():
     """config/job.yaml holds point_budget_s's one default: no code gives a budget a number, and
-    a point's own budget (longer, capped) is computed by experiments/core/budget.py alone, from
-    settings of the experiment's config."""
+    a point's own budget (longer, capped) is computed by the harness alone (core/harness.py
+    budget_s), from the bounds the experiment gives its points; core/budget.py derives user code's
+    time limit from it."""
     import yaml
     from tests.conftest import ROOT
-    from experiments.core import budget
-    home = Path(budget.__file__).resolve()
-    found = [f for p in sorted((ROOT / "experiments").rglob("*.py")) if p.resolve() != home
+    from experiments.core import budget, harness
+    homes = {Path(m.__file__).resolve() for m in (harness, budget)}
+    found = [f for p in sorted((ROOT / "experiments").rglob("*.py")) if p.resolve() not in homes
              for f in _budget_literals_and_sums(p)]
     assert not found, found
     configs = [p for p in (ROOT / "config").rglob("*.yaml")

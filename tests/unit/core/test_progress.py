@@ -8,6 +8,7 @@ import logging
 import sys
 
 from tests.conftest import MODULES, compose_job
+from experiments.core import harness
 from experiments.core.runner import run_job
 
 SWEEP = ["experiment.sizes=[16384,65536]", "experiment.ops=[copy,triad]"]  # 2 x 2 = 4 points
@@ -47,14 +48,14 @@ def test_start_line_counts_the_points_that_sample_longer_than_the_budget():
     from experiments.core.config import Settings
     cpu = SimpleNamespace(device=torch.device("cpu"), dtype="float32",
                           settings=Settings.defaults().but(point_budget_s=0.15))
-    seconds = MODULES["matmul"].sampling_s(job.experiment, cpu)
+    seconds = harness.sampling_s(MODULES["matmul"], job.experiment, cpu)
     assert seconds == 4 * 30
     line = start_line("matmul", "cpu", "float32", 4, 0.15, seconds)
     assert "at most about 2 min" in line and "some sampling longer" in line
     assert "at most about 1 s" in start_line("matmul", "cpu", "float32", 4, 0.15, 0.3)
     cuda = SimpleNamespace(device=torch.device("cuda"), dtype="float32",
                            settings=Settings.defaults().but(point_budget_s=0.4))
-    assert MODULES["matmul"].sampling_s(job.experiment, cuda) == 4 * 0.4
+    assert harness.sampling_s(MODULES["matmul"], job.experiment, cuda) == 4 * 0.4
 
 
 def test_bar_only_in_a_terminal(tmp_path, monkeypatch):

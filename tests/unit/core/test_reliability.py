@@ -20,6 +20,7 @@ from experiments.core.provenance import config_hash
 from experiments.core.runner import Context
 from experiments.core.schema import to_table
 from tests.workflow_copy import ROOT
+from experiments.core.config import Settings
 
 CPU = torch.device("cpu")
 
@@ -109,8 +110,9 @@ NOISY, QUIET = [1.0, 1.0, 5.0, 1.0, 9.0], [1.0, 1.01, 0.99, 1.0, 1.0]
     ((QUIET,), 1, False, 1.0),  # quiet the first time: measured once
 ])
 def test_noisy_point_is_measured_again_then_flagged(batches, runs, noisy, median):
-    ctx = Context(device=CPU, dtype="float32", facts=device_facts(CPU), cv_threshold=0.1, retries=1,
-                  precision=0.0)  # every sample in one run: the runs count the retries
+    # every sample in one run: the runs count the retries
+    ctx = Context(device=CPU, dtype="float32", facts=device_facts(CPU),
+                  settings=Settings.defaults().but(cv_threshold=0.1, retries=1, precision=0.0))
     timer = FakeTimer(*batches)
     stats = ctx.time(lambda i: None, timer=timer)
     assert timer.runs == runs
