@@ -70,7 +70,7 @@ rule figures:
         **step_files(STEPS["figures"], "reads"),
     output:
         # one SVG per figure: the HTML report inlines it, Snakemake's report shows it (a PNG
-        # beside it took a 2-core VM 4 s of the figures' 11)
+        # beside each would add about a third to the figures' time)
         [
             report(
                 f"{FILES.figures}/{name}.svg",

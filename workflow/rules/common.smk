@@ -154,8 +154,8 @@ def measure_priority(wildcards):
     """GPU jobs first, then the CPU's (which take every core, so the two phases never overlap
     unless cpu_gpu_overlap). Beside the GPU jobs the fork server loads what workload jobs import
     (dynamo, sympy) and compiles the CPU jobs' numba kernels (sweep/warm.py plan()): workload
-    jobs come last of a GPU's jobs (on the H200 node the first ones, started before dynamo was
-    in, took 4.5-6.4 s to their first row)."""
+    jobs come last of a GPU's jobs (the first ones, started before dynamo was in, waited seconds
+    for their first row)."""
     if wildcards.device == "cpu":
         return 0
     return 1 if wildcards.experiment == "workload" else 2
@@ -227,8 +227,8 @@ def hydra_dict(value):
 # What one job asks Slurm for (workflow/profiles/slurm; a local run ignores it), by device kind.
 # A GPU job: one GPU (of `slurm.gpu_model`), and cores for the thread that drives it and the CUDA
 # driver's own. A CPU job: a whole node (--exclusive), so no other job shares its cores, caches or
-# memory bandwidth; mem_mb=0 sends no --mem, leaving it the node's memory (or the cluster's
-# default for a whole node); cpus_per_task None: its `threads`, every core.
+# memory bandwidth; mem_mb=0 sends no --mem, leaving it all the memory of its node (or the
+# cluster's default for a whole node); cpus_per_task None: its `threads`, every core.
 SLURM = config.get("slurm") or {}
 SLURM_JOB = {
     "cpu": dict(gpu=0, gpu_model="", slurm_partition=SLURM.get("cpu_partition") or "",
@@ -270,8 +270,8 @@ def slurm_resource(wildcards, key):
 
 
 def all_cores():
-    """Every core Snakemake may use. Submitting to Slurm they are not known (1 is enough, the node
-    is exclusive); the job evaluates this again inside its allocation, where it is every core."""
+    """Every core Snakemake may use. Submitting to Slurm they are not known (1 is enough: a CPU
+    job has its node to itself); the job evaluates this again inside its allocation, where it is every core."""
     try:
         return workflow.cores
     except WorkflowError:
