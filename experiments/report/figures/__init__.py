@@ -1,5 +1,5 @@
-"""The report's figures: one module per figure, each registered by @figure (common.py) under
-its name in catalog.FIGURES, the figures' one declaration.
+"""The report's figures: one module per figure, named as the figure it draws in catalog.FIGURES
+(the figures' one declaration), its drawing function registered by @figure (common.py).
 
 Every figure in catalog.FIGURES is always written, as SVG (inlined by the HTML report, shown by
 Snakemake's report): when its experiments have no rows the file is a small placeholder that says

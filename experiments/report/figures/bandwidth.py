@@ -11,7 +11,7 @@ from experiments.report.figures.common import (NOTE, Grid, bytes_label, bytes_ti
                      log_ticks, palette, title)
 
 
-@figure("bandwidth", where=lambda r: r[r.byte_per_s > 0], missing="no bandwidth rows",
+@figure(where=lambda r: r[r.byte_per_s > 0], missing="no bandwidth rows",
         panel=(8.0, 5.2))
 def bandwidth(g: Grid):
     colors = palette(g.rows.op)

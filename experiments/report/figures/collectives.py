@@ -14,7 +14,7 @@ def _busbw(rows):
     return rows[rows.busbw > 0]
 
 
-@figure("collectives", where=_busbw, panel=(8.0, 5.0),
+@figure(where=_busbw, panel=(8.0, 5.0),
         missing="no ok collectives rows (needs a pool of two or more GPUs)")
 def collectives(g: Grid):
     colors = palette(g.rows.op)

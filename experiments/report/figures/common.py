@@ -1,10 +1,10 @@
 """What every figure shares: the style, the tick and legend helpers, the colours, and the
 `@figure` decorator that selects a figure's rows and lays out its grid.
 
-A figure is a function of a `Grid`, registered under its name in catalog.FIGURES (its one
-declaration: category, caption, experiments; a name not declared there fails at decoration):
+A figure is a function of a `Grid` in the module of its name, declared once in catalog.FIGURES
+(category, caption, experiments; an undeclared module fails at decoration). In bandwidth.py:
 
-    @figure("bandwidth", where=lambda r: r[r.byte_per_s > 0], missing="no bandwidth rows")
+    @figure(where=lambda r: r[r.byte_per_s > 0], missing="no bandwidth rows")
     def bandwidth(g: Grid):
         for ax, system, rows in g:  # each system: its panels, its rows
             ...
@@ -330,20 +330,21 @@ def _layout(systems: list[str], panels: int, panel, columns: int):
     return fig, axes
 
 
-def figure(name: str, *, where=None, missing: str | None = None, panels: int = 1,
+def figure(*, where=None, missing: str | None = None, panels: int = 1,
            panel=(7.5, 5.0), columns: int = MAX_COLUMNS):
-    """Register a figure drawn by `draw(grid)`; `where(rows)` narrows (or extends) the ok rows of
-    the catalog's experiments and may raise Missing with a better reason; each system gets
-    `panels` axes of `panel` inches, `columns` side by side."""
-    if name not in FIGURES:  # the catalog is the figures' one declaration
-        raise ValueError(f"@figure({name!r}): not declared in experiments/report/catalog.py "
-                         f"(FIGURES: {', '.join(FIGURES)}); declare it there first")
-    if name in DRAW:
-        raise ValueError(f"@figure({name!r}): already drawn by {DRAW[name].__module__}")
-    experiments = FIGURES[name].experiments
-    why = missing or f"no ok {' or '.join(experiments)} rows"
+    """Register a figure drawn by `draw(grid)`, named by its module; `where(rows)` narrows (or
+    extends) the ok rows of the catalog's experiments and may raise Missing with a better reason;
+    each system gets `panels` axes of `panel` inches, `columns` side by side."""
 
     def register(draw):
+        name = draw.__module__.rpartition(".")[2]
+        if name not in FIGURES or name in DRAW:  # the catalog is the figures' one declaration
+            raise ValueError(f"@figure in {draw.__module__}: {name!r} " + (
+                f"already drawn by {DRAW[name].__module__}" if name in DRAW else
+                f"is not declared in experiments/report/catalog.py ({', '.join(FIGURES)})"))
+        experiments = FIGURES[name].experiments
+        why = missing or f"no ok {' or '.join(experiments)} rows"
+
         @functools.wraps(draw)
         def make(inp: Inputs):
             all_rows = ok(inp.ds.rows)

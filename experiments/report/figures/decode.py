@@ -9,7 +9,7 @@ from experiments.analysis.units import qty
 from experiments.report.figures.common import NOTE, Grid, figure, legend_right, log_ticks, palette, ticks_at, title
 
 
-@figure("decode", where=gemv_rows, missing="no decode rows (x @ W, op gemv_gemm, with a batch)",
+@figure(where=gemv_rows, missing="no decode rows (x @ W, op gemv_gemm, with a batch)",
         panels=2, panel=(8.0, 4.2), columns=1)  # one above the other: the legend is long
 def decode(g: Grid):
     per_row, knees = g.inp.per_row, g.inp.knees

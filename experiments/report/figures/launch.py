@@ -20,7 +20,7 @@ def _waves(rows):
     return rows.dropna(subset=["waves"])
 
 
-@figure("launch", where=_waves, panels=2, panel=(4.5, 4.2),
+@figure(where=_waves, panels=2, panel=(4.5, 4.2),
         missing="no launch rows with waves (params.waves or an SM count; GPU only)")
 def launch(g: Grid):
     for (ax, ax_w), system, rows in g:

@@ -8,7 +8,7 @@ from experiments.analysis import datasheets
 from experiments.report.figures.common import Grid, figure, legend_right, log_ticks, palette, ticks_at, title
 
 
-@figure("matmul", where=lambda r: r[r.flop_per_s > 0], missing="no matmul rows", panels=2,
+@figure(where=lambda r: r[r.flop_per_s > 0], missing="no matmul rows", panels=2,
         panel=(4.5, 4.2))
 def matmul(g: Grid):
     colors = palette(g.rows.dtype)

@@ -23,7 +23,7 @@ def copy_matrix(rows: pd.DataFrame) -> pd.DataFrame:
     return r.groupby(["op", "src", "dst"], as_index=False).gbps.median()
 
 
-@figure("peer_copy", where=lambda r: r[r.byte_per_s > 0], panels=2, panel=(4.5, 4.4),
+@figure(where=lambda r: r[r.byte_per_s > 0], panels=2, panel=(4.5, 4.4),
         missing="no ok peer_copy rows (needs a pool of two or more GPUs with peer access)")
 def peer_copy(g: Grid):
     for (ax_m, ax_s), system, r in g:

@@ -40,7 +40,7 @@ def _name_points(ax, p: pd.DataFrame):
     tooltips(points, [names.get((x, y), "") for x, y in points.get_offsets()])
 
 
-@figure("roofline", where=lambda r: r[(r.intensity > 0) & (r.flop_per_s > 0)], panel=(8.0, 6.4),
+@figure(where=lambda r: r[(r.intensity > 0) & (r.flop_per_s > 0)], panel=(8.0, 6.4),
         missing="no ok rows with FLOPs and bytes (bandwidth, matmul, intensity or decode)")
 def roofline(g: Grid):
     inp = g.inp

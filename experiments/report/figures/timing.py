@@ -20,7 +20,7 @@ def _with_events(rows):
     return rows[rows.system.isin(systems)]
 
 
-@figure("timing", where=_with_events, missing="no timing rows with CUDA events (GPU only)",
+@figure(where=_with_events, missing="no timing rows with CUDA events (GPU only)",
         panels=4, panel=(4.5, 4.0))
 def timing(g: Grid):
     colors = palette(g.rows.variant.dropna())

@@ -29,7 +29,7 @@ def _copies(rows):
     return copies.assign(label=copies.variant.fillna(copies.op), gbps=copies.byte_per_s / 1e9)
 
 
-@figure("transfer", where=_copies, panels=2, panel=(8.0, 4.2), columns=1,
+@figure(where=_copies, panels=2, panel=(8.0, 4.2), columns=1,
         missing="no ok host-device transfer rows (transfer experiment; needs a GPU)")
 def transfer(g: Grid):
     colors = palette(g.rows.label)
