@@ -29,7 +29,7 @@ def fit_ceilings(ds):
 def decode_knees(ds, ceilings):
     """(knees per decode curve, the prediction per decode row)."""
     from experiments.analysis import knees
-    per_row, table = knees.predict(ds, ceilings, knees.reused(ds, "knees.parquet", ["dtype", "C"]))
+    per_row, table = knees.predict(ds, ceilings, knees.reused(ds, "knees", ["dtype", "C"]))
     return table.reindex(columns=knees.KNEE_COLUMNS), per_row
 
 
@@ -57,7 +57,7 @@ def workload_knees(ds, ceilings):
     """results/workload_knees.parquet: per (system, workload, dtype) with >= 3 batch sizes, the
     measured batch knee (bootstrapped interval) and the predicted one."""
     from experiments.analysis import knees, placements
-    return placements.knees(ds, ceilings, knees.reused(ds, "workload_knees.parquet",
+    return placements.knees(ds, ceilings, knees.reused(ds, "workload_knees",
                                                        ["workload", "dtype"]))
 
 

@@ -127,18 +127,19 @@ MEASURED = ("measured", "measured_low", "measured_high", "measured_note")
 
 
 def reused(ds: Dataset, table: str, key: list[str]) -> dict:
-    """{(system, *key): the measured knee's columns} from the `table` file (knees.parquet,
-    workload_knees.parquet) of each published set's folder, for the systems of the dataset that
+    """{(system, *key): the measured knee's columns} from the `table` file ("knees",
+    "workload_knees": layout.AGGREGATE keys) of each published set's folder, for the systems of the dataset that
     came from it. A measured knee is a bootstrap of its curve alone (N_BOOT resamples, SEED):
     a published set's own render made the same one from the same rows, and the published folder
     re-renders to its files at every commit (tests/system/steps/test_published_rerender.py), so a
     run reads them instead of bootstrapping them again (seconds of a small CPU's steps)."""
     from experiments.analysis.dataset import RUN, published_folder
+    from experiments.core.layout import published_file
 
     out, read = {}, {}
     for system, source in ds.systems().set_index("system").source.items():
         folder = published_folder(ds, source) if source != RUN else None
-        path = folder / table if folder is not None else None
+        path = published_file(folder, table) if folder is not None else None
         if path is None or not path.is_file():
             continue
         if path not in read:

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from experiments.cli import stopping
+from experiments.core import layout
 from experiments.core.paths import MissingFiles, shipped, workflow_root
 
 PRESETS = ("quick", "full")
@@ -171,7 +172,7 @@ def run(args, extra: list[str]) -> int:
         for line in pipeline.failures(pipeline.Files.under(results).logs, since=started):
             print(line, file=sys.stderr)
     if status == 0 and not {"-n", "--dry-run", "--dryrun"} & set(extra) \
-            and (results / "report.html").is_file():
+            and layout.file(results, "report").is_file():
         print(_summary(results, args.claims))
     return status
 
@@ -225,7 +226,7 @@ def shadowing(folder: Path) -> list[str]:
 def _summary(results: Path, detail: bool) -> str:
     """The report step's summary.txt, where it is as new as the report (the analysis is not
     loaded again); else computed."""
-    written, report = results / "summary.txt", results / "report.html"
+    written, report = layout.file(results, "summary"), layout.file(results, "report")
     if not detail and written.is_file() and written.stat().st_mtime >= report.stat().st_mtime:
         return written.read_text().rstrip("\n")
     from experiments.report.summary import summary

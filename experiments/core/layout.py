@@ -1,8 +1,11 @@
-"""Where a run's files lie under its results folder: the one home of that layout. The workflow's
-rules, collect's scan of the measurements folder, the sweep's checks and the aggregate steps
-(experiments/steps/pipeline.py Files.under) all read it."""
+"""Where a run's files lie under its results folder, and a published set's in its folder: the one
+home of that layout. The workflow's rules, collect's scan of the measurements folder, the sweep's
+checks, the aggregate steps (experiments/steps/pipeline.py Files.under), the published sets'
+rebuild and the commands that read a results folder all read it."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 MEASUREMENTS = "measurements"  # the job files' folder
 # one job's file below it: its host, device slug, experiment, and dtype (or workload-dtype)
@@ -25,8 +28,31 @@ AGGREGATE = {"dataset": "measurements.parquet", "ceilings": "roofline/ceilings.p
              "datasheet_predictions": "datasheet_predictions.parquet", "figures": "figures",
              "interactive": "roofline/interactive.json", "report": "report.html",
              "summary": "summary.txt", "logs": STEP_LOGS}
+FIGURE_INDEX = "index.json"  # in the figures folder: each figure's placeholder reason, or null
+# A published set's folder (results/published/<set>/): its own measurement files, and beside them,
+# flat, the files the steps derived from them (published_file; experiments/steps/published.py)
+PUBLISHED_MEASUREMENTS = {"sweep": "measurements.parquet", "workloads": "workloads.parquet",
+                          "modules": "modules.parquet", "op_rates": "op_rates.parquet"}
+PUBLISHED_DERIVED = ("ceilings", "knees", "claims", "placements", "workload_knees",
+                     "datasheet_predictions")
 
 
 def under(results, relative: str) -> str:
     """`relative` in the results folder, joined as the workflow's rules join it."""
     return f"{results}/{relative}"
+
+
+def file(results, key: str) -> Path:
+    """The aggregate step file `key` (an AGGREGATE key) of a results folder."""
+    return Path(results) / AGGREGATE[_known(key)]
+
+
+def published_file(folder, key: str) -> Path:
+    """The aggregate step file `key` (an AGGREGATE key) of a published set's folder: flat."""
+    return Path(folder) / Path(AGGREGATE[_known(key)]).name
+
+
+def _known(key: str) -> str:
+    if key not in AGGREGATE:
+        raise KeyError(f"{key!r} is no aggregate file (AGGREGATE: {', '.join(AGGREGATE)})")
+    return key

@@ -27,6 +27,7 @@ import pandas as pd
 
 from experiments.analysis import claims, compute, datasheets, dataset, roofline
 from experiments.analysis.units import finite, share
+from experiments.core import layout
 from experiments.core.store import DatasetError
 
 KEY = ["ceiling", "dtype"]
@@ -59,7 +60,7 @@ def measurements(path) -> Path:
     """The dataset file of `path`: the file itself, or a results folder's measurements.parquet."""
     path = Path(path)
     if path.is_dir():
-        path = path / "measurements.parquet"
+        path = layout.file(path, "dataset")
         if not path.is_file():
             raise DatasetError(f"{path} not found: a results folder holds it once `rooflab run` "
                                "has collected its measurements")
@@ -70,8 +71,8 @@ def measurements(path) -> Path:
 
 def _load_rows(file: Path) -> dataset.Dataset:
     """The dataset; a published folder's workloads.parquet beside it is merged in as its own."""
-    extra = file.with_name("workloads.parquet")
-    if file.name != "measurements.parquet" or not extra.is_file():
+    extra = file.with_name(layout.PUBLISHED_MEASUREMENTS["workloads"])
+    if file.name != layout.PUBLISHED_MEASUREMENTS["sweep"] or not extra.is_file():
         return dataset.load(file)
     with tempfile.TemporaryDirectory() as tmp:
         merged = Path(tmp) / "merged.parquet"

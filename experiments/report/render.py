@@ -25,6 +25,7 @@ from experiments.analysis.compute import Placed
 from experiments.analysis.dataset import Dataset
 from experiments.analysis.units import binary, finite, interval, num, qty, share
 from experiments.report import glance, interactive, provenance, workloads
+from experiments.core import layout
 from experiments.core.store import write_text_atomic
 from experiments.report.catalog import FIGURES
 from experiments.report.figures.common import CJK
@@ -324,7 +325,7 @@ def render(ds: Dataset, ceilings: pd.DataFrame, sheets: list, figures_dir,
     placements step's files, Placed.read) the workflow wrote; writes `out`. `plot`: the
     interactive roofline's parts (interactive_parts) where a step built them, else built here."""
     figures_dir = Path(figures_dir)
-    index = figures_dir / "index.json"
+    index = figures_dir / layout.FIGURE_INDEX
     placeholders = json.loads(index.read_text()) if index.exists() else {}
     figures = {name: {"svg": _svg(figures_dir / f"{name}.svg"), "title": fig.caption,
                       "category": fig.category, "missing": placeholders.get(name)}

@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 
 from experiments.analysis import claims as claims_mod
 from experiments.analysis.units import finite, interval
+from experiments.core import layout
 from experiments.report import glance
 
 WIDTH = 100  # a claim's detail line is cut here
@@ -93,8 +94,8 @@ def grid_lines(cells: pd.DataFrame) -> list[str]:
             for row in table]
 
 
-def _first(results: Path, *names: str) -> Path | None:
-    return next((results / n for n in names if (results / n).is_file()), None)
+def _first(*paths: Path) -> Path | None:
+    return next((p for p in paths if p.is_file()), None)
 
 
 def summary(results, detail: bool = False) -> str:
@@ -102,12 +103,13 @@ def summary(results, detail: bool = False) -> str:
     from experiments.analysis.health import shared_gpus
 
     results = Path(results)
-    ceilings_file = _first(results, "roofline/ceilings.parquet", "ceilings.parquet")
-    claims_file = _first(results, "claims.parquet")
+    ceilings_file = _first(layout.file(results, "ceilings"),
+                           layout.published_file(results, "ceilings"))
+    claims_file = _first(layout.file(results, "claims"))
     if ceilings_file is None or claims_file is None:
         return f"rooflab: no ceilings or claims under {results} yet"
-    report = results / "report.html"
-    rows = _first(results, "measurements.parquet")
+    report = layout.file(results, "report")
+    rows = _first(layout.file(results, "dataset"))
     have = set(pq.read_schema(rows).names) if rows else set()
     shared = shared_gpus(pd.read_parquet(rows, columns=[c for c in SHARED_COLUMNS if c in have])) \
         if "gpu_other_processes" in have else []

@@ -173,7 +173,8 @@ def _figures(f: Files) -> str:
     from experiments.report import figures  # matplotlib: only this step pays for it
     status = figures.draw_all(figures.Inputs(_dataset(f), _frame(f.ceilings), _sheets(f),
                                              _frame(f.decode_model), _frame(f.knees)), f.figures)
-    (Path(f.figures) / "index.json").write_text(json.dumps(status, indent=1))
+    from experiments.core.layout import FIGURE_INDEX
+    (Path(f.figures) / FIGURE_INDEX).write_text(json.dumps(status, indent=1))
     return "\n".join(f"figure {name}: " + (f"placeholder ({why})" if why else "drawn")
                      for name, why in status.items())
 

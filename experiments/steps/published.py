@@ -20,13 +20,14 @@ from pathlib import Path
 import pandas as pd
 
 from experiments.analysis import dataset, datasheets
+from experiments.core import layout
 from experiments.core.paths import config_dir
 
 # its own rows: the sweep, the workloads under Nsight Compute, torch's modules placed, the rates
 # torch's building blocks attain (bench/h200_op_rates.sh; a folder without one places without them)
-FILES = ("measurements.parquet", "workloads.parquet", "modules.parquet", "op_rates.parquet")
+FILES = tuple(layout.PUBLISHED_MEASUREMENTS.values())
 # what the steps derive from them, kept beside them (the report renders from these alone)
-DERIVED = ("ceilings", "knees", "claims", "placements", "workload_knees", "datasheet_predictions")
+DERIVED = layout.PUBLISHED_DERIVED
 
 
 def merged(folder: Path, out: Path) -> Path:
@@ -46,15 +47,15 @@ def rebuild(folder) -> Path:
     folder = Path(folder)
     with tempfile.TemporaryDirectory() as tmp:
         files = pipeline.Files.under(tmp, datasheets=str(config_dir() / "datasheets.yaml"))
-        Path(tmp, "roofline").mkdir()
+        Path(files.ceilings).parent.mkdir()
         merged(folder, Path(files.dataset))
         for step in pipeline.AFTER_COLLECT:
             if status := run(pipeline.STEPS[step].argv(files)):
                 raise SystemExit(status)
         for key in (*DERIVED, "report"):
             path = getattr(files, key)
-            shutil.copyfile(path, folder / Path(path).name)
-    return folder / "report.html"
+            shutil.copyfile(path, layout.published_file(folder, key))
+    return layout.published_file(folder, "report")
 
 
 def text(html: str) -> str:
@@ -71,14 +72,14 @@ def rendered(folder) -> str:
     from experiments.report import render
 
     folder = Path(folder)
-    placed = Placed.read(folder / "placements.parquet", folder / "workload_knees.parquet",
-                         folder / "datasheet_predictions.parquet")
+    placed = Placed.read(*(layout.published_file(folder, key)
+                           for key in ("placements", "workload_knees", "datasheet_predictions")))
     with tempfile.TemporaryDirectory() as tmp:
-        ds = dataset.load(merged(folder, Path(tmp) / "measurements.parquet"))
-        return render.render(ds, pd.read_parquet(folder / "ceilings.parquet"),
+        ds = dataset.load(merged(folder, layout.file(tmp, "dataset")))
+        return render.render(ds, pd.read_parquet(layout.published_file(folder, "ceilings")),
                              datasheets.load(config_dir() / "datasheets.yaml"), Path(tmp),
-                             pd.read_parquet(folder / "claims.parquet"),
-                             pd.read_parquet(folder / "knees.parquet"), placed)
+                             pd.read_parquet(layout.published_file(folder, "claims")),
+                             pd.read_parquet(layout.published_file(folder, "knees")), placed)
 
 
 if __name__ == "__main__":

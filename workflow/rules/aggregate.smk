@@ -79,7 +79,7 @@ rule figures:
             )
             for name, fig in FIGURES.items()
         ],
-        index=f"{FILES.figures}/index.json",
+        index=f"{FILES.figures}/{layout.FIGURE_INDEX}",
     localrule: True
     conda:
         "../../environment.yml"
@@ -98,7 +98,7 @@ rule report:
     input:
         **step_files(STEPS["report"], "reads", without=("figures",)),
         figures=expand(f"{FILES.figures}/{{name}}.svg", name=FIGURES),
-        index=f"{FILES.figures}/index.json",
+        index=f"{FILES.figures}/{layout.FIGURE_INDEX}",
     output:
         report=report(
             FILES.report,

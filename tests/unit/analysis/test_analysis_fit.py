@@ -343,7 +343,7 @@ def test_a_published_sets_measured_knees_are_read_from_its_folder_not_bootstrapp
     dataset.collect(mine, published=[folder / "measurements.parquet"],
                     out=tmp_path / "merged.parquet", log=lambda m: None)
     ds = dataset.load(tmp_path / "merged.parquet")
-    known = decode.reused(ds, "knees.parquet", ["dtype", "C"])
+    known = decode.reused(ds, "knees", ["dtype", "C"])
     _, knees = decode.predict(ds, roofline.fit(ds), known)
     published = knees[knees.system.str.endswith("[published:ref]")]
     assert len(published) == len(own_knees) and len(known) == len(own_knees)
@@ -351,7 +351,7 @@ def test_a_published_sets_measured_knees_are_read_from_its_folder_not_bootstrapp
     run = knees[~knees.system.str.contains("published")]
     assert len(run) and not (run.measured.dropna() > 999).any()  # bootstrapped here
     (folder / "knees.parquet").unlink()
-    assert decode.reused(ds, "knees.parquet", ["dtype", "C"]) == {}
+    assert decode.reused(ds, "knees", ["dtype", "C"]) == {}
 
 
 def test_lookup_takes_the_first_fitted_row_and_sees_a_new_table():
