@@ -8,8 +8,8 @@ from snakemake.utils import min_version
 
 from experiments.sweep import forkserver
 
-# Jobs fork from one process that has imported torch, pandas and Hydra once (experiments/core/
-# forkserver.py): ~1.5 s of start-up per job saved. Local runs only: a cluster job runs as its
+# Jobs fork from one process that has imported torch, pandas and Hydra once
+# (experiments/sweep/forkserver.py): ~1.5 s of start-up per job saved. Local runs only: a cluster job runs as its
 # own process; ROOFLAB_FORKSERVER=off turns it off. Launched first, so its imports run beside
 # Snakemake's (torch's: common.smk's sweep checks import the experiment modules) and its DAG;
 # onstart waits for it, or stops it when the jobs go to a cluster.
