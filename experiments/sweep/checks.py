@@ -137,7 +137,7 @@ def results_problem(results: str) -> str | None:
 def stray_files(measurements: str, expected: list[str]) -> list[str]:
     """One line per file under the measurements folder that no job of this sweep writes (nor
     another host's folder holds): collect leaves it out, so say so at every run."""
-    from experiments.analysis.dataset import ignored_files  # the one home of the layout
+    from experiments.analysis.dataset import ignored_files  # what collect leaves out, and why
 
     return [f"rooflab: {path} ignored: {reason}"
             for path, reason in ignored_files(measurements, [Path(p) for p in expected]).items()]
