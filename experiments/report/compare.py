@@ -93,7 +93,7 @@ def labels(a: Side, b: Side) -> tuple[str, str]:
     ("run1/results" and "run2/results"), and its hosts; the same folder twice: its hosts."""
     def parts(side):
         p = Path(str(side.path))
-        return (p.parent if p.name == "measurements.parquet" else p).absolute().parts[1:]
+        return (p.parent if p.name == layout.AGGREGATE["dataset"] else p).absolute().parts[1:]
 
     pa, pb = parts(a), parts(b)
     n = 1
