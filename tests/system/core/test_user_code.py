@@ -73,3 +73,37 @@ def test_a_sweep_with_a_hanging_and_a_crashing_workload_writes_its_report(tmp_pa
     assert segv.message.tolist() == ["the factory killed the process with SIGSEGV"]
     log = (work / "out" / "logs" / "ci" / "cpu" / "workload" / "segv-float32.log").read_text()
     assert "the factory killed the process with SIGSEGV; the job goes on" in log
+
+
+def _job(tmp_path, user_file, name: str, batches: str):
+    out = tmp_path / f"{name}.parquet"
+    run = python(ROOT, "-m", "experiments", "experiment=workload", f"experiment.workload={name}",
+                 f"experiment.target={user_file}:make_{name}", f"experiment.batches={batches}",
+                 "device=cpu", f"out={out}", "point_budget_s=0.02", "call_timeout_s=5",
+                 "factory_timeout_s=5", timeout=120)
+    assert run.returncode == 0, run.stdout[-3000:]
+    return pd.read_parquet(out).set_index("batch"), run.stdout
+
+
+CASES = [
+    ("hang", "[2,3]", {2: "timeout", 3: "ok"},
+     "the call did not return within 5 s (call_timeout_s); its process was stopped"),
+    ("slow", "[1,2]", {1: "timeout", 2: "timeout"},
+     "the factory did not return within 5 s (factory_timeout_s); its process was stopped"),
+    ("segv", "[1,2]", {1: "crashed", 2: "crashed"}, "the factory killed the process with SIGSEGV"),
+    ("abort", "[1]", {1: "crashed"}, "the factory killed the process with SIGABRT"),
+    ("exit", "[1,2]", {1: "crashed", 2: "crashed"}, "the factory called sys.exit(3)"),
+]
+
+
+@pytest.mark.parametrize("name, batches, statuses, message", CASES, ids=[c[0] for c in CASES])
+def test_user_code_that_hangs_or_crashes_becomes_rows(tmp_path, user_file, name, batches,
+                                                       statuses, message):
+    # 5 s, not 1: a loaded machine can take a second for the first call in a new process
+    rows, log = _job(tmp_path, user_file, name, batches)
+    assert rows.status.to_dict() == statuses
+    failed = rows[rows.status != "ok"]
+    assert (failed.message == message).all(), failed.message.tolist()
+    assert f"wrote {tmp_path / name}.parquet" in log  # the job's log says what happened
+    if name != "exit":  # caught in the process: no new one
+        assert f"{message}; the job goes on in a new process" in log
