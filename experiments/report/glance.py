@@ -10,7 +10,7 @@ from experiments import experiment_names
 from experiments.analysis import claims as claims_mod
 from experiments.analysis import datasheets, health, roofline
 from experiments.analysis.dataset import Dataset
-from experiments.analysis.units import count, finite, interval, memory, qty, share
+from experiments.analysis.units import binary, count, finite, interval, memory, qty, share
 from experiments.report import provenance
 from experiments.report.interactive import Roofs
 
@@ -40,26 +40,32 @@ def name(ceiling: str, dtype) -> str:
     return roofline.label(ceiling).replace(" bandwidth", "")
 
 
-def _problems(rows: pd.DataFrame, cond: dict) -> list[str]:
-    """What went wrong, each with its numbers: statuses that are not ok (per experiment), noisy,
-    contended or throttled points, experiments with no ok row, a CPU under load."""
+EXPECTED = ("oom", "unsupported", "skipped")  # sizes past the memory, dtypes a device lacks
+
+
+def _problems(rows: pd.DataFrame, cond: dict) -> tuple[list[str], list[str]]:
+    """(what went wrong, each with its numbers: errors, wrong results, noisy, contended or
+    throttled points, a CPU under load; what was expected and is only noted: sizes past the
+    device's memory, dtypes it lacks, experiments with no ok row on this kind of device)."""
+    bad = rows[~rows.status.isin(["ok", "not_applicable"])]
     out = [f"{len(g)} {status.replace('_', ' ')} ({', '.join(sorted(g.experiment.unique()))})"
-           for status, g in rows[~rows.status.isin(["ok", "not_applicable"])].groupby("status")]
-    # not applicable (one GPU: no peer copies) is no fault: the "no ok row" line names them
+           for status, g in bad[~bad.status.isin(EXPECTED)].groupby("status")]
+    notes = [f"{len(g)} {status.replace('_', ' ')} ({', '.join(sorted(g.experiment.unique()))})"
+             for status, g in bad[bad.status.isin(EXPECTED)].groupby("status")]
     for flag in ("noisy", "contended", "throttled"):
         n = int(rows[flag].fillna(False).astype(bool).sum()) if flag in rows else 0
         if n:
             out.append(f"{n} {flag} points")
     none_ok = sorted(e for e, g in rows.groupby("experiment") if not (g.status == "ok").any())
     if none_ok:  # one line for all of them: on a CPU these are most GPU experiments
-        out.append(f"no ok row in {', '.join(none_ok)}: the claims that need them are not "
-                   "measurable here")
+        notes.append(f"no ok row in {', '.join(none_ok)}: the claims that need them are not "
+                     "measurable here")
     if finite(cond.get("throttled_share")) and cond["throttled_share"] > 0:
         out.append(f"{share(cond['throttled_share'])} of points throttled (thermal, or a low "
                    "SM clock)")
     load = claims_mod.under_load(cond)
     out += [p for p in load.split("; ") if "under load" in p]
-    return out
+    return out, notes
 
 
 def _ran_at(cond: dict) -> str:
@@ -77,8 +83,10 @@ def _ran_at(cond: dict) -> str:
     return text
 
 
-def glance(ds: Dataset, ceilings: pd.DataFrame, table: pd.DataFrame, sheets) -> dict:
-    """Columns: the systems with a fitted ceiling or a judged claim; `others`: systems that
+def glance(ds: Dataset, ceilings: pd.DataFrame, table: pd.DataFrame, sheets,
+           reference=()) -> dict:
+    """Columns: the systems with a fitted ceiling or a judged claim, this run's (`systems`) apart
+    from the published sets' (`references`: the systems in `reference`); `others`: systems that
     measured only workloads (placed on another system's roofline), named in one line each."""
     conds = health.system_conditions(ds.rows)
     measured = table[table.kind == claims_mod.MEASURED]
@@ -99,8 +107,9 @@ def glance(ds: Dataset, ceilings: pd.DataFrame, table: pd.DataFrame, sheets) -> 
         cond = conds.get(s.system, {})
         sheet = datasheets.find(sheets, s.device_name)
         experiments = sorted(rows.experiment.unique())
+        problems, notes = _problems(rows, cond)
         systems.append({
-            "system": s.system, "machine": s.device_name, "reference": s.source != "run",
+            "system": s.system, "machine": s.device_name, "reference": s.system in reference,
             "where": f"{s.host}, {s.device}" + (f", {memory(facts['memory_bytes'])}"
                                                 if finite(facts.get("memory_bytes")) else "")
             + ("" if s.source == "run" else f"; {s.source}"),
@@ -117,7 +126,18 @@ def glance(ds: Dataset, ceilings: pd.DataFrame, table: pd.DataFrame, sheets) -> 
             "judged": len(mine),
             "errors": sorted(mine[mine.reason.fillna("").str.contains(
                 claims_mod.ANALYSIS_ERROR, regex=False)].claim),
-            "problems": _problems(rows, cond), "ran_at": _ran_at(cond)})
+            "problems": problems, "notes": notes, "ran_at": _ran_at(cond)})
+    mine = [s for s in systems if not s["reference"]]
+    refs = [s for s in systems if s["reference"]]
+    worked = table[table.kind == claims_mod.WORKED]
+    return {"systems": mine, "quantities": _quantities(head, mine, sheets),
+            "references": refs, "reference_quantities": _quantities(head, refs, sheets),
+            "others": others, "verdicts": VERDICTS, "worked": len(worked),
+            "worked_same": int(worked.measurement.str.endswith("as the article says").sum())}
+
+
+def _quantities(head: pd.DataFrame, systems: list[dict], sheets) -> list[dict]:
+    """The headline ceilings' rows of the first screen's table, one cell per system."""
     names = [s["system"] for s in systems]
     quantities = []
     for (ceiling, dtype), g in head[head.system.isin(names)].groupby(
@@ -140,10 +160,7 @@ def glance(ds: Dataset, ceilings: pd.DataFrame, table: pd.DataFrame, sheets) -> 
                           "title": f"{share(c.value / ref)} of the datasheet's {qty(ref, c.unit)}"
                           if ref else ""})
         quantities.append({"name": name(ceiling, dtype), "cells": cells})
-    worked = table[table.kind == claims_mod.WORKED]
-    return {"systems": systems, "quantities": quantities, "others": others,
-            "verdicts": VERDICTS, "worked": len(worked),
-            "worked_same": int(worked.measurement.str.endswith("as the article says").sum())}
+    return quantities
 
 
 def silicon_share(c) -> str:
@@ -179,8 +196,9 @@ def _reference(c, sheets) -> float | None:
     return sheet.bandwidth_Bps if c["ceiling"] == "dram_bw" else None
 
 
-def roofs(ceilings: pd.DataFrame, systems: list[str], dtypes: set | None = None) -> list[Roofs]:
-    """Each system's memory levels and GEMM roofs (those of `dtypes`, or all) for the plot."""
+def roofs(ceilings: pd.DataFrame, systems: list[str], reference=()) -> list[Roofs]:
+    """Each system's memory levels and its FMA and GEMM roofs, every dtype fitted, for the plot;
+    the systems in `reference` (published sets) marked so."""
     out = []
     head = headline(ceilings)
     for s in systems:
@@ -188,7 +206,7 @@ def roofs(ceilings: pd.DataFrame, systems: list[str], dtypes: set | None = None)
         memory = [(name(r.ceiling, None), float(r.value)) for r in c.itertuples()
                   if r.ceiling in MEMORY]
         compute = [(name(r.ceiling, r.dtype), float(r.value)) for r in c.itertuples()
-                   if r.ceiling == "matrix_flops" and (not dtypes or r.dtype in dtypes)]
+                   if r.ceiling in ("matrix_flops", "vector_flops")]
         if memory or compute:
-            out.append(Roofs(s, memory, compute))
+            out.append(Roofs(s, memory, compute, reference=s in reference))
     return out

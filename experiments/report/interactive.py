@@ -15,15 +15,25 @@ from dataclasses import dataclass, field
 from experiments.analysis.units import qty
 
 # whole calls, their aten ops at counted intensity, and the ops at FLOPs / bytes ncu measured at
-# each memory level (the hierarchical roofline)
-MARKERS = {"whole call": ("circle", 10, True), "aten op": ("triangle", 8, True),
-           "op at DRAM bytes (ncu)": ("square", 8, False), "op at L2 bytes (ncu)": ("diamond", 9, False),
-           "op at L1 bytes (ncu)": ("inverted_triangle", 8, False)}
+# each memory level (the hierarchical roofline): the kind is the marker's fill and size, as the
+# marker itself names the system
+KINDS = {"whole call": ("", 10, True), "aten op": ("", 8, False),
+         "op at DRAM bytes (ncu)": ("_dot", 10, False), "op at L2 bytes (ncu)": ("_dot", 8, False),
+         "op at L1 bytes (ncu)": ("_dot", 6, False)}
 HIDDEN_AT_START = {"op at L2 bytes (ncu)", "op at L1 bytes (ncu)"}  # a click away
-PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-           "#17becf", "#bcbd22", "#7f7f7f"]
-SYSTEM_STYLE = [("#222222", "solid"), ("#b2182b", "dashed"), ("#2166ac", "dotdash"),
-                ("#4d9221", "dotted")]
+# one marker and one colour family per system (each marker has a "_dot" form for ncu's points);
+# a family's darkest shade draws the roofs, the others its workloads
+MARKERS = ("circle", "square", "diamond", "triangle", "hex", "star")
+FAMILIES = (("#08306b", "#2171b5", "#4292c6", "#08519c", "#6baed6"),
+            ("#7f2704", "#d94801", "#f16913", "#a63603", "#fd8d3c"),
+            ("#00441b", "#238b45", "#41ab5d", "#006d2c", "#74c476"),
+            ("#3f007d", "#6a51a3", "#807dba", "#54278f", "#9e9ac8"),
+            ("#67000d", "#cb181d", "#ef3b2c", "#a50f15", "#fb6a4a"),
+            ("#000000", "#525252", "#737373", "#252525", "#969696"))
+DASHES = ("solid", "dashed", "dotdash", "dotted")
+# hover text wraps in a box a narrow window holds (Bokeh escapes the field's value)
+TOOLTIP = ('<div class="rl-tip" style="max-width:min(360px, 70vw); white-space:normal; '
+           'overflow-wrap:anywhere; font-size:12px">@text</div>')
 SI_JS = """const u = UNIT; const p = [[1e15,'P'],[1e12,'T'],[1e9,'G'],[1e6,'M'],[1e3,'k'],[1,'']];
 for (const [f, s] of p) { if (Math.abs(tick) >= f) return (+(tick / f).toPrecision(3)) + ' ' + s + u; }
 return (+tick.toPrecision(3)) + ' ' + u;"""
@@ -36,16 +46,40 @@ class Roofs:
     name: str
     memory: list[tuple[str, float]]
     compute: list[tuple[str, float]]
+    reference: bool = False  # a published set: drawn hidden, a legend click away
 
 
 @dataclass
 class Point:
-    group: str  # the legend entry and colour: a workload and dtype
-    kind: str  # a key of MARKERS
+    group: str  # the legend entry and colour within its system: a workload and dtype
+    kind: str  # a key of KINDS
     intensity: float
     flop_per_s: float
     text: str  # the hover text
     extra: dict = field(default_factory=dict)
+    system: str = ""  # the machine: its marker and colour family
+    reference: bool = False
+
+
+@dataclass
+class Entry:
+    """One legend line: what it toggles (renderer names) and how it is drawn."""
+
+    label: str
+    names: list[str]
+    color: str
+    marker: str = ""  # "" for a roof's line
+    dash: str = "solid"
+    on: bool = True
+
+
+@dataclass
+class Group:
+    """A system's legend entries (its roofs, then its workloads)."""
+
+    system: str
+    reference: bool
+    entries: list[Entry]
 
 
 def available() -> bool:
@@ -74,18 +108,19 @@ def _range(systems, points):
     return (min(xs) / 2, max(xs) * 2), (min(ys) / 2 if ys else 1e9, max(ys) * 2 if ys else 1e15)
 
 
-def figure(systems: list[Roofs], points: list[Point], title: str = "", height: int = 560):
-    """The Bokeh figure: every system's roofs, every point; None when there is nothing to draw."""
-    from bokeh.models import (ColumnDataSource, CustomJSTickFormatter, HoverTool, Legend,
-                              LegendItem)
+def build(systems: list[Roofs], points: list[Point], title: str = "", height: int = 560):
+    """(the Bokeh figure, its legend as Groups) without a legend drawn: every system's roofs,
+    every point; (None, []) when there is nothing to draw. A reference system starts hidden."""
+    from bokeh.models import CustomJSTickFormatter, HoverTool
     from bokeh.plotting import figure as bk_figure
 
     points = [p for p in points if p.intensity > 0 and p.flop_per_s > 0]
     if not available() or not points and not any(s.memory or s.compute for s in systems):
-        return None
-    # the view opens on what is shown at start (ncu's L2/L1 points are a click and a zoom away)
-    (x_lo, x_hi), (y_lo, y_hi) = _range(systems, [p for p in points
-                                                  if p.kind not in HIDDEN_AT_START] or points)
+        return None, []
+    # the view opens on what is shown at start: this run's systems, without ncu's L2/L1 points
+    start = [s for s in systems if not s.reference] or systems
+    shown = [p for p in points if p.kind not in HIDDEN_AT_START and not p.reference] or points
+    (x_lo, x_hi), (y_lo, y_hi) = _range(start, shown)
     fig = bk_figure(title=title, x_axis_type="log", y_axis_type="log", height=height,
                     sizing_mode="stretch_width", x_range=(x_lo, x_hi), y_range=(y_lo, y_hi),
                     tools="pan,wheel_zoom,box_zoom,reset,save", active_drag="pan",
@@ -97,48 +132,80 @@ def figure(systems: list[Roofs], points: list[Point], title: str = "", height: i
     for axis in (fig.xaxis, fig.yaxis):
         axis.axis_label_text_font_size = axis.major_label_text_font_size = "13px"
         axis.axis_label_text_font_style = "normal"
-    items, roof_renderers = [], []
-    for i, s in enumerate(systems):
-        color, dash = SYSTEM_STYLE[i % len(SYSTEM_STYLE)]
-        # labels on the first system's roofs only: overlaid ones would print over each other
-        # (the others are named by hover and the legend)
-        renderers = _roofs(fig, s, (x_lo, x_hi), y_lo, color, dash, labelled=i == 0)
-        roof_renderers += renderers[:1]
+    names = list(dict.fromkeys([s.name for s in systems] + [p.system for p in points]))
+    reference = {s.name for s in systems if s.reference} | {p.system for p in points
+                                                            if p.reference}
+    groups = {n: Group(n, n in reference, []) for n in names}
+    roof_renderers, point_renderers, kinds = [], [], {}
+    for s in systems:
+        i = names.index(s.name)
+        color, dash = FAMILIES[i % len(FAMILIES)][0], DASHES[i % len(DASHES)]
+        renderers = _roofs(fig, s, (x_lo, x_hi), y_lo, color, dash, i)
+        for r in renderers:
+            r.name, r.visible = f"rl{id(r)}", not s.reference
         if renderers:
-            items.append(LegendItem(label=f"{s.name}: roofs", renderers=renderers))
-    groups = list(dict.fromkeys(p.group for p in points))
-    by_kind: dict[str, list] = {}
-    for gi, group in enumerate(groups):
-        color = PALETTE[gi % len(PALETTE)]
-        renderers = []
-        for kind, (marker, size, filled) in MARKERS.items():
-            mine = [p for p in points if p.group == group and p.kind == kind]
-            if not mine:
-                continue
-            src = ColumnDataSource({"x": [p.intensity for p in mine],
-                                    "y": [p.flop_per_s for p in mine],
-                                    "text": [p.text for p in mine]})
-            r = fig.scatter("x", "y", source=src, marker=marker, size=size, line_color=color,
-                            fill_color=color if filled else None, fill_alpha=0.75,
-                            line_width=1.5, visible=kind not in HIDDEN_AT_START)
-            if kind not in HIDDEN_AT_START:  # a legend entry greys out unless all it holds shows
-                renderers.append(r)
-            by_kind.setdefault(kind, []).append(r)
-        items.append(LegendItem(label=group, renderers=renderers))
-    if len(by_kind) > 1:  # a second way to toggle: by kind of point, its entry drawn in grey
-        for kind, rs in by_kind.items():
-            marker, size, filled = MARKERS[kind]
-            key = fig.scatter([], [], marker=marker, size=size, line_color="#777",
-                              fill_color="#777" if filled else None, line_width=1.5,
-                              visible=kind not in HIDDEN_AT_START)
-            items.append(LegendItem(label=kind, renderers=[*rs, key]))
-    point_renderers = [r for rs in by_kind.values() for r in rs]
+            roof_renderers.append(renderers[0])
+            groups[s.name].entries.append(Entry("roofs", [r.name for r in renderers], color,
+                                                dash=dash, on=not s.reference))
+    for system in names:
+        i = names.index(system)
+        marker, family = MARKERS[i % len(MARKERS)], FAMILIES[i % len(FAMILIES)][1:]
+        mine = [p for p in points if p.system == system]
+        for gi, group in enumerate(dict.fromkeys(p.group for p in mine)):
+            color, rs = family[gi % len(family)], []
+            for kind, (suffix, size, filled) in KINDS.items():
+                these = [p for p in mine if p.group == group and p.kind == kind]
+                if not these:
+                    continue
+                r = fig.scatter("x", "y", source={"x": [p.intensity for p in these],
+                                                  "y": [p.flop_per_s for p in these],
+                                                  "text": [p.text for p in these]},
+                                marker=marker + suffix, size=size, line_color=color,
+                                fill_color=color if filled else None, fill_alpha=0.75,
+                                line_width=1.5,
+                                visible=kind not in HIDDEN_AT_START and system not in reference)
+                r.name = f"rl{id(r)}"
+                rs.append(r.name)
+                kinds.setdefault(kind, []).append(r.name)
+                point_renderers.append(r)
+            groups[system].entries.append(Entry(group, rs, color, marker,
+                                                on=system not in reference))
     if point_renderers:
-        fig.add_tools(HoverTool(renderers=point_renderers, tooltips=[("", "@text")]))
+        fig.add_tools(HoverTool(renderers=point_renderers, tooltips=TOOLTIP))
     if roof_renderers:
-        fig.add_tools(HoverTool(renderers=roof_renderers, tooltips=[("", "@label")],
-                                line_policy="nearest"))
-    ncols = 1 if len(items) <= 4 else 2 if len(items) <= 24 else 3
+        fig.add_tools(HoverTool(renderers=roof_renderers, tooltips=TOOLTIP.replace(
+            "@text", "@label"), line_policy="nearest"))
+    legend = [g for g in groups.values() if g.entries]
+    if len(kinds) > 1:  # a second way to toggle: by kind of point, its entry drawn in grey
+        legend.append(Group("", False, [
+            Entry(k, rs, "#777", MARKERS[0] + KINDS[k][0], on=k not in HIDDEN_AT_START)
+            for k, rs in kinds.items()]))
+    return fig, legend
+
+
+def figure(systems: list[Roofs], points: list[Point], title: str = "", height: int = 560):
+    """The Bokeh figure with its legend drawn below it (the compare page): every system's roofs,
+    every point; None when there is nothing to draw."""
+    from bokeh.models import Legend, LegendItem
+
+    fig, groups = build(systems, points, title, height)
+    if fig is None:
+        return None
+    by_name = {r.name: r for r in fig.renderers}
+    items = []
+    for g in groups:
+        for e in g.entries:
+            label = f"{g.system}: {e.label}" if g.system and (e.label == "roofs" or len(
+                [x for x in groups if x.system]) > 1) else e.label
+            items.append(LegendItem(label=label + (" (reference)" if g.reference else ""),
+                                    renderers=[by_name[n] for n in e.names
+                                               if by_name[n].visible or not e.on]))
+    if groups and not groups[-1].system:  # the kinds: each entry's key drawn in grey
+        for item, e in zip(items[-len(groups[-1].entries):], groups[-1].entries):
+            item.renderers.append(fig.scatter([], [], marker=e.marker, size=9, line_color="#777",
+                                              fill_color="#777" if e.marker == MARKERS[0]
+                                              else None, visible=e.on))
+    ncols = 1 if len(items) <= 4 else 2  # more would be cut off in a narrow window
     legend = Legend(items=items, click_policy="hide", ncols=ncols,
                     label_text_font_size="12px", spacing=0, padding=4)
     fig.add_layout(legend, "below")
@@ -148,11 +215,10 @@ def figure(systems: list[Roofs], points: list[Point], title: str = "", height: i
     return fig
 
 
-def _roofs(fig, s: Roofs, xr, y_lo, color, dash, labelled: bool = True) -> list:
-    """One system's memory slopes and compute roofs as one line set (hover names each), with
-    labels; returns the renderers (one legend entry hides them all)."""
-    from bokeh.models import ColumnDataSource
-
+def _roofs(fig, s: Roofs, xr, y_lo, color, dash, nth: int = 0) -> list:
+    """One system's memory slopes and compute roofs as one line set (hover names each), each
+    labelled; returns the renderers (one legend entry hides them all). `nth`: the system's place,
+    which moves its labels left, off another system's."""
     x_lo, x_hi = xr
     top = max((v for _, v in s.compute), default=None)
     xs, ys, labels = [], [], []
@@ -168,31 +234,30 @@ def _roofs(fig, s: Roofs, xr, y_lo, color, dash, labelled: bool = True) -> list:
         labels.append(f"{s.name}: {label} {qty(p, 'FLOP/s')}")
     if not xs:
         return []
-    lines = fig.multi_line("xs", "ys", source=ColumnDataSource(
-        {"xs": xs, "ys": ys, "label": labels}), line_color=color, line_dash=dash, line_width=2,
-        hover_line_width=4)
-    if not labelled:
-        return [lines]
-    # labels: memory at the slope's left end, compute at the right end; a compute label within
-    # 30 % of the one above it is left to the hover (close dtypes would overprint)
-    tx, ty, tt, align, base = [], [], [], [], []
-    # memory labels: the lowest (DRAM) under its slope, the caches above theirs, each further
-    # right along the plot, so that close parallel slopes (L2 ~1.4x DRAM) keep their labels apart
+    lines = fig.multi_line("xs", "ys", source={"xs": xs, "ys": ys, "label": labels},
+                           line_color=color, line_dash=dash, line_width=2, hover_line_width=4)
+    # every roof labelled: memory along its slope (DRAM lowest, each cache further right so
+    # close parallel slopes keep their labels apart), compute at the right end; roofs within
+    # 30 % of each other stack their labels downwards instead of printing over each other
+    tx, ty, tt, align, base, dy = [], [], [], [], [], []
     span = math.log10(x_hi / x_lo)
+    shift = 0.22 * nth
     for i, (label, bw) in enumerate(sorted(s.memory, key=lambda m: m[1])):
-        x = max(x_lo * 10 ** (span * (0.10 if i == 0 else 0.16 + 0.09 * i)), 1.5 * y_lo / bw)
+        x = max(x_lo * 10 ** (span * (0.06 + shift + 0.09 * i)), 1.5 * y_lo / bw)
         tx.append(x), ty.append(bw * x), tt.append(f"{label} {qty(bw, 'B/s')}")
-        align.append("left" if i == 0 else "right"), base.append("top" if i == 0 else "bottom")
-    last = math.inf
+        align.append("left"), base.append("bottom"), dy.append(-2)
+    last, stack = math.inf, 0
     for label, p in sorted(s.compute, key=lambda c: -c[1]):
-        if p * 1.3 > last:
-            continue
+        stack = stack + 1 if p * 1.3 > last else 0
         last = p
-        tx.append(x_hi / 1.15), ty.append(p), tt.append(f"{label} {qty(p, 'FLOP/s')}")
-        align.append("right"), base.append("bottom")
-    text = fig.text("x", "y", "text", source=ColumnDataSource(
-        {"x": tx, "y": ty, "text": tt, "align": align, "base": base}),
-        text_align="align", text_baseline="base", text_font_size="11px", text_color=color)
+        tx.append(x_hi / 1.15 / 10 ** (span * shift)), ty.append(p)
+        tt.append(f"{label} {qty(p, 'FLOP/s')}")
+        align.append("right"), base.append("bottom" if stack == 0 else "top")
+        dy.append(-2 if stack == 0 else 2 + 12 * (stack - 1))
+    text = fig.text("x", "y", "text", source={"x": tx, "y": ty, "text": tt, "align": align,
+                                              "base": base, "dy": dy},
+                    text_align="align", text_baseline="base", y_offset="dy",
+                    text_font_size="11px", text_color=color)
     return [lines, text]
 
 

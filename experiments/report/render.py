@@ -10,6 +10,7 @@ device names cannot inject markup.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections import Counter
@@ -139,7 +140,12 @@ def _ceiling_table(ceilings: pd.DataFrame, shown: list[str], sheets) -> tuple[li
             else qty(ref, c["unit"]) if ref else "",
             "efficiency": share(c["of_physical_peak"]) if silicon
             else share(c["value"] / ref) if ref else "",
-            "conditions": _conditions(c)})
+            "conditions": _conditions(c),
+            "v": {"value": f"{c['value']:.6g}",
+                  "datasheet": f"{c['physical_peak'] if silicon else ref:.6g}"
+                  if silicon or ref else "",
+                  "efficiency": f"{c['of_physical_peak'] if silicon else c['value'] / ref:.4g}"
+                  if silicon or ref else ""}})
     return rows, unfitted
 
 
@@ -298,24 +304,35 @@ def gpu2gpu(ds: Dataset) -> dict:
             ["no peer_copy or collectives rows"]}
 
 
+def reference_systems(ds: Dataset) -> set[str]:
+    """The published sets' systems, which the page folds behind this run's; none when the
+    dataset holds no run of its own (a published folder's report shows its own systems)."""
+    systems = ds.systems()
+    mine = systems.source == "run"
+    return set(systems.system[~mine]) if mine.any() else set()
+
+
 def roofline_plot(ds: Dataset, ceilings: pd.DataFrame, points: list, title: str = ""):
-    """The interactive roofline of every system with ceilings and every workload point; None
-    without Bokeh (the page says so and keeps its tables and figures)."""
+    """(the interactive roofline of every system with ceilings and every workload point, its
+    legend's groups); (None, []) without Bokeh (the page says so, keeps its tables and figures).
+    This run's systems come first, the published sets' start hidden."""
     if not interactive.available():
-        return None
-    dtypes = {p.group.rsplit(" ", 1)[-1] for p in points}
-    systems = list(ds.systems().system)
-    return interactive.figure(glance.roofs(ceilings, systems, dtypes or None), points, title)
+        return None, []
+    ref = reference_systems(ds)
+    systems = sorted(ds.systems().system, key=lambda s: s in ref)
+    return interactive.build(glance.roofs(ceilings, systems, ref), points, title)
 
 
 def interactive_parts(ds: Dataset, ceilings: pd.DataFrame, placed: Placed) -> dict:
-    """The interactive roofline as the page embeds it, {"script", "divs"} (Bokeh's components):
-    its own step (experiments/steps/pipeline.py), so that it is built beside the figures and the
-    claims, not after them (on a small CPU it is over half of the report step)."""
-    mine = workloads.section(placed)
-    script, divs = interactive.embed(
-        {"roofline": roofline_plot(ds, ceilings, mine.get("points", []))})
-    return {"script": script, "divs": divs}
+    """The interactive roofline as the page embeds it, {"script", "divs", "legend"} (Bokeh's
+    components, the legend's groups as plain data): its own step (experiments/steps/
+    pipeline.py), so that it is built beside the figures and the claims, not after them (on a
+    small CPU it is over half of the report step)."""
+    mine = workloads.section(placed, reference_systems(ds))
+    fig, legend = roofline_plot(ds, ceilings, mine.get("points", []))
+    script, divs = interactive.embed({"roofline": fig})
+    return {"script": script, "divs": divs,
+            "legend": [dataclasses.asdict(g) for g in legend] if divs else []}
 
 
 def render(ds: Dataset, ceilings: pd.DataFrame, sheets: list, figures_dir,
@@ -330,9 +347,10 @@ def render(ds: Dataset, ceilings: pd.DataFrame, sheets: list, figures_dir,
     figures = {name: {"svg": _svg(figures_dir / f"{name}.svg"), "title": fig.caption,
                       "category": fig.category, "missing": placeholders.get(name)}
                for name, fig in FIGURES.items()}
-    first = glance.glance(ds, ceilings, table, sheets)
-    shown = [s["system"] for s in first["systems"]]
-    mine = workloads.section(placed)
+    ref = reference_systems(ds)
+    first = glance.glance(ds, ceilings, table, sheets, ref)
+    shown = [s["system"] for s in first["systems"] + first["references"]]
+    mine = workloads.section(placed, ref)
     if mine:
         mine["knees"] = _notes(mine["knees"])
     plot = plot if plot is not None else interactive_parts(ds, ceilings, placed)
@@ -344,7 +362,8 @@ def render(ds: Dataset, ceilings: pd.DataFrame, sheets: list, figures_dir,
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         n_rows=len(ds.rows), systems=list(ds.systems().system),
         sources=sorted(ds.rows.source.unique()), glance=first,
-        bokeh_js=interactive.script() if divs else "", bokeh=interactive.available(), plot_script=plot_script, plots=divs,
+        bokeh_js=interactive.script() if divs else "", bokeh=interactive.available(),
+        plot_script=plot_script, plots=divs, legend=plot.get("legend", []),
         energy=_energy(ds), workloads=mine,
         sections=_claim_sections(table), all_claims=_records(table), figures=figures,
         inline=_inliner(figures), shown=[],

@@ -25,13 +25,26 @@
     const v = parseFloat(m[1].replace(/,/g, ""));
     return m[2] && /^[PTGMkmµn][A-Za-z\/]/.test(text.trim().slice(m[0].length - 1)) ? v * PREFIX[m[2]] : v;
   }
+  // a cell as data: its raw number where the page has one (data-v), else its whole text (a
+  // folded text's body, not its summary), whatever the window's width shows
+  function raw(c) {
+    if (c.dataset.v !== undefined) return c.dataset.v;
+    const d = c.querySelector("details");
+    const t = d ? Array.from(d.childNodes).filter((n) => n.nodeName !== "SUMMARY")
+      .map((n) => n.textContent).join(" ") : c.textContent;
+    return t.replace(/\s+/g, " ").trim();
+  }
   function csv(table) {
-    const q = (t) => '"' + t.replace(/\s+/g, " ").trim().replace(/"/g, '""') + '"';
-    return Array.from(table.rows).map((r) => Array.from(r.cells).map((c) => q(c.innerText)).join(",")).join("\n");
+    const q = (t) => '"' + t.replace(/"/g, '""') + '"';
+    return Array.from(table.rows).map((r) => Array.from(r.cells).map((c) => q(raw(c))).join(",")).join("\n");
   }
   document.querySelectorAll("table.data").forEach(function (table, n) {
     const head = table.tHead ? table.tHead.rows[0] : table.rows[0];
     const body = table.tBodies[0];
+    // a column with nothing in it is left out at every width (the CSV keeps it)
+    const empty = Array.from(head.cells).map((c, i) => body.rows.length > 0 &&
+      Array.from(body.rows).every((r) => !r.cells[i] || !r.cells[i].textContent.trim()));
+    Array.from(table.rows).forEach((r) => Array.from(r.cells).forEach((c, i) => { if (empty[i]) c.classList.add("empty"); }));
     const opt = Array.from(head.cells).map((c) => c.classList.contains("opt"));
     Array.from(table.rows).forEach((r) => Array.from(r.cells).forEach((c, i) => { if (opt[i]) c.classList.add("opt"); }));
     const bar = document.createElement("div");
@@ -64,12 +77,38 @@
         const rows = Array.from(body.rows).filter((r) => r !== head);
         rows.sort(function (a, b) {
           const x = a.cells[i] ? a.cells[i].innerText : "", y = b.cells[i] ? b.cells[i].innerText : "";
-          const vx = value(x), vy = value(y);
+          const num = (c, t) => c && c.dataset.v !== undefined ? parseFloat(c.dataset.v) : value(t);
+          const vx = num(a.cells[i], x), vy = num(b.cells[i], y);
           const c = vx !== null && vy !== null ? vx - vy : x.localeCompare(y);
           return down ? c : -c;
         });
         rows.forEach((r) => body.appendChild(r));
       };
+    });
+  });
+})();
+// The interactive roofline's legend: a renderer shows while every box that holds it is ticked
+// (its entry, its kind of point); a system's own box ticks or unticks all its entries.
+(function () {
+  const boxes = Array.from(document.querySelectorAll(".rl-legend input[data-names]"));
+  const holders = {};
+  boxes.forEach((b) => b.dataset.names.split(" ").forEach((n) => { (holders[n] = holders[n] || []).push(b); }));
+  function apply(names) {
+    if (!window.Bokeh) return;
+    names.forEach(function (n) {
+      const on = holders[n].every((b) => b.checked);
+      Bokeh.documents.forEach(function (doc) {
+        const m = doc.get_model_by_name(n);
+        if (m) m.visible = on;
+      });
+    });
+  }
+  boxes.forEach((b) => b.addEventListener("change", () => apply(b.dataset.names.split(" "))));
+  document.querySelectorAll(".rl-legend input.all").forEach(function (all) {
+    all.addEventListener("change", function () {
+      const mine = Array.from(all.closest("fieldset").querySelectorAll("input[data-names]"));
+      mine.forEach((b) => { b.checked = all.checked; });
+      apply(mine.flatMap((b) => b.dataset.names.split(" ")));
     });
   });
 })();

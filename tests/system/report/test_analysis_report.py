@@ -308,7 +308,8 @@ def test_workload_ops_show_as_kernels_with_their_measured_traffic(tmp_path):
     op = next(p for p in points if p.kind == "aten op")  # its hover names its kernels' traffic
     assert "its kernels moved DRAM 35.2 MB; L2 67.1 MB; L1 3.36 MB (ncu)" in op.text
     data = _plot_data(html)
-    assert "op at L1 bytes (ncu)" in data  # the legend names each kind of point
+    legend = html[html.index('class="rl-legend"'):html.index('id="no-cjk"')]
+    assert "op at L1 bytes (ncu)" in legend  # the legend names each kind of point
     assert "of DRAM traffic measured by ncu" in data and "aten op" in section
     ops = section[section.index("as their aten ops"):]
     assert "aten::gelu" in ops and "aten::mm" in ops and "ncu" in ops
