@@ -177,7 +177,7 @@ def _short(path) -> str:
 ANNOUNCED = "(Section announced, no text) "
 
 
-def _claim_sections(table: pd.DataFrame) -> list[dict]:
+def _claim_sections(table: pd.DataFrame, reference=()) -> list[dict]:
     """The article's sections in order, each with its claims and their verdict rows."""
     out = []
     for sec in claims_mod.SECTIONS:
@@ -197,7 +197,8 @@ def _claim_sections(table: pd.DataFrame) -> list[dict]:
                           "fails_if": plain(next((f for f in rows.fails_if if f), t.fails_if)),
                           "experiments": t.get("experiments", ", ".join(c.experiments)),
                           "worked": _records(rows[rows.kind == claims_mod.WORKED]),
-                          "measured": _records(rows[rows.kind == claims_mod.MEASURED])})
+                          "measured": _records(rows[rows.kind == claims_mod.MEASURED],
+                                               reference)})
         out.append({"anchor": sec.anchor, "title": sec.title, "figure": sec.figure,
                     "claims": items})
     return out
@@ -226,9 +227,12 @@ def _value_text(r) -> tuple[str, str]:
     return num(v), threshold
 
 
-def _records(rows: pd.DataFrame) -> list[dict]:
-    """Rows for the template, with numbers as text (never 'nan'), long texts folded."""
+def _records(rows: pd.DataFrame, reference=()) -> list[dict]:
+    """Rows for the template, with numbers as text (never 'nan'), long texts folded; this run's
+    systems before the published sets' (`reference`), which are marked."""
     out = []
+    rows = rows.assign(reference=rows.system.isin(list(reference))).sort_values(
+        "reference", kind="stable")
     for r in rows.to_dict("records"):
         r["measurement"], r["reason"] = plain(r["measurement"]), plain(r["reason"])
         r["short"] = _fold(r["measurement"])
@@ -365,7 +369,7 @@ def render(ds: Dataset, ceilings: pd.DataFrame, sheets: list, figures_dir,
         bokeh_js=interactive.script() if divs else "", bokeh=interactive.available(),
         plot_script=plot_script, plots=divs, legend=plot.get("legend", []),
         energy=_energy(ds), workloads=mine,
-        sections=_claim_sections(table), all_claims=_records(table), figures=figures,
+        sections=_claim_sections(table, ref), all_claims=_records(table, ref), figures=figures,
         inline=_inliner(figures), shown=[],
         provenance=provenance.provenance(ds), ceilings=fitted, unfitted=unfitted,
         knees=_notes(knees), statuses=_statuses(ds),

@@ -143,19 +143,25 @@ def worked(c, sheets) -> list[dict]:
     return out
 
 
+PLACED = {"workload", "op_rates"}  # rows of callables placed on another system's roofline
+
+
 def evaluate(ds: Dataset, ceilings: pd.DataFrame, sheets: list,
              knees: pd.DataFrame | None = None) -> pd.DataFrame:
     """The claims table: worked examples once, then one row per measured claim and system. A
     system with rows of none of the claims' experiments (a GPU-to-GPU set alone) is left out:
-    every verdict there would be "not measurable here"."""
+    every verdict there would be "not measurable here"; one with only placed workloads (a
+    published set of workloads or torch's modules) keeps only the claims its rows judged."""
     read = {e for c in CLAIMS.values() for e in c.experiments}
     sys_list = [s for s in systems(ds, ceilings, sheets, knees)
                 if s.rows.experiment.isin(read).any()]
+    placed_only = {s.name for s in sys_list if set(s.rows.experiment) <= PLACED}
     out = []
     for c in CLAIMS.values():
         out += worked(c, sheets)
         if c.check is not None:
-            out += [judge(c, s) for s in sys_list]
+            out += [r for r in (judge(c, s) for s in sys_list)
+                    if r["verdict"] != NOT_MEASURABLE or r["system"] not in placed_only]
     return pd.DataFrame(out, columns=COLUMNS)
 
 
