@@ -247,3 +247,19 @@ def test_the_page_requests_nothing_outside_its_file(pages, report):
         outside = [u for u in seen["requests"]
                    if not u.startswith(("data:", "blob:")) and u != report.as_uri()]
         assert seen["requests"] and not outside
+
+
+def test_the_file_is_small_and_opens_on_this_run(pages, report):
+    """At most 2 MiB with the published sets merged; the first screen's table is this run's
+    machines, the published sets a click away and marked as such."""
+    assert report.stat().st_size <= 2 * 2**20
+    page, _, _ = pages["wide"]
+    page.reload()
+    heads = page.locator("table.answer").first.locator("thead th").all_inner_texts()
+    assert any("NVIDIA H100 80GB HBM3" in h for h in heads)
+    assert not any("published" in h or "H200" in h for h in heads)
+    refs = page.locator(".glance details.refs")
+    assert not refs.evaluate("(d) => d.open")
+    refs.locator("summary").click()
+    inner = refs.locator("table.answer thead th").all_inner_texts()
+    assert any("NVIDIA H200" in h and "reference" in h for h in inner)

@@ -180,6 +180,12 @@ class Dataset:
                 columns="order").reset_index(drop=True))
         return self._systems[1].copy()
 
+    def own_first(self, systems: list[str]) -> list[str]:
+        """This run's among `systems` where it has any there, else `systems` (published)."""
+        table = self.systems()
+        own = set(table.system[table.source == RUN])
+        return [s for s in systems if s in own] or list(systems)
+
     def file_metas(self, system: str) -> list[dict]:
         """Metadata of the files that hold `system`'s rows."""
         row = self.systems().set_index("system").loc[system]

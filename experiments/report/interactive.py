@@ -10,6 +10,7 @@ reader clicks without widgets or a server. The seaborn figures stay as the publi
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 from experiments.analysis.units import qty
@@ -35,7 +36,8 @@ DASHES = ("solid", "dashed", "dotdash", "dotted")
 TOOLTIP = ('<div class="rl-tip" style="max-width:min(360px, 70vw); white-space:normal; '
            'overflow-wrap:anywhere; font-size:12px">@text</div>')
 SI_JS = """const u = UNIT; const p = [[1e15,'P'],[1e12,'T'],[1e9,'G'],[1e6,'M'],[1e3,'k'],[1,'']];
-for (const [f, s] of p) { if (Math.abs(tick) >= f) return (+(tick / f).toPrecision(3)) + ' ' + s + u; }
+for (const [f, s] of p) {
+  if (Math.abs(tick) >= f) return (+(tick / f).toPrecision(3)) + ' ' + s + u; }
 return (+tick.toPrecision(3)) + ' ' + u;"""
 
 
@@ -97,6 +99,45 @@ def script() -> str:
     return Resources(mode="inline", components=["bokeh"]).render_js()
 
 
+# the report's Bokeh, packed: gzip's third of its 1.3 MB in base64, unpacked by the browser's
+# DecompressionStream, then the plots' scripts run (they wait in scripts of a type none runs)
+AFTER = "text/x-after-bokeh"
+UNPACK_JS = """(function () {
+  const packed = document.getElementById("bokeh-packed");
+  const run = (code) => { const s = document.createElement("script"); s.text = code;
+                          document.body.appendChild(s); };
+  if (!packed || !window.DecompressionStream) {
+    document.querySelectorAll(".plot").forEach((p) => { p.insertAdjacentHTML("afterbegin",
+      "<p class=missing>This browser cannot unpack the interactive roofline (it needs " +
+      "DecompressionStream); the static one is in the roofline section.</p>"); });
+    return;
+  }
+  const bytes = Uint8Array.from(atob(packed.textContent.trim()), (c) => c.charCodeAt(0));
+  new Response(new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip")))
+    .text().then(function (js) {
+      run(js);
+      document.querySelectorAll('script[type="AFTER"]').forEach((s) => run(s.textContent));
+    });
+})();""".replace("AFTER", AFTER)
+
+
+def packed_script() -> str:
+    """Bokeh's own script, gzipped and in base64, in a script element no browser runs (with
+    UNPACK_JS at the page's end and `deferred` plots: 470 kB instead of 1.3 MB)."""
+    import base64
+    import gzip
+
+    from bokeh.resources import Resources
+    js = "\n".join(Resources(mode="inline", components=["bokeh"]).js_raw).encode()
+    data = base64.b64encode(gzip.compress(js, mtime=0)).decode()
+    return f'<script id="bokeh-packed" type="application/gzip">{data}</script>'
+
+
+def deferred(plot_script: str) -> str:
+    """A plot's script (Bokeh's components) made to wait for UNPACK_JS."""
+    return re.sub(r"<script\b[^>]*>", f'<script type="{AFTER}">', plot_script)
+
+
 def _range(systems, points):
     xs = [p.intensity for p in points if p.intensity > 0] + [0.05, 500.0]
     for s in systems:
@@ -140,7 +181,7 @@ def build(systems: list[Roofs], points: list[Point], title: str = "", height: in
     for s in systems:
         i = names.index(s.name)
         color, dash = FAMILIES[i % len(FAMILIES)][0], DASHES[i % len(DASHES)]
-        renderers = _roofs(fig, s, (x_lo, x_hi), y_lo, color, dash, i)
+        renderers = _roofs(fig, s, (x_lo, x_hi), (y_lo, y_hi), color, dash, i)
         for r in renderers:
             r.name, r.visible = f"rl{id(r)}", not s.reference
         if renderers:
@@ -151,25 +192,34 @@ def build(systems: list[Roofs], points: list[Point], title: str = "", height: in
         i = names.index(system)
         marker, family = MARKERS[i % len(MARKERS)], FAMILIES[i % len(FAMILIES)][1:]
         mine = [p for p in points if p.system == system]
-        for gi, group in enumerate(dict.fromkeys(p.group for p in mine)):
-            color, rs = family[gi % len(family)], []
+        order = list(dict.fromkeys(p.group for p in mine))
+        # a reference set's workloads: one entry (their tooltips name each), one renderer per
+        # kind of point, which keeps the page small; this run's: an entry per workload
+        entries = [(f"workloads ({len(order)})", order)] if system in reference \
+            else [(g, [g]) for g in order]
+        for label, these_groups in entries if order else []:
+            rs = []
             for kind, (suffix, size, filled) in KINDS.items():
-                these = [p for p in mine if p.group == group and p.kind == kind]
+                these = [p for p in mine if p.group in these_groups and p.kind == kind]
                 if not these:
                     continue
+                colors = [family[order.index(p.group) % len(family)] for p in these]
+                c = colors[0] if len(set(colors)) == 1 else "c"  # a column only where needed
                 r = fig.scatter("x", "y", source={"x": [p.intensity for p in these],
                                                   "y": [p.flop_per_s for p in these],
-                                                  "text": [p.text for p in these]},
-                                marker=marker + suffix, size=size, line_color=color,
-                                fill_color=color if filled else None, fill_alpha=0.75,
+                                                  "text": [p.text for p in these],
+                                                  **({"c": colors} if c == "c" else {})},
+                                marker=marker + suffix, size=size, line_color=c,
+                                fill_color=c if filled else None, fill_alpha=0.75,
                                 line_width=1.5,
                                 visible=kind not in HIDDEN_AT_START and system not in reference)
                 r.name = f"rl{id(r)}"
                 rs.append(r.name)
                 kinds.setdefault(kind, []).append(r.name)
                 point_renderers.append(r)
-            groups[system].entries.append(Entry(group, rs, color, marker,
-                                                on=system not in reference))
+            groups[system].entries.append(Entry(
+                label, rs, family[order.index(these_groups[0]) % len(family)], marker,
+                on=system not in reference))
     if point_renderers:
         fig.add_tools(HoverTool(renderers=point_renderers, tooltips=TOOLTIP))
     if roof_renderers:
@@ -215,11 +265,14 @@ def figure(systems: list[Roofs], points: list[Point], title: str = "", height: i
     return fig
 
 
-def _roofs(fig, s: Roofs, xr, y_lo, color, dash, nth: int = 0) -> list:
+LABEL_PX = 12  # a roof label's height at 11 px
+
+
+def _roofs(fig, s: Roofs, xr, yr, color, dash, nth: int = 0) -> list:
     """One system's memory slopes and compute roofs as one line set (hover names each), each
     labelled; returns the renderers (one legend entry hides them all). `nth`: the system's place,
     which moves its labels left, off another system's."""
-    x_lo, x_hi = xr
+    (x_lo, x_hi), (y_lo, y_hi) = xr, yr
     top = max((v for _, v in s.compute), default=None)
     xs, ys, labels = [], [], []
     for label, bw in s.memory:
@@ -246,14 +299,17 @@ def _roofs(fig, s: Roofs, xr, y_lo, color, dash, nth: int = 0) -> list:
         x = max(x_lo * 10 ** (span * (0.06 + shift + 0.09 * i)), 1.5 * y_lo / bw)
         tx.append(x), ty.append(bw * x), tt.append(f"{label} {qty(bw, 'B/s')}")
         align.append("left"), base.append("bottom"), dy.append(-2)
-    last, stack = math.inf, 0
+    # in screen pixels (the frame's height over the y range's decades): each label sits on its
+    # roof, or just below the one above it where that one would overlap it
+    per_decade = (fig.height - 110) / math.log10(y_hi / y_lo)
+    bottom = -math.inf  # the previous label's lowest pixel, measured down from the top roof
     for label, p in sorted(s.compute, key=lambda c: -c[1]):
-        stack = stack + 1 if p * 1.3 > last else 0
-        last = p
+        line = math.log10(y_hi / p) * per_decade
+        shift_down = max(-2.0, bottom + LABEL_PX + 1 - line)
+        bottom = line + shift_down
         tx.append(x_hi / 1.15 / 10 ** (span * shift)), ty.append(p)
         tt.append(f"{label} {qty(p, 'FLOP/s')}")
-        align.append("right"), base.append("bottom" if stack == 0 else "top")
-        dy.append(-2 if stack == 0 else 2 + 12 * (stack - 1))
+        align.append("right"), base.append("bottom"), dy.append(shift_down)
     text = fig.text("x", "y", "text", source={"x": tx, "y": ty, "text": tt, "align": align,
                                               "base": base, "dy": dy},
                     text_align="align", text_baseline="base", y_offset="dy",

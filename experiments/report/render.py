@@ -58,13 +58,20 @@ METHOD = (
     "robust fit of time = max(t0, c b).")
 
 
+# matplotlib writes coordinates to a millionth of a point; a hundredth draws the same and keeps
+# the page small
+DECIMALS = re.compile(r"(-?\d+\.\d\d)\d+")
+GEOMETRY = re.compile(r'\b(d|x|y|transform)="([^"]*)"')  # never a text or a title
+
+
 def _svg(path: Path) -> str | None:
     """A figure's SVG to inline, without its XML prolog: text stays text, points keep their
     hover titles."""
     if not path.exists():
         return None
     svg = path.read_text(encoding="utf-8")
-    return svg[svg.index("<svg"):]
+    return GEOMETRY.sub(lambda m: m[1] + '="' + DECIMALS.sub(r"\1", m[2]) + '"',
+                        svg[svg.index("<svg"):])
 
 
 def _inliner(figures: dict):
@@ -366,8 +373,9 @@ def render(ds: Dataset, ceilings: pd.DataFrame, sheets: list, figures_dir,
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         n_rows=len(ds.rows), systems=list(ds.systems().system),
         sources=sorted(ds.rows.source.unique()), glance=first,
-        bokeh_js=interactive.script() if divs else "", bokeh=interactive.available(),
-        plot_script=plot_script, plots=divs, legend=plot.get("legend", []),
+        bokeh_js=interactive.packed_script() if divs else "", bokeh=interactive.available(),
+        plot_script=interactive.deferred(plot_script), unpack_js=interactive.UNPACK_JS,
+        plots=divs, legend=plot.get("legend", []),
         energy=_energy(ds), workloads=mine,
         sections=_claim_sections(table, ref), all_claims=_records(table, ref), figures=figures,
         inline=_inliner(figures), shown=[],

@@ -350,15 +350,16 @@ def figure(*, where=None, missing: str | None = None, panels: int = 1,
             all_rows = ok(inp.ds.rows)
             all_rows = all_rows[all_rows.experiment.isin(experiments)]
             rows = where(all_rows) if where is not None else all_rows
-            listed = list(inp.ds.systems().system)
-            systems = [s for s in listed if (rows.system == s).any()]
+            drawn = [s for s in inp.ds.systems().system if (rows.system == s).any()]
+            systems = inp.ds.own_first(drawn)  # published sets: their reports, the tables
             if not systems:
                 raise Missing(why)
             fig, axes = _layout(systems, panels, panel, columns)
-            absent = [s for s in listed if s not in systems]
-            if absent:
-                note = literal(textwrap.fill(f"not drawn for {', '.join(absent)}: {why}",
-                                             int(fig.get_figwidth() * 72 / (0.55 * NOTE))))
+            absent = [s for s in inp.ds.systems().system if s not in drawn]
+            notes = "; ".join([f"not drawn for {', '.join(absent)}: {why}"] * bool(absent) + [
+                "the published sets: in their own reports"] * (len(drawn) > len(systems)))
+            if notes:
+                note = literal(textwrap.fill(notes, int(fig.get_figwidth() * 72 / (0.55 * NOTE))))
                 fig.supxlabel(note, fontsize=NOTE, color="0.35", ha="left", x=0.01)
             draw(Grid(fig, axes, inp, rows, all_rows, systems))
             return fig
