@@ -99,7 +99,8 @@ def power_spread(rows: pd.DataFrame) -> dict:
            "power_w_q90": float(p.quantile(0.9)) if len(p) else math.nan,
            "power_w_max": float(p.max()) if len(p) else math.nan,
            "points_power_dropped": dropped}
-    out["power"] = (f"{p.median():.0f} W median ({out['power_w_q10']:.0f}-"
+    out["power"] = (f"{p.median():.0f} W on its one point" if len(p) == 1 else
+                    f"{p.median():.0f} W median ({out['power_w_q10']:.0f}-"
                     f"{out['power_w_q90']:.0f} W, 10th-90th percentile; max "
                     f"{out['power_w_max']:.0f} W) over {len(p)} points" if len(p) else
                     f"power {NOT_RECORDED}") + (

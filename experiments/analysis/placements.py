@@ -253,9 +253,8 @@ def predicted_knee(b, flops, nbytes, B: float, P: float) -> tuple[float, str]:
     if denom <= 0:
         return math.inf, "never compute-bound: each added batch's bytes take longer than its FLOPs"
     knee = (b0 / B - f0 / P) / denom
-    if knee <= 0:
-        return math.nan, (f"compute-bound from the smallest batch (the knee {knee:.2g} is "
-                          "not a batch size)")
+    if knee < 1:  # under one (zero up to rounding, or below it): no batch size has a knee
+        return math.nan, "compute-bound from the smallest batch: no knee"
     return float(knee), ""
 
 

@@ -90,6 +90,8 @@ SCIENTIFIC = re.compile(r"(?<![\w.])(\d+(?:\.(\d+))?)e([+-]?\d+)\b( B\b)?")
 
 
 CONDITIONS = re.compile(r" \[([^\[\]]*of points throttled[^\[\]]*)\]$")
+CEILING_KEYS = re.compile(r"\b(?:dram_bw\w*|l[123]_bw|intensity_bw|(?:matrix|vector)_flops|"
+                          r"ridge_(?:matrix|vector))\b")  # the fit's names: a reader's instead
 
 
 def _conditions_note(m) -> str:
@@ -107,6 +109,7 @@ def plain(text) -> str:
     text = SCIENTIFIC.sub(lambda m: qty(float(m.group(1) + "e" + m.group(3)), "B") if m.group(4)
                           else num(float(m.group(0)), max(1, len(m.group(2) or "") + 1)), text)
     text = INTERNAL.sub("", CJK.sub("", text)).replace(" n/a", " not measured")
+    text = CEILING_KEYS.sub(lambda m: roofline.label(m[0]), text)
     text = CONDITIONS.sub(_conditions_note, text)
     return re.sub(r"\s{2,}", " ", re.sub(r"[\"“”「」]\s*[\"“”「」]|\(\s*\)", "", text)).strip()
 
@@ -242,6 +245,7 @@ def _records(rows: pd.DataFrame, reference=()) -> list[dict]:
         "reference", kind="stable")
     for r in rows.to_dict("records"):
         r["measurement"], r["reason"] = plain(r["measurement"]), plain(r["reason"])
+        r["metric"], r["used"] = plain(r["metric"]), plain(r["used"])
         r["short"] = _fold(r["measurement"])
         r["value_text"], r["threshold"] = _value_text(r)
         r["verdict_class"] = r["verdict"].replace(" ", "-")
@@ -251,7 +255,7 @@ def _records(rows: pd.DataFrame, reference=()) -> list[dict]:
 
 def _notes(frame: pd.DataFrame) -> list[dict]:
     """Records with their text notes made plain (no scientific notation, no paths)."""
-    return [{k: plain(v) if k.endswith("_note") else v for k, v in r.items()}
+    return [{k: plain(v) if k.endswith(("_note", "_ceiling")) else v for k, v in r.items()}
             for r in frame.to_dict("records")]
 
 

@@ -62,6 +62,25 @@ def points(calls: pd.DataFrame, ops: pd.DataFrame, reference=()) -> list[Point]:
     return out
 
 
+OVER = 1.05  # above the roof by more than its own noise: the page says why
+
+
+def _fraction(r) -> tuple[str, str]:
+    """(the share of the roof, why it is above 100 %: the level whose bandwidth explains a
+    memory-bound call, or a compute ceiling the call beat; "" under it)."""
+    f = r["fraction_of_roof"]
+    if not (finite(f) and f > OVER):
+        return share(f), ""
+    if r["bound"] == "memory":
+        level = r.get("level") if isinstance(r.get("level"), str) else "DRAM"
+        return (f"{share(f)} (a cache above {level})",
+                f"faster than {level} allows: part of its compulsory bytes came from a cache "
+                f"level above {level} (resident between calls)")
+    return (f"{share(f)} (above the fitted ceiling)",
+            "faster than the fitted compute ceiling: its kernels beat the sweep's plateau, or "
+            "the FLOPs counted exceed those run (a counting error)")
+
+
 def _raw(**values) -> dict:
     """Raw numbers for the CSV and for sorting (data-v): finite ones only."""
     return {k: f"{float(v):.6g}" for k, v in values.items() if finite(v)}
@@ -84,7 +103,7 @@ def section(placed: Placed, reference=()) -> dict:
              "time": qty(r["measured_time_s"], "s"),
              "flops": qty(r["attained_flop_per_s"], "FLOP/s"),
              "bytes": qty(r["attained_byte_per_s"], "B/s"), "intensity": num(r["intensity"]),
-             "fraction": share(r["fraction_of_roof"]), "bound": _text(r["bound"]),
+             "fraction": _fraction(r)[0], "over": _fraction(r)[1], "bound": _text(r["bound"]),
              "predicted": qty(r["predicted_time_s"], "s"),
              "error": _pct(r["model_error"]) + (f" ({r['failed_term']})" if _text(
                  r.get("failed_term")) else ""),
@@ -135,7 +154,7 @@ def _op_rows(ops: pd.DataFrame, reference=()) -> list[dict]:
              "flops": qty(r["attained_flop_per_s"], "FLOP/s") if r["flops"] else "",
              "bytes": qty(r["attained_byte_per_s"], "B/s"),
              "intensity": num(r["intensity"]) if r["flops"] else "",
-             "fraction": share(r["fraction_of_roof"]), "bound": _text(r["bound"]),
+             "fraction": _fraction(r)[0], "over": _fraction(r)[1], "bound": _text(r["bound"]),
              "source": _text(r["bytes_source"]), "dram": qty(r["dram_bytes"], "B"),
              "l2": qty(r["l2_bytes"], "B"), "l1": qty(r["l1_bytes"], "B"),
              "measured_bound": _text(r["measured_bound"]),
