@@ -91,14 +91,14 @@ def glance(ds: Dataset, ceilings: pd.DataFrame, table: pd.DataFrame, sheets,
     conds = health.system_conditions(ds.rows)
     measured = table[table.kind == claims_mod.MEASURED]
     head = headline(ceilings)
-    systems, others = [], []
+    systems, others, ref_others = [], [], []
     for s in ds.systems().itertuples():
         rows = ds.rows[ds.rows.system == s.system]
         mine = measured[measured.system == s.system]
         judged = mine[mine.verdict != claims_mod.NOT_MEASURABLE]
         if not len(head[head.system == s.system]) and not len(judged):
             kinds = sorted(rows.experiment.unique())
-            others.append(f"{s.system}: {count(len(rows), 'workload row')}, placed on the "
+            (ref_others if s.system in reference else others).append(f"{s.system}: {count(len(rows), 'workload row')}, placed on the "
                           "roofline of the same device model" if kinds == ["workload"] else
                           f"{s.system}: {count(len(rows), 'row')} of {', '.join(kinds)}, "
                           "in their sections below")
@@ -132,7 +132,8 @@ def glance(ds: Dataset, ceilings: pd.DataFrame, table: pd.DataFrame, sheets,
     worked = table[table.kind == claims_mod.WORKED]
     return {"systems": mine, "quantities": _quantities(head, mine, sheets),
             "references": refs, "reference_quantities": _quantities(head, refs, sheets),
-            "others": others, "verdicts": VERDICTS, "worked": len(worked),
+            "others": others, "reference_others": ref_others, "verdicts": VERDICTS,
+            "worked": len(worked),
             "worked_same": int(worked.measurement.str.endswith("as the article says").sum())}
 
 
