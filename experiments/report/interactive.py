@@ -178,10 +178,11 @@ def build(systems: list[Roofs], points: list[Point], title: str = "", height: in
                                                             if p.reference}
     groups = {n: Group(n, n in reference, []) for n in names}
     roof_renderers, point_renderers, kinds = [], [], {}
+    offsets = _offsets(systems, (y_lo, y_hi), height)
     for s in systems:
         i = names.index(s.name)
         color, dash = FAMILIES[i % len(FAMILIES)][0], DASHES[i % len(DASHES)]
-        renderers = _roofs(fig, s, (x_lo, x_hi), (y_lo, y_hi), color, dash, i)
+        renderers = _roofs(fig, s, (x_lo, x_hi), (y_lo, y_hi), color, dash, i, offsets)
         for r in renderers:
             r.name, r.visible = f"rl{id(r)}", not s.reference
         if renderers:
@@ -268,10 +269,30 @@ def figure(systems: list[Roofs], points: list[Point], title: str = "", height: i
 LABEL_PX = 12  # a roof label's height at 11 px
 
 
-def _roofs(fig, s: Roofs, xr, yr, color, dash, nth: int = 0) -> list:
+def _offsets(systems: list[Roofs], yr, height: int) -> dict:
+    """(system, roof) -> its compute label's offset down, in pixels: in screen pixels (the
+    frame's height over the y range's decades) each label sits on its roof, or just below the
+    one above it where that would overlap it, over every system shown at start together (and
+    the reference sets' apart: they show when ticked)."""
+    y_lo, y_hi = yr
+    per_decade = (height - 110) / math.log10(y_hi / y_lo)
+    out = {}
+    for ref in (False, True):
+        bottom = -math.inf  # the previous label's lowest pixel, down from the plot's top
+        for name, label, p in sorted(((s.name, label, p) for s in systems
+                                      if s.reference == ref for label, p in s.compute),
+                                     key=lambda c: -c[2]):
+            line = math.log10(y_hi / p) * per_decade
+            out[name, label] = max(-2.0, bottom + LABEL_PX + 1 - line)
+            bottom = line + out[name, label]
+    return out
+
+
+def _roofs(fig, s: Roofs, xr, yr, color, dash, nth: int = 0, offsets=None) -> list:
     """One system's memory slopes and compute roofs as one line set (hover names each), each
     labelled; returns the renderers (one legend entry hides them all). `nth`: the system's place,
-    which moves its labels left, off another system's."""
+    which moves its memory labels right, off another system's; `offsets`: _offsets'."""
+    offsets = offsets or {}
     (x_lo, x_hi), (y_lo, y_hi) = xr, yr
     top = max((v for _, v in s.compute), default=None)
     xs, ys, labels = [], [], []
@@ -299,21 +320,14 @@ def _roofs(fig, s: Roofs, xr, yr, color, dash, nth: int = 0) -> list:
         x = max(x_lo * 10 ** (span * (0.06 + shift + 0.09 * i)), 1.5 * y_lo / bw)
         tx.append(x), ty.append(bw * x), tt.append(f"{label} {qty(bw, 'B/s')}")
         align.append("left"), base.append("bottom"), dy.append(-2)
-    # in screen pixels (the frame's height over the y range's decades): each label sits on its
-    # roof, or just below the one above it where that one would overlap it
-    per_decade = (fig.height - 110) / math.log10(y_hi / y_lo)
-    bottom = -math.inf  # the previous label's lowest pixel, measured down from the top roof
-    for label, p in sorted(s.compute, key=lambda c: -c[1]):
-        line = math.log10(y_hi / p) * per_decade
-        shift_down = max(-2.0, bottom + LABEL_PX + 1 - line)
-        bottom = line + shift_down
-        tx.append(x_hi / 1.15 / 10 ** (span * shift)), ty.append(p)
-        tt.append(f"{label} {qty(p, 'FLOP/s')}")
-        align.append("right"), base.append("bottom"), dy.append(shift_down)
+    for label, p in s.compute:  # at the right edge, moved down where another's is (_offsets)
+        tx.append(x_hi / 1.15), ty.append(p), tt.append(f"{label} {qty(p, 'FLOP/s')}")
+        align.append("right"), base.append("bottom"), dy.append(offsets.get((s.name, label), -2))
     text = fig.text("x", "y", "text", source={"x": tx, "y": ty, "text": tt, "align": align,
                                               "base": base, "dy": dy},
                     text_align="align", text_baseline="base", y_offset="dy",
-                    text_font_size="11px", text_color=color)
+                    text_font_size="11px", text_color=color, level="annotation",
+                    background_fill_color="white", background_fill_alpha=0.75)  # over points
     return [lines, text]
 
 
