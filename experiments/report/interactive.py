@@ -296,16 +296,17 @@ def _roofs(fig, s: Roofs, xr, yr, color, dash, nth: int = 0, offsets=None) -> li
     (x_lo, x_hi), (y_lo, y_hi) = xr, yr
     top = max((v for _, v in s.compute), default=None)
     xs, ys, labels = [], [], []
+    name = s.name + (" (reference)" if s.reference else "")
     for label, bw in s.memory:
         x_end = min(x_hi, top / bw) if top else x_hi
         x0 = max(x_lo, y_lo / bw)
         xs.append([x0, x_end]), ys.append([bw * x0, bw * x_end])
-        labels.append(f"{s.name}: {label} {qty(bw, 'B/s')}")
+        labels.append(f"{name}: {label} {qty(bw, 'B/s')}")
     slowest = min((bw for _, bw in s.memory), default=None)
     for label, p in s.compute:
         x0 = max(x_lo, p / slowest) if slowest else x_lo
         xs.append([x0, x_hi]), ys.append([p, p])
-        labels.append(f"{s.name}: {label} {qty(p, 'FLOP/s')}")
+        labels.append(f"{name}: {label} {qty(p, 'FLOP/s')}")
     if not xs:
         return []
     lines = fig.multi_line("xs", "ys", source={"xs": xs, "ys": ys, "label": labels},
