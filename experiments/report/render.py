@@ -23,7 +23,7 @@ import pandas as pd
 from experiments.analysis import claims as claims_mod
 from experiments.analysis import datasheets, health, roofline
 from experiments.analysis.compute import Placed
-from experiments.analysis.dataset import Dataset
+from experiments.analysis.dataset import RUN, Dataset
 from experiments.analysis.units import binary, finite, interval, num, qty, share
 from experiments.report import glance, interactive, provenance, workloads
 from experiments.core import layout
@@ -151,11 +151,10 @@ def _ceiling_table(ceilings: pd.DataFrame, shown: list[str], sheets) -> tuple[li
             "efficiency": share(c["of_physical_peak"]) if silicon
             else share(c["value"] / ref) if ref else "",
             "conditions": _conditions(c),
-            "v": {"value": f"{c['value']:.6g}",
-                  "datasheet": f"{c['physical_peak'] if silicon else ref:.6g}"
-                  if silicon or ref else "",
-                  "efficiency": f"{c['of_physical_peak'] if silicon else c['value'] / ref:.4g}"
-                  if silicon or ref else ""}})
+            "v": {k: f"{x:.6g}" if finite(x) else "" for k, x in (
+                ("value", c["value"]), ("datasheet", c["physical_peak"] if silicon else ref),
+                ("efficiency", c["of_physical_peak"] if silicon else c["value"] / ref
+                 if ref else None))}})
     return rows, unfitted
 
 
@@ -323,7 +322,7 @@ def reference_systems(ds: Dataset) -> set[str]:
     """The published sets' systems, which the page folds behind this run's; none when the
     dataset holds no run of its own (a published folder's report shows its own systems)."""
     systems = ds.systems()
-    mine = systems.source == "run"
+    mine = systems.source == RUN
     return set(systems.system[~mine]) if mine.any() else set()
 
 
