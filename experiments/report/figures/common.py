@@ -355,7 +355,7 @@ def figure(*, where=None, missing: str | None = None, panels: int = 1,
             if not systems:
                 raise Missing(why)
             fig, axes = _layout(systems, panels, panel, columns)
-            absent = [s for s in inp.ds.systems().system if s not in drawn]
+            absent = [s for s in inp.ds.own_first(list(inp.ds.systems().system)) if s not in drawn]
             notes = "; ".join([f"not drawn for {', '.join(absent)}: {why}"] * bool(absent) + [
                 "the published sets: in their own reports"] * (len(drawn) > len(systems)))
             if notes:
