@@ -163,10 +163,13 @@ def _hover_tips(page, w, points) -> list[str]:
             tip.wait_for(state="visible", timeout=500)
         except Exception:  # a point under another glyph's edge: the next one
             continue
-        b = tip.bounding_box()
-        text = tip.inner_text()
-        assert b["x"] >= 0 and b["x"] + b["width"] <= w, (text, b)
-        assert b["width"] <= 420, (text, b)  # wrapped, not one 900 px line
+        # the box and the text read at once: the tooltip may go as the plot redraws
+        x0, width, text = tip.evaluate("(e) => { const b = e.getBoundingClientRect();"
+                                       " return [b.left, b.width, e.innerText]; }")
+        if not width:
+            continue
+        assert x0 >= 0 and x0 + width <= w, (text, x0, width)
+        assert width <= 420, (text, width)  # wrapped, not one 900 px line
         assert " @ " in text, text  # the machine: "device @ host"
         texts.append(text)
         page.mouse.move(1, 1)
