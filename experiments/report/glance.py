@@ -9,7 +9,7 @@ import pandas as pd
 from experiments import experiment_names
 from experiments.analysis import claims as claims_mod
 from experiments.analysis import datasheets, health, roofline
-from experiments.analysis.dataset import Dataset
+from experiments.analysis.dataset import Dataset, RUN
 from experiments.analysis.units import binary, count, finite, interval, memory, qty, share
 from experiments.report import provenance
 from experiments.report.interactive import Roofs
@@ -211,3 +211,19 @@ def roofs(ceilings: pd.DataFrame, systems: list[str], reference=()) -> list[Roof
         if memory or compute:
             out.append(Roofs(s, memory, compute, reference=s in reference))
     return out
+
+
+def reference_systems(ds: Dataset) -> set[str]:
+    """The published sets' systems, which the page folds behind this run's; none when the
+    dataset holds no run of its own (a published folder's report shows its own systems)."""
+    systems = ds.systems()
+    mine = systems.source == RUN
+    return set(systems.system[~mine]) if mine.any() else set()
+
+
+def beside_dram(ceilings: pd.DataFrame, c) -> str:
+    """The FMA sweep's bandwidth names the DRAM ceiling it differs from (two numbers, two runs)."""
+    dram = ceilings[(ceilings.system == c["system"]) & (ceilings.ceiling == "dram_bw")].value
+    return (f"the FMA sweep's memory-bound side; the bandwidth experiment's DRAM: "
+            f"{qty(dram.iloc[0], 'B/s')}") if c["ceiling"] == "intensity_bw" and len(dram) \
+        and finite(dram.iloc[0]) else ""

@@ -23,7 +23,7 @@ import pandas as pd
 from experiments.analysis import claims as claims_mod
 from experiments.analysis import datasheets, health, roofline
 from experiments.analysis.compute import Placed
-from experiments.analysis.dataset import RUN, Dataset
+from experiments.analysis.dataset import Dataset, RUN
 from experiments.analysis.units import binary, finite, interval, num, qty, share
 from experiments.report import glance, interactive, provenance, workloads
 from experiments.core import layout
@@ -145,7 +145,7 @@ def _ceiling_table(ceilings: pd.DataFrame, shown: list[str], sheets) -> tuple[li
             "value": interval(c["value"], c["ci_low"], c["ci_high"], c["unit"]),
             "n": int(c["n_points"]) if finite(c["n_points"]) else 0,
             "method": plain(c["method"]), "note": "; ".join(filter(None, (
-                plain(c["note"]), glance.silicon_note(c)))),
+                plain(c["note"]), glance.silicon_note(c), glance.beside_dram(ceilings, c)))),
             "datasheet": f"silicon {qty(c['physical_peak'], c['unit'])}" if silicon
             else qty(ref, c["unit"]) if ref else "",
             "efficiency": share(c["of_physical_peak"]) if silicon
@@ -318,21 +318,13 @@ def gpu2gpu(ds: Dataset) -> dict:
             ["no peer_copy or collectives rows"]}
 
 
-def reference_systems(ds: Dataset) -> set[str]:
-    """The published sets' systems, which the page folds behind this run's; none when the
-    dataset holds no run of its own (a published folder's report shows its own systems)."""
-    systems = ds.systems()
-    mine = systems.source == RUN
-    return set(systems.system[~mine]) if mine.any() else set()
-
-
 def roofline_plot(ds: Dataset, ceilings: pd.DataFrame, points: list, title: str = ""):
     """(the interactive roofline of every system with ceilings and every workload point, its
     legend's groups); (None, []) without Bokeh (the page says so, keeps its tables and figures).
     This run's systems come first, the published sets' start hidden."""
     if not interactive.available():
         return None, []
-    ref = reference_systems(ds)
+    ref = glance.reference_systems(ds)
     systems = sorted(ds.systems().system, key=lambda s: s in ref)
     return interactive.build(glance.roofs(ceilings, systems, ref), points, title)
 
@@ -342,7 +334,7 @@ def interactive_parts(ds: Dataset, ceilings: pd.DataFrame, placed: Placed) -> di
     components, the legend's groups as plain data): its own step (experiments/steps/
     pipeline.py), so that it is built beside the figures and the claims, not after them (on a
     small CPU it is over half of the report step)."""
-    mine = workloads.section(placed, reference_systems(ds))
+    mine = workloads.section(placed, glance.reference_systems(ds))
     fig, legend = roofline_plot(ds, ceilings, mine.get("points", []))
     script, divs = interactive.embed({"roofline": fig})
     return {"script": script, "divs": divs,
@@ -361,7 +353,7 @@ def render(ds: Dataset, ceilings: pd.DataFrame, sheets: list, figures_dir,
     figures = {name: {"svg": _svg(figures_dir / f"{name}.svg"), "title": fig.caption,
                       "category": fig.category, "missing": placeholders.get(name)}
                for name, fig in FIGURES.items()}
-    ref = reference_systems(ds)
+    ref = glance.reference_systems(ds)
     first = glance.glance(ds, ceilings, table, sheets, ref)
     shown = [s["system"] for s in first["systems"] + first["references"]]
     mine = workloads.section(placed, ref)
