@@ -1,0 +1,41 @@
+"""The first screen: this run's machines apart from the published sets, what went wrong apart
+from what was expected (grey notes), and a ceiling that reads like another says which."""
+
+from __future__ import annotations
+
+import analysis_fixtures as fx
+import pandas as pd
+
+from experiments.analysis import compute
+from experiments.analysis.dataset import from_rows
+from experiments.report import glance
+
+
+def _ds():
+    rows = fx.gpu_rows(seed=0)
+    rows["launch"][0] |= {"status": "error", "time_s": None, "message": "RuntimeError: boom"}
+    rows["matmul"][0] |= {"status": "oom", "time_s": None, "message": "OutOfMemoryError"}
+    rows["matmul"][1] |= {"status": "unsupported", "time_s": None, "message": "no fp8 here"}
+    return from_rows([r for rs in rows.values() for r in rs])
+
+
+def test_what_went_wrong_holds_only_the_unexpected():
+    ds = _ds()
+    ceilings, _, claims = compute.judged(ds, [])
+    first = glance.glance(ds, ceilings, claims, [])
+    (s,) = first["systems"]
+    assert "1 error (launch)" in s["problems"]
+    assert not any("oom" in p or "unsupported" in p for p in s["problems"])
+    oom = sum(r["status"] == "oom" for r in ds.rows.to_dict("records"))
+    assert f"{oom} oom (matmul)" in s["notes"] and "1 unsupported (matmul)" in s["notes"]
+    assert first["references"] == []  # a run alone: nothing is a reference
+
+
+def test_the_fma_sweeps_bandwidth_names_the_dram_ceiling():
+    ceilings = pd.DataFrame([{"system": "gpu", "ceiling": "dram_bw", "value": 4.2e12},
+                             {"system": "gpu", "ceiling": "intensity_bw", "value": 3.9e12},
+                             {"system": "cpu", "ceiling": "intensity_bw", "value": 1e11}])
+    rows = ceilings.to_dict("records")
+    assert glance.beside_dram(ceilings, rows[1]).endswith("DRAM: 4.2 TB/s")
+    assert glance.beside_dram(ceilings, rows[0]) == ""
+    assert glance.beside_dram(ceilings, rows[2]) == ""  # no DRAM ceiling to name
