@@ -92,6 +92,7 @@ SCIENTIFIC = re.compile(r"(?<![\w.])(\d+(?:\.(\d+))?)e([+-]?\d+)\b( B\b)?")
 CONDITIONS = re.compile(r" \[([^\[\]]*of points throttled[^\[\]]*)\]$")
 CEILING_KEYS = re.compile(r"\b(?:dram_bw\w*|l[123]_bw|intensity_bw|(?:matrix|vector)_flops|"
                           r"ridge_(?:matrix|vector))\b")  # the fit's names: a reader's instead
+CLOCKS = re.compile(r"\b(?:host_sync|host_nosync|cuda_event)\b")  # timing's variants, named
 
 
 def _conditions_note(m) -> str:
@@ -110,6 +111,8 @@ def plain(text) -> str:
                           else num(float(m.group(0)), max(1, len(m.group(2) or "") + 1)), text)
     text = INTERNAL.sub("", CJK.sub("", text)).replace(" n/a", " not measured")
     text = CEILING_KEYS.sub(lambda m: roofline.label(m[0]), text)
+    text = CLOCKS.sub(lambda m: {"host_sync": "the synced host clock", "cuda_event": "CUDA events",
+                                 "host_nosync": "the unsynced host clock"}[m[0]], text)
     text = CONDITIONS.sub(_conditions_note, text)
     return re.sub(r"\s{2,}", " ", re.sub(r"[\"“”「」]\s*[\"“”「」]|\(\s*\)", "", text)).strip()
 
