@@ -223,6 +223,16 @@ def test_csv_holds_raw_numbers_and_full_text_the_same_at_every_width(pages):
     assert {"workloads.csv", "ceilings.csv", "claims.csv"} <= set(tables)
     for name, text in tables.items():
         assert "…" not in text and "nan" not in text.lower().split(","), name
+    # a folded text whole, with what follows it in its cell (the claim's reason)
+    claims = list(csv.DictReader(io.StringIO(tables["claims.csv"])))
+    page, _, _ = pages["wide"]
+    cells = page.locator("table[data-name='claims'] td:has(details)")
+    assert cells.count()
+    for cell in cells.all()[:20]:
+        body, reason = cell.evaluate("(c) => [c.querySelector('details').lastChild.textContent"
+                                     ".trim(), (c.querySelector('i') || {}).textContent || '']")
+        assert any(body in r["numbers / reason"] and reason.strip() in r["numbers / reason"]
+                   for r in claims), (body, reason)
     rows = list(csv.DictReader(io.StringIO(tables["workloads.csv"])))
     assert rows and all(float(r["time"]) > 0 for r in rows)  # seconds, not "32.6 µs"
     assert all(float(r["batch"]) == int(float(r["batch"])) for r in rows)

@@ -29,10 +29,9 @@
   // folded text's body, not its summary), whatever the window's width shows
   function raw(c) {
     if (c.dataset.v !== undefined) return c.dataset.v;
-    const d = c.querySelector("details");
-    const t = d ? Array.from(d.childNodes).filter((n) => n.nodeName !== "SUMMARY")
-      .map((n) => n.textContent).join(" ") : c.textContent;
-    return t.replace(/\s+/g, " ").trim();
+    const whole = c.cloneNode(true);
+    whole.querySelectorAll("summary").forEach((s) => s.remove());
+    return whole.textContent.replace(/\s+/g, " ").trim();
   }
   function csv(table) {
     const q = (t) => '"' + t.replace(/"/g, '""') + '"';
