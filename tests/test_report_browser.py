@@ -89,7 +89,7 @@ def browser():
 
 
 @pytest.fixture(scope="module")
-def pages(report, browser):
+def pages(browser, report):
     """Each width's page, opened once, with every request it made and every script error."""
     out = {}
     for name, size in WIDTHS.items():
