@@ -10,7 +10,7 @@ from experiments import experiment_names
 from experiments.analysis import claims as claims_mod
 from experiments.analysis import datasheets, health, roofline
 from experiments.analysis.dataset import Dataset, RUN
-from experiments.analysis.units import binary, count, finite, interval, memory, qty, share
+from experiments.analysis.units import count, finite, interval, memory, qty, share
 from experiments.report import provenance
 from experiments.report.interactive import Roofs
 

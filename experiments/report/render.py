@@ -23,7 +23,7 @@ import pandas as pd
 from experiments.analysis import claims as claims_mod
 from experiments.analysis import datasheets, health, roofline
 from experiments.analysis.compute import Placed
-from experiments.analysis.dataset import Dataset, RUN
+from experiments.analysis.dataset import Dataset
 from experiments.analysis.units import binary, finite, interval, num, qty, share
 from experiments.report import glance, interactive, provenance, workloads
 from experiments.core import layout

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-import analysis_fixtures as fx
+from tests import analysis_fixtures as fx
 from experiments.analysis import claims, compute
 from experiments.analysis.dataset import from_rows
 

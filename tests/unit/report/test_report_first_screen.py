@@ -3,7 +3,7 @@ from what was expected (grey notes), and a ceiling that reads like another says 
 
 from __future__ import annotations
 
-import analysis_fixtures as fx
+from tests import analysis_fixtures as fx
 import pandas as pd
 
 from experiments.analysis import compute

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-import analysis_fixtures as fx
+from tests import analysis_fixtures as fx
 from experiments.steps import pipeline
 from experiments.steps.command import main
 
