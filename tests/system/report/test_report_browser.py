@@ -23,7 +23,7 @@ from experiments.steps.command import main
 
 pytestmark = pytest.mark.system
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 REQUIRED = os.environ.get("ROOFLAB_REQUIRE_BROWSER") == "1"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # a browser that reaches nothing: no sync, no updates, no QUIC probes, no first-run pages

@@ -9,12 +9,7 @@ import pytest
 from experiments.report.catalog import FIGURES
 
 
-from tests.system.report.test_analysis_report import rendered
-import os
-import numpy as np
-from tests import analysis_fixtures as fx
-from experiments.report.figures import common as figures_common
-from test_analysis_report import _plot_data, _plotted, rendered  # noqa: F401 (rendered: a fixture)
+from tests.system.report.test_analysis_report import rendered  # noqa: F401 (rendered: a fixture)
 
 
 @pytest.mark.system
