@@ -1,38 +1,36 @@
-"""Workloads on the roofline: each measured call placed against the fitted ceilings, the batch
-where each workload turns compute-bound (measured and predicted), and how far the model is off.
+"""Workloads on the roofline: each measured call placed against the fitted ceilings (its
+bandwidth bounded: bounds.py), the batch where each workload turns compute-bound (measured and
+predicted), and how far the model is off.
 
 A row's prediction is experiments/analysis/prediction.py's: a call is the sum over its ops of
 max(compute, memory traffic at the level its working set fits, latency floor), with Nsight
 Compute's bytes where they were measured. A call measured before its ops were recorded (no `ops`
 in its params) falls back to one roof for the whole call: max(latency, bytes / B, FLOPs / P).
-model_error = measured / predicted - 1: above 0 the call is slower than the roofline allows,
-below 0 faster; above MISS in size, `failed_term` says which term failed.
+model_error = measured / predicted - 1: above 0 the call is slower than the roofline allows, below
+0 faster; above MISS in size, `failed_term` says which term failed.
 
-placement_table(): results/placements.parquet, every whole call (`kind` call) and profiled op
-(`kind` op): measured, predicted, error, bound, level; read_placements() splits it back.
+placement_table(): results/placements.parquet, every call and profiled op (`kind` call, op), read
+back by read_placements().
 
 The predicted knee: bytes(b) = b0 + b1 b and FLOPs(b) = f0 + f1 b fitted (least squares) over the
-measured batches; the knee is where FLOPs(b) / P overtakes bytes(b) / B,
-b* = (b0 / B - f0 / P) / (f1 / P - b1 / B). The measured knee is decode.measured_knee's fit of
-time = max(t0, c b).
+measured batches, b* = (b0 / B - f0 / P) / (f1 / P - b1 / B), where FLOPs(b) / P overtakes
+bytes(b) / B. The measured knee is decode.measured_knee's fit of time = max(t0, c b).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from experiments.analysis import prediction, roofline
+from experiments.analysis import bounds, prediction, roofline
 from experiments.analysis.dataset import reading
 from experiments.analysis.knees import compute_for, measured_knee
 from experiments.placement.formulas import MATRIX_OPS
 
 KNEE_AGREES = 2.0  # a predicted knee within this factor of the measured one agrees
-
 LEVELS = (("l1_bytes", "l1_bw", "L1"), ("l2_bytes", "l2_bw", "L2"), ("dram_bytes", "dram_bw", "DRAM"))
 OP_COLUMNS = ["system", "workload", "dtype", "batch", "aten_op", "input_shapes", "time_s",
               "share_of_call", "flops", "bytes", "intensity", "attained_flop_per_s",
@@ -44,7 +42,7 @@ PLACEMENT_COLUMNS = ["system", "workload", "dtype", "batch", "flops", "bytes", "
                      "measured_time_s", "timer", "attained_flop_per_s", "attained_byte_per_s",
                      "roof_flop_per_s", "fraction_of_roof", "bound", "level", "predicted_time_s",
                      "compute_s", "memory_s", "latency_s", "model_error", "failed_term",
-                     "predicted_from", "missing", "roofline_of"]
+                     "predicted_from", "missing", "roofline_of", "bandwidth_level"]
 KNEE_COLUMNS = ["system", "workload", "dtype", "batches", "bandwidth_Bps", "compute_flops",
                 "measured", "measured_low", "measured_high", "measured_note", "predicted",
                 "predicted_note", "ratio", "agrees"]
@@ -62,6 +60,7 @@ def place_row(row, ceilings: pd.DataFrame, system: str, rows=None) -> dict:
     flops, nbytes, t = float(row["flops"]), float(row["bytes"]), float(row["time_s"])
     # device times (graph replay, an op in the profiler): the graph floor; host-timed: eager
     graph = row.get("timer") in ("cuda_event_graph", "torch_profiler")
+    nbytes, _ = bounds.compulsory_bytes(nbytes, _params(row), row["dtype"])
     pred = roofline.predict(ceilings, system, row["dtype"], flops, nbytes, graph=graph)
     ops = _params(row).get("ops")
     found = {"predicted_from": "whole call", "level": "DRAM" if pred["bound"] == "memory"
@@ -72,15 +71,17 @@ def place_row(row, ceilings: pd.DataFrame, system: str, rows=None) -> dict:
         found = {k: found[k] for k in ("predicted_time_s", "compute_s", "memory_s", "latency_s",
                                        "bound", "level", "top_op", "top_curve")} | {
             "predicted_from": prediction.with_curves(
-                f"sum over {found['launches']} ops ({found['ops']} distinct)", found["curves"])}
+                f"sum over {found['launches']} ops ({found['ops']} distinct)", found["curves"],
+                found["outside"])}
         pred = pred | {k: found[k] for k in ("predicted_time_s", "bound")}
         pred["time_s"] = found["predicted_time_s"]
-    attained = flops / t if t > 0 else math.nan
-    roof = pred["roof_flops"]
-    predicted = pred["time_s"]
+    attained, roof, predicted = flops / t if t > 0 else math.nan, pred["roof_flops"], pred["time_s"]
     error = t / predicted - 1 if predicted and predicted > 0 else math.nan
-    return {"system": system, "attained_flop_per_s": attained,
+    r = _roofs(ceilings, system, row["dtype"], graph, rows, row.get("system"))
+    return {"system": system, "attained_flop_per_s": attained, "bytes": nbytes,
             "attained_byte_per_s": nbytes / t if t > 0 else math.nan,
+            "bandwidth_level": bounds.bandwidth_level(r, nbytes, nbytes / t if t > 0
+                                                      else math.nan),
             "intensity": flops / nbytes if nbytes else math.nan,
             "roof_flop_per_s": roof if roof else math.nan,
             "fraction_of_roof": attained / roof if roof else math.nan,
@@ -96,7 +97,7 @@ def place_row(row, ceilings: pd.DataFrame, system: str, rows=None) -> dict:
             "missing": ", ".join(pred["missing"])}
 
 
-_ROOFS: dict = {}
+_ROOFS: dict = {}  # prediction.roofs by its arguments' identity
 
 
 def _roofs(ceilings, system, dtype, graph, rows, own=None):
@@ -115,7 +116,7 @@ def _all_rows(ds):
 
 def _rows(ds, ops: bool = False) -> pd.DataFrame:
     """ok workload rows: whole calls, or with ops=True their aten ops (variant aten_op)."""
-    rows = ds.rows if hasattr(ds, "rows") else ds
+    rows = _all_rows(ds)
     w = rows[(rows.experiment == "workload") & (rows.status == "ok")]
     variant = w["variant"].fillna("") if "variant" in w else pd.Series("", index=w.index)
     w = w[(variant == "aten_op") == ops]
@@ -216,7 +217,8 @@ def op_placements(ds, ceilings: pd.DataFrame) -> pd.DataFrame:
                        | {k: op[k] for k in ("bound", "level", "predicted_time_s", "compute_s",
                                              "memory_s", "latency_s")}
                        | {"model_error": error,
-                          "predicted_from": prediction.with_curves("", [op["curve"]]),
+                          "predicted_from": prediction.with_curves("", [op["curve"]],
+                                                                   op["outside"]),
                           "failed_term": prediction.failed_term(
                               error, op["bound"], op["level"], p.get("aten_op") or "",
                               op["curve"])})
@@ -335,7 +337,8 @@ def placement_table(ds, ceilings: pd.DataFrame) -> pd.DataFrame:
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     table = table.reindex(columns=TABLE_COLUMNS)
     for col in ("input_shapes", "aten_op", "failed_term", "level", "missing", "flops_source",
-                "bytes_source", "measured_bound", "predicted_from", "timer", "roofline_of"):
+                "bytes_source", "measured_bound", "predicted_from", "timer", "roofline_of",
+                "bandwidth_level"):
         table[col] = table[col].astype(object).where(table[col].notna(), None)
     return table
 
@@ -358,42 +361,3 @@ def error_stats(table: pd.DataFrame) -> dict:
         out[name] = {"n": int(e.size), "median": float(e.median()) if e.size else math.nan,
                      "p90": float(e.quantile(0.9)) if e.size else math.nan}
     return out
-
-
-# ---- which fitted system a placed call goes on ------------------------------------------------
-
-def read_ceilings(ceilings):
-    """A ceilings table from a DataFrame, a path, or None (the default path, if it exists)."""
-    import pandas as pd
-
-    if ceilings is None:
-        ceilings = DEFAULT_CEILINGS if Path(DEFAULT_CEILINGS).is_file() else None
-    if ceilings is None or isinstance(ceilings, pd.DataFrame):
-        return ceilings
-    if not Path(ceilings).is_file():
-        return None
-    return pd.read_parquet(ceilings)
-
-
-def find_system(ceilings, device_name: str, host: str | None = None, system: str | None = None):
-    """The ceilings' system for this device: named, else this host's fit of the device's model
-    (this run's first), else another machine's fit of the same model (a published set)."""
-    if ceilings is None or ceilings.empty:
-        return None
-    if system:
-        return system if system in set(ceilings.system) else None
-    same = ceilings[(ceilings.device_name == device_name) & ceilings.value.notna()]
-    if same.empty:
-        return None
-    order = same.assign(mine=(same.host == host).astype(int) * 2 + (same.source == "run"))
-    return order.sort_values("mine", ascending=False, kind="stable").system.iloc[0]
-
-
-def no_roofline(device: str) -> str:
-    return (f"no fitted roofline for {device} yet: run `snakemake --cores all` (or "
-            f"`snakemake --cores all --config 'devices=[\"{device}\"]'` for this device alone) "
-            "to measure it, then pass --ceilings results/roofline/ceilings.parquet")
-
-
-DEFAULT_CEILINGS = "results/roofline/ceilings.parquet"
-

@@ -138,12 +138,15 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
     if gathered and gathered[0] * calls < nbytes:  # a row that counted the whole table
         nbytes, cold_bytes = gathered[0] * calls, gathered[1] * calls
         note.append("" if measured else "bytes: gathered rows")
-    rated = opclass.op_class(op, shapes) if r.get("op_rates") else None
-    rate = rated and sweeps.op_rate(r, rated[0], (flops if rated[1] == opclass.COMPUTE
-                                                  else nbytes) / calls, shapes)
+    rated = opclass.op_class(op, shapes)
+    x = (flops if rated and rated[1] == opclass.COMPUTE else nbytes) / calls
+    rate = rated and sweeps.op_rate(r, rated[0], x, shapes)
     curve, term = (rated[0], rated[1]) if rate else ("", "")
+    outside = [sweeps.outside(r, rated[0], x)] if rated and not rate else []
     P = r["matrix"] if kind == "matrix" else r["vector"]
     dims = sweeps.gemm_dims(op, shapes) if kind == "matrix" else None
+    if dims and r.get("shaped") and not term and (far := sweeps.shaped_outside(r, *dims)):
+        outside.append(far)
     if term == opclass.COMPUTE:  # the FLOP/s torch's kernel for this class attained
         P = rate
         note.append(f"compute: op rates {curve}")
@@ -178,7 +181,8 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
     if term == opclass.MEMORY:  # the B/s torch's kernel for this class attained, in place of
         memory, level = nbytes / rate, cache_level(r, nbytes / calls)[0]  # traffic / bandwidth
         note.append(f"memory: op rates {curve}")
-    latency = r["latency"] * max(calls, int(kernels or 0))
+    # each kernel at least the launch floor and the shortest kernel the sweeps timed
+    latency = max(r["latency"], r.get("floor") or 0.0) * max(calls, int(kernels or 0))
     serial, steps = serial_time(r, op, shapes, flops / calls)
     if serial * calls > latency:
         latency = serial * calls
@@ -188,7 +192,7 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
     return {"compute_s": compute, "memory_s": memory, "latency_s": latency,
             "predicted_time_s": terms[bound] if terms[bound] > 0 else math.nan,
             "bound": bound, "level": level if bound == "memory" else None, "curve": curve,
-            "note": ", ".join(n for n in note if n)}
+            "note": ", ".join(n for n in note if n), "outside": "; ".join(outside)}
 
 
 def predict_call(r: dict, ops: list) -> dict:
@@ -215,20 +219,26 @@ def predict_call(r: dict, ops: list) -> dict:
             "bound": bound, "level": level.rstrip(")") or None, "ops": len(parts),
             "launches": sum(max(int(o[2] or 1), 1) for o in ops),
             "top_op": first.get("op", ""), "top_curve": first.get("curve", ""),
-            "curves": sorted({p["curve"] for p in parts if p["curve"]})}
+            "curves": sorted({p["curve"] for p in parts if p["curve"]}),
+            "outside": "; ".join(sorted({p["outside"] for p in parts if p["outside"]}))}
 
 
-def with_curves(text: str, curves) -> str | None:
-    """A row's `predicted_from`, naming the op-rate curves its ops read ("" / None alone)."""
+OUTSIDE = "outside calibration: "
+
+
+def with_curves(text: str, curves, outside: str = "") -> str | None:
+    """A row's `predicted_from`, naming the op-rate curves its ops read ("" / None alone) and,
+    last, what of it lies outside every calibrated range (`outside`: OUTSIDE and the ops')."""
     curves = sorted({c for c in curves if c})
     return "; ".join([t for t in [text] if t] + ([f"op rates: {', '.join(curves)}"] if curves
-                                                  else [])) or None
+                                                  else [])
+                     + ([OUTSIDE + outside] if outside else [])) or None
 
 
 def curves_of(predicted_from) -> list[str]:
     """The op-rate curves a `predicted_from` names (with_curves's), [] for none."""
     text = predicted_from if isinstance(predicted_from, str) else ""
-    _, _, named = text.partition("op rates: ")
+    _, _, named = text.partition(OUTSIDE)[0].rstrip("; ").partition("op rates: ")
     return [c for c in named.split(", ") if c]
 
 

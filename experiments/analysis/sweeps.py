@@ -30,6 +30,7 @@ from experiments.placement import opclass
 
 BANDWIDTH_OPS = ("copy", "scale", "add", "triad", "add_one")
 GEMM_OPS = ("aten::mm", "aten::addmm", "aten::linear")
+FLOOR_EXPERIMENTS = ("bandwidth", "matmul")  # one kernel a call: the floor is their shortest
 REACH = 4.0  # an op-rate curve is read at most this factor past its calibrated ends
 
 
@@ -66,6 +67,9 @@ def curves(rows, systems, dtype: str) -> dict:
     if bw.working_set_bytes.nunique() >= 2:
         g = bw.groupby("working_set_bytes").byte_per_s.max().sort_index()
         out["bandwidth"] = (np.log(g.index.to_numpy(float)), g.to_numpy(float))
+    kernels = mine[mine.experiment.isin(FLOOR_EXPERIMENTS)].time_s
+    if len(kernels):  # the shortest call of one kernel (or one torch op, on a CPU) timed
+        out["floor"] = float(kernels.min())
     if rates := op_rate_points(mine, rows, systems, dtype):
         out["op_rates"] = rates
     return out
@@ -117,6 +121,30 @@ def op_rate(r: dict, key: str, x: float, shapes) -> float | None:
         return None
     ys = [float(np.median([py for px, py in points if px == v])) for v in xs]
     return float(np.interp(math.log(x), np.log(xs), ys))
+
+
+def outside(r: dict, key: str, x: float) -> str:
+    """Why op class `key` at x has no op rate (op_rate gave None): 'KEY at X, calibrated A-B',
+    or 'KEY not calibrated' where no point of it was measured for this system and dtype."""
+    xs = [px for px, _, _ in (r.get("op_rates") or {}).get(key, ())]
+    if not xs:
+        return f"{key} not calibrated"
+    return f"{key} at {x:.3g}, calibrated {min(xs):.3g}-{max(xs):.3g}"
+
+
+def shaped_outside(r: dict, m: int, n: int, k: int) -> str:
+    """'' where an M x K by K x N GEMM lies within REACH of the gemv_gemm sweep's thin sides and
+    widths (shaped_rate's axes), else 'GEMM MxNxK, calibrated ...'."""
+    lines = r.get("shaped")
+    if not lines:
+        return ""
+    s, c = min(m, n), math.sqrt(k * max(m, n))
+    ss = [math.exp(x) for _, xs, _ in lines for x in xs]
+    cs = [math.exp(lc) for lc, _, _ in lines]
+    if min(ss) / REACH <= s <= max(ss) * REACH and min(cs) / REACH <= c <= max(cs) * REACH:
+        return ""
+    return (f"GEMM {m}x{n}x{k}, calibrated thin side {min(ss):.0f}-{max(ss):.0f} and width "
+            f"{min(cs):.0f}-{max(cs):.0f}")
 
 
 def shapes_of(shapes) -> list:

@@ -48,7 +48,8 @@ def place(fn, *args, device=None, dtype=None, ceilings=None, name=None, system=N
 
     import torch
 
-    from experiments.analysis.placements import find_system, no_roofline, place_row, read_ceilings
+    from experiments.analysis.placements import place_row
+    from experiments.analysis.systems import find_system, no_roofline, read_ceilings
     from experiments.placement.counting import reachable_tensors, tensors
     from experiments.placement.measure import measure
     from experiments.core.device import device_facts

@@ -158,7 +158,8 @@ def run(args, prog: str) -> int:
     import torch
 
     from experiments import workload
-    from experiments.analysis.placements import find_system, no_roofline, place_row, read_ceilings
+    from experiments.analysis.placements import place_row
+    from experiments.analysis.systems import find_system, no_roofline, read_ceilings
     from experiments import experiment_config
     from experiments.core.config import ConfigError, job_config
     from experiments.core.device import DeviceError, JobDevice

@@ -28,6 +28,8 @@ class OpCounter(torch.utils._python_dispatch.TorchDispatchMode):
         super().__init__()
         self.ops = []
         self._made = set()  # storages this call's ops wrote
+        self.gathered: dict = {}  # a gather's table storage -> bytes of the rows read from it
+        self.whole: set = set()  # storages some other op read whole
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -43,6 +45,11 @@ class OpCounter(torch.utils._python_dispatch.TorchDispatchMode):
         if read is not None:  # a gather reads the rows it names, not the table
             nbytes = read + distinct_bytes(outs)
             cold_bytes = read if _storage(args[0]) not in self._made else 0.0
+            key = _storage(args[0])
+            self.gathered[key] = self.gathered.get(key, 0.0) + formulas.gathered_rows(name, args)
+            self.whole.update(_storage(t) for t in ins[1:])
+        else:
+            self.whole.update(_storage(t) for t in ins)
         self._made.update(_storage(t) for t in outs)
         self.ops.append({"op": op_name(func), "flops": float(flops), "flops_source": source,
                          "kind": "matrix" if name in formulas.MATRIX_OPS else "vector",
@@ -155,12 +162,19 @@ def distinct_bytes(ts) -> float:
     return float(sum(t.numel() * t.element_size() for t in unique.values()))
 
 
-def count_bytes(fn, args, kwargs, out) -> dict:
-    """Compulsory bytes: inputs read once, reachable weights read once, outputs written once."""
+def count_bytes(fn, args, kwargs, out, gathered: dict | None = None) -> dict:
+    """Compulsory bytes: inputs read once, reachable weights read once, outputs written once;
+    a table only gathers read (`gathered`: its storage -> the bytes of the rows they read, an
+    OpCounter's `gathered` less what other ops read whole) counts those rows, at most itself."""
     inputs = tensors((args, kwargs or {}))
     keys = {(t.data_ptr(), t.numel(), t.dtype) for t in inputs}
     weights = [t for t in reachable_tensors(fn) if (t.data_ptr(), t.numel(), t.dtype) not in keys]
-    parts = {"input_bytes": distinct_bytes(inputs), "param_bytes": distinct_bytes(weights),
+    gathered = gathered or {}
+    whole = [t for t in weights if _storage(t) not in gathered]
+    tables = {_storage(t): min(gathered[_storage(t)], t.numel() * t.element_size())
+              for t in weights if _storage(t) in gathered}
+    parts = {"input_bytes": distinct_bytes(inputs),
+             "param_bytes": distinct_bytes(whole) + float(sum(tables.values())),
              "output_bytes": distinct_bytes(tensors(out))}
     return parts | {"bytes": sum(parts.values())}
 
@@ -181,7 +195,10 @@ def precision(dtype_name: str):
 def count(fn, args, kwargs=None) -> dict:
     """One call's FLOPs, compulsory bytes and its ops' work; raises TypeError for a call that
     returns no tensor. A call of 0 FLOPs (a gather, a copy) is placed by its bytes alone."""
-    out, ops = record_ops(fn, args, kwargs)
+    counter = OpCounter()
+    with counter:
+        out = fn(*args, **(kwargs or {}))
+    ops = counter.ops
     if not tensors(out):
         raise TypeError(f"the call returned {type(out).__name__}, no tensor: nothing to check "
                         "or count as written")
@@ -191,7 +208,8 @@ def count(fn, args, kwargs=None) -> dict:
             per_op[o["op"]] = per_op.get(o["op"], 0) + int(o["flops"])
     fused = sorted({o["op"] for o in ops if o["flops_source"] == "formula"
                     and o["kind"] == "matrix"})
-    return count_bytes(fn, args, kwargs, out) | {
+    gathered = {k: v for k, v in counter.gathered.items() if k not in counter.whole}
+    return count_bytes(fn, args, kwargs, out, gathered) | {"gathered_tables": len(gathered)} | {
         "flops": float(sum(o["flops"] for o in ops)), "flops_per_op": per_op,
         "op_bytes": float(sum(o["bytes"] for o in ops)), "ops": summarize_ops(ops),
         "counted_by_formula": fused}

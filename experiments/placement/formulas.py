@@ -196,6 +196,15 @@ def gathered_bytes(name: str, args) -> float | None:
     return float(_numel(idx) * table.shape[-1] * table.element_size() + index_bytes)
 
 
+def gathered_rows(name: str, args) -> float:
+    """Bytes of the table rows a gather reads (one row per index, repeats included): the part
+    of gathered_bytes a call's compulsory traffic counts for its table; 0 for other ops."""
+    if name not in ("embedding", "_embedding_bag", "_embedding_bag_forward_only"):
+        return 0.0
+    table, idx = args[0], args[1]
+    return float(_numel(idx) * table.shape[-1] * table.element_size())
+
+
 def formula(name: str, args, kwargs, out) -> float | None:
     """FLOPs of one aten op (name without `aten::`) by the conventions above; None where the op
     has none (then 0, placed by its bytes)."""

@@ -100,7 +100,8 @@ def test_the_placements_file_holds_calls_and_ops_and_names_the_failed_term(tmp_p
     assert sorted(table.kind) == ["call", "call", "op"]
     calls = table[table.kind == "call"].set_index("batch")
     assert calls.loc[1, "predicted_time_s"] == pytest.approx(predicted)
-    assert calls.loc[1, "predicted_from"] == "sum over 2 ops (2 distinct)"
+    assert calls.loc[1, "predicted_from"] == ("sum over 2 ops (2 distinct); outside calibration: "
+                                              "aten::gelu not calibrated")
     assert calls.loc[1, "model_error"] == pytest.approx(0.1) and not calls.loc[1, "failed_term"]
     assert calls.loc[2, "model_error"] == pytest.approx(2.0)
     assert calls.loc[2, "failed_term"].startswith("compute")

@@ -183,4 +183,6 @@ def test_the_placements_file_names_the_curve_a_call_read():
     assert row.predicted_from == f"sum over 1 ops (1 distinct); op rates: {KEY}"
     assert row.failed_term.startswith("compute: the op ran slower than its class's op-rate")
     alone = placements.placement_table(from_rows([call]), ceilings().assign(system="G @ lab"))
-    assert alone[alone.kind == "call"].predicted_from.tolist() == ["sum over 1 ops (1 distinct)"]
+    # without the curve: the roofs, and the prediction says it lies outside calibration
+    assert alone[alone.kind == "call"].predicted_from.tolist() == [
+        f"sum over 1 ops (1 distinct); outside calibration: {KEY} not calibrated"]
