@@ -14,6 +14,7 @@ Nothing heavy is imported at the top (the workflow's steps import this only when
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 # results/datasheet_predictions.parquet: each workload call (workload, dtype, batch) predicted
 # on each datasheet device from the datasheet's bandwidth and matrix rate alone (no latency floor)
@@ -89,15 +90,19 @@ class Placed:
     ops: object  # DataFrame, placements.OP_COLUMNS
     knees: object  # DataFrame, placements.KNEE_COLUMNS
     on_datasheets: object  # DataFrame, ON_DATASHEET_COLUMNS
+    # DataFrame, validation.SUMMARY_COLUMNS: the out-of-sample error (`rooflab validate`), or None
+    heldout: object = None
 
     @classmethod
-    def read(cls, placements, knees, on_datasheets) -> "Placed":
-        """From results/placements.parquet, workload_knees.parquet, datasheet_predictions.parquet."""
+    def read(cls, placements, knees, on_datasheets, heldout=None) -> "Placed":
+        """From results/placements.parquet, workload_knees.parquet, datasheet_predictions.parquet
+        and, where `rooflab validate` wrote it, validation/summary.parquet (`heldout`)."""
         import pandas as pd
 
         from experiments.analysis.placements import read_placements
         calls, ops = read_placements(placements)
-        return cls(calls, ops, pd.read_parquet(knees), pd.read_parquet(on_datasheets))
+        held = pd.read_parquet(heldout) if heldout and Path(heldout).is_file() else None
+        return cls(calls, ops, pd.read_parquet(knees), pd.read_parquet(on_datasheets), held)
 
 
 def placed(ds, ceilings, sheets=()) -> Placed:

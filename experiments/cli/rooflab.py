@@ -3,6 +3,7 @@
     rooflab run [--quick | --full] [--cores N] [--results DIR] [SNAKEMAKE ARGS ...]
     rooflab place TARGET [--device ...]     # the same as python -m experiments place
     rooflab report [--results DIR] [--claims]
+    rooflab validate [--results DIR] [--seed N] [--count N] [--device D ...]
     rooflab compare A B [--out compare.html | compare.csv]
 
 `run` runs the Snakemake workflow (the sweep) with this directory as its working directory:
@@ -63,6 +64,8 @@ def parser() -> Parser:
                    help="after the summary, each claim's verdict and numbers")
     sub.add_parser("place", help="place a callable on this device's roofline "
                                  "(rooflab place --help)", add_help=False)
+    sub.add_parser("validate", help="judge the op model on held-out torch modules drawn from "
+                                    "a seed (rooflab validate --help)", add_help=False)
     rep = sub.add_parser("report", help="rebuild the report from results already measured",
                          description="Fit, judge, draw and render RESULTS/report.html from "
                                      "RESULTS/measurements.parquet; nothing is measured.")
@@ -324,6 +327,9 @@ def main(argv: list[str] | None = None) -> int:
         if argv[:1] == ["place"]:  # its own parser (experiments/cli/place.py), arguments untouched
             from experiments.cli.place import main as place_main
             return place_main(argv[1:], prog="rooflab place")
+        if argv[:1] == ["validate"]:  # its own parser too (experiments/cli/validate.py)
+            from experiments.cli.validate import main as validate_main
+            return validate_main(argv[1:])
         p = parser()
         args, extra = p.parse_known_args(argv)
         if args.command == "run":  # what it does not know goes to Snakemake

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from experiments.analysis import placements
+from experiments.analysis import placements, prediction, validation
 from experiments.analysis.compute import Placed
 from experiments.analysis.units import finite, num, qty, share
 from experiments.report.interactive import Point
@@ -102,9 +102,10 @@ def section(placed: Placed, reference=()) -> dict:
              "workload": r["workload"], "dtype": r["dtype"], "batch": f"{r['batch']:.0f}",
              "time": qty(r["measured_time_s"], "s"),
              "flops": qty(r["attained_flop_per_s"], "FLOP/s"),
-             "bytes": qty(r["attained_byte_per_s"], "B/s"), "intensity": num(r["intensity"]),
+             "bytes": qty(r["attained_byte_per_s"], "B/s") + _beyond_dram(r),
+             "intensity": num(r["intensity"]),
              "fraction": _fraction(r)[0], "over": _fraction(r)[1], "bound": _text(r["bound"]),
-             "predicted": qty(r["predicted_time_s"], "s"),
+             "predicted": _predicted(r) + _band(placed, r),
              "error": _pct(r["model_error"]) + (f" ({r['failed_term']})" if _text(
                  r.get("failed_term")) else ""),
              "v": _raw(batch=r["batch"], time=r["measured_time_s"],
@@ -137,6 +138,32 @@ def section(placed: Placed, reference=()) -> dict:
                                  ops_time=c["ops_time_s"], predicted=c["ops_predicted_time_s"],
                                  error=c["model_error"])}
                       for c in summed.to_dict("records")]}
+
+
+def _predicted(r) -> str:
+    """The predicted time; one read outside every calibrated range says so, with what, and
+    is marked approximate (~)."""
+    text = r.get("predicted_from")
+    _, found, what = text.partition(prediction.OUTSIDE) if isinstance(text, str) else ("", "", "")
+    if not found:
+        return qty(r["predicted_time_s"], "s")
+    what = what if len(what) <= 120 else what[:117] + "..."
+    return f"~{qty(r['predicted_time_s'], 's')} ({prediction.OUTSIDE}{what})"
+
+
+def _beyond_dram(r) -> str:
+    """Where a call's bandwidth is above the DRAM ceiling: the cache level that explains it,
+    or the flag that it cannot be (analysis/bounds.py)."""
+    level = r.get("bandwidth_level")
+    if not isinstance(level, str) or not level:
+        return ""
+    return f" (above DRAM: {level})" if " " not in level else f" (impossible: {level})"
+
+
+def _band(placed: Placed, r) -> str:
+    """The out-of-sample error band of the row's system and dtype (`rooflab validate`)."""
+    band = validation.band(getattr(placed, "heldout", None), r["roofline_of"], r["dtype"])
+    return f" ({band})" if band else ""
 
 
 def _on_datasheets(predicted: pd.DataFrame) -> list[dict]:

@@ -1,0 +1,188 @@
+"""`rooflab validate`: the op model judged on work nobody calibrated for.
+
+    rooflab validate [--results DIR] [--seed N] [--count N] [--device D ...] [--host LABEL]
+
+Draws `count` standard torch module configurations per device from `seed`
+(experiments/models/heldout.py; config/config.yaml `validate:`), none of them an op_rates
+calibration point, measures each as the workload experiment does (counted, checked, timed with
+rotated copies, broken down per aten op) on each device in its dtype (a GPU in bfloat16, the CPU
+in float32), places them on the run's fitted roofline with the run's own sweeps (RESULTS/
+measurements.parquet and roofline/ceilings.parquet: `rooflab run` first), and writes under
+RESULTS/validation/: the job files, judged.parquet (each held-out call and op, its error),
+summary.parquet (median and p90 of |measured / predicted - 1| per class and device) and
+summary.txt. `rooflab report` then shows the band beside every predicted time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import sys
+from pathlib import Path
+
+TARGET = "experiments.models.heldout:make_heldout"
+DTYPES = {"cpu": "float32", "cuda": "bfloat16"}
+
+
+class Parser(argparse.ArgumentParser):
+    """Bad input: one line naming what is wrong, exit status 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def parser(prog: str = "rooflab validate") -> argparse.ArgumentParser:
+    p = Parser(prog=prog, description=__doc__.split("\n\n")[0])
+    p.add_argument("--results", default="results", help="results folder of a run (default "
+                                                        "results)")
+    p.add_argument("--seed", type=int, help="the generator's seed (default: config/config.yaml "
+                                            "validate.seed)")
+    p.add_argument("--count", type=int, help="configurations drawn per device (default: the "
+                                             "config's validate.count)")
+    p.add_argument("--device", action="append", help="cpu or cuda:N, repeatable (default: the "
+                                                     "CPU and the first GPU, if any)")
+    p.add_argument("--host", default="", help="the host label of the run (default: this "
+                                              "machine's name, as the run's)")
+    return p
+
+
+def settings(args) -> dict:
+    """config/config.yaml's `validate:` (./config/config.yaml first), the options over it."""
+    import yaml
+
+    from experiments.core.paths import shipped
+
+    cfg = (yaml.safe_load(shipped("config/config.yaml").read_text()) or {}).get("validate", {})
+    out = {"seed": args.seed if args.seed is not None else cfg.get("seed"),
+           "count": args.count if args.count is not None else cfg.get("count"),
+           "max_copies": cfg.get("max_copies", {})}
+    for key in ("seed", "count"):
+        if not isinstance(out[key], int) or (key == "count" and out[key] < 1):
+            raise ValueError(f"validate.{key}={out[key]!r}: give an integer"
+                             + (" >= 1" if key == "count" else ""))
+    return out
+
+
+def calibration(kind: str) -> dict:
+    """op_rates module name -> its calibration batches on this device kind (the sweep's)."""
+    import yaml
+
+    from experiments import experiment_config
+    from experiments.core.paths import shipped
+
+    sweep = yaml.safe_load(shipped("config/config.yaml").read_text()) or {}
+    given = ((sweep.get("experiments") or {}).get("op_rates") or {}).get(kind) or {}
+    cfg = experiment_config("op_rates", **given)
+    return {name: list(getattr(cfg, name)) for name in cfg.modules}
+
+
+class HeldoutJob:
+    """The workload experiment over every drawn spec, as one job (runner.run_job's module)."""
+
+    NAME = "workload"
+
+    def __init__(self, specs: list[dict], max_copies: int):
+        self.specs, self.max_copies = specs, max_copies
+
+    def run(self, cfg, ctx):
+        from experiments import workload
+        from experiments.models import heldout
+
+        for spec in self.specs:
+            b = spec["batch"]
+            sized = {k: v for k, v in spec.items() if k != "batch"}
+            one = dataclasses.replace(cfg, workload=heldout.name(spec), kwargs=sized,
+                                      batches=[b], profile_batches=[b], ncu_batches=[],
+                                      max_copies=self.max_copies, max_call_s=math.inf)
+            yield from workload.run(one, ctx)
+
+
+def measure(args, opts: dict, devices: list[str], folder: Path) -> int:
+    """Every device's held-out job (in a watched worker: core/isolate.py), one file each."""
+    from experiments import experiment_config
+    from experiments.core.config import job_config
+    from experiments.core.runner import run_job
+    from experiments.models import heldout
+
+    for device in devices:
+        kind = "cpu" if device == "cpu" else "cuda"
+        specs = heldout.draw(opts["seed"], opts["count"], kind, heldout.calibration_specs(
+            kind, calibration(kind)))
+        base = experiment_config("workload", workload="heldout", target=TARGET, kwargs={},
+                                 batches=[1])
+        out = folder / f"{device.replace(':', '')}-{DTYPES[kind]}.parquet"
+        job = job_config(base, device=device, dtype=DTYPES[kind], out=str(out), host=args.host)
+        copies = int((opts["max_copies"] or {}).get(kind, 2 if kind == "cpu" else 64))
+        print(f"rooflab validate: {len(specs)} held-out configurations on {device} "
+              f"({DTYPES[kind]}, seed {opts['seed']})", file=sys.stderr, flush=True)
+        run_job(job, HeldoutJob(specs, copies))
+    return 0
+
+
+def judge(results: Path, files: list[str], seed: int) -> tuple:
+    """(judged, summary) of the held-out rows on the run's roofline and sweeps."""
+    import pandas as pd
+
+    from experiments.analysis import dataset, placements, validation
+
+    ds = dataset.load(results / "measurements.parquet")
+    ceilings = pd.read_parquet(results / "roofline" / "ceilings.parquet")
+    held = dataset.add_labels(dataset.collect(files, log=lambda _: None))
+    base = ds.rows[ds.rows.experiment != "workload"]
+    table = placements.placement_table(pd.concat([base, held], ignore_index=True), ceilings)
+    judged = validation.judge(table, seed)
+    return judged, validation.summary(judged)
+
+
+def main(argv=None, prog: str = "rooflab validate") -> int:
+    args = parser(prog).parse_args(argv)
+    results = Path(args.results)
+    need = [results / "measurements.parquet", results / "roofline" / "ceilings.parquet"]
+    if missing := [str(p) for p in need if not p.is_file()]:
+        print(f"{prog}: {', '.join(missing)} not found: run `rooflab run` (or give --results "
+              "a run's folder) first", file=sys.stderr)
+        return 2
+    try:
+        opts = settings(args)
+    except ValueError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
+    folder = results / "validation"
+    folder.mkdir(parents=True, exist_ok=True)
+    if bad := [d for d in args.device or () if d != "cpu" and not d.startswith("cuda")]:
+        print(f"{prog}: --device {bad[0]!r}: give cpu or cuda:N", file=sys.stderr)
+        return 2
+    for old in job_files(folder):  # an earlier draw's rows are not this one's
+        old.unlink()
+    from experiments.core.isolate import supervise
+
+    # the devices are looked at in the worker: CUDA is never touched before the fork
+    status = supervise(lambda: measure(args, opts, args.device or default_devices(), folder))
+    files = [str(p) for p in job_files(folder)]
+    if status or not files:
+        print(f"{prog}: measuring failed (status {status}); no held-out rows", file=sys.stderr)
+        return 1
+    from experiments.analysis import validation
+    from experiments.core.store import write_text_atomic
+
+    judged, summary = judge(results, files, opts["seed"])
+    judged.to_parquet(folder / "judged.parquet")
+    summary.to_parquet(folder / "summary.parquet")
+    text = validation.text(summary)
+    write_text_atomic(folder / "summary.txt", text)
+    print(text + f"\nwritten: {folder}/judged.parquet, summary.parquet, summary.txt; "
+          "`rooflab report` shows the band beside each predicted time")
+    return 0
+
+
+def job_files(folder: Path) -> list[Path]:
+    """The held-out jobs' files in RESULTS/validation (<device>-<dtype>.parquet)."""
+    return sorted(p for p in folder.glob("*-*.parquet"))
+
+
+def default_devices() -> list[str]:
+    import torch
+
+    return ["cpu"] + (["cuda:0"] if torch.backends.cuda.is_built()
+                      and torch.cuda.is_available() else [])

@@ -1,0 +1,70 @@
+"""The held-out generator (experiments/models/heldout.py): seeded, every kind, in range, within
+budget, never a calibration point, and each draw builds a module that runs."""
+
+import pytest
+import torch
+
+from experiments.models import heldout
+
+
+def test_a_seed_draws_the_same_specs_and_another_seed_others():
+    a, b = heldout.draw(7, 13, "cpu"), heldout.draw(7, 13, "cpu")
+    assert a == b
+    assert heldout.draw(8, 13, "cpu") != a
+    assert heldout.draw(7, 13, "cuda") != a  # each device kind its own stream
+
+
+@pytest.mark.parametrize("kind", ["cpu", "cuda"])
+def test_every_kind_is_drawn_in_range_and_within_budget(kind):
+    specs = heldout.draw(3, 2 * len(heldout.KINDS), kind)
+    assert {s["kind"] for s in specs} == set(heldout.KINDS)
+    flops_cap, bytes_cap = heldout.BUDGET[kind]
+    for s in specs:
+        assert heldout.BATCHES[0] <= s["batch"] <= heldout.BATCHES[1]
+        flops, nbytes = heldout.estimate(s)
+        assert 0 < flops <= flops_cap and 0 < nbytes <= bytes_cap, s
+        widths = [s[k] for k in ("d_in", "d_out", "c_in", "width", "d", "dim") if k in s]
+        if "heads" in s:
+            widths.append(s["heads"] * s["head_dim"])
+        assert widths and all(32 <= w <= heldout.WIDTHS[1] for w in widths), s
+        assert all(w >= heldout.WIDTHS[0] for w in widths if "heads" not in s), s
+
+
+def test_a_calibration_point_is_never_drawn():
+    first = heldout.draw(11, 26, "cpu")
+    again = heldout.draw(11, 26, "cpu", calibration=first[:5])
+    assert not any(s in first[:5] for s in again)
+    assert again[5:] != [] and again != first
+
+
+def test_calibration_specs_are_the_op_rates_points():
+    cal = heldout.calibration_specs("cuda", {"conv2d": [2, 16], "gelu": [4], "max_pool2d": [4]})
+    assert {(c["kind"], c["batch"]) for c in cal} == {("conv2d", 2), ("conv2d", 16), ("gelu", 4)}
+    conv = next(c for c in cal if c["kind"] == "conv2d")
+    assert (conv["c_in"], conv["size"], conv["kernel"]) == (256, 56, 3)  # make_conv2d's own
+
+
+def test_bad_input_names_what_is_wrong():
+    with pytest.raises(heldout.DrawError, match="device kind 'tpu'"):
+        heldout.draw(1, 3, "tpu")
+    with pytest.raises(heldout.DrawError, match="count=0"):
+        heldout.draw(1, 0, "cpu")
+    with pytest.raises(heldout.DrawError, match="unknown kind 'pool'"):
+        heldout.make_heldout(1, torch.float32, "cpu", torch.Generator(), kind="pool")
+
+
+def test_each_kind_builds_and_runs_on_the_cpu():
+    gen = torch.Generator().manual_seed(0)
+    small = {"cpu": (1e8, 16e6)}
+    old, heldout.BUDGET = heldout.BUDGET, heldout.BUDGET | small  # small draws: a fast test
+    try:
+        specs = heldout.draw(5, len(heldout.KINDS), "cpu")
+    finally:
+        heldout.BUDGET = old
+    for s in specs:
+        sizes = {k: v for k, v in s.items() if k != "batch"}
+        fn, args = heldout.make_heldout(s["batch"], torch.float32, "cpu", gen, **sizes)
+        with torch.no_grad():
+            out = fn(*args)
+        assert out.shape[0] == s["batch"] and torch.isfinite(out).all(), heldout.name(s)
+        assert heldout.name(s).startswith(f"{s['kind']}-b{s['batch']}-")
