@@ -131,6 +131,8 @@ def _point(ctx: Context, cfg: OpRatesConfig, factory, batch: int, guard: SlowPoi
         err, info = checking.check(fn, args, None, ctx.dtype, counts["bytes"])
         n = rotation_copies(counts["bytes"], ctx.facts.llc_bytes, cfg.rotate_bytes_factor,
                             at_most=cfg.max_copies, free_bytes=ctx.free_memory())
+        # copies hold whole tables where a gather reads a few rows: as many as fit
+        n = max(1, min(n, int(ctx.free_memory() / 2 // counts.get("resident_bytes", 1.0))))
         # fresh draws from the factory: weights and inputs at other addresses (the workload's way)
         calls = [(fn, args)] + [target.build(factory, batch, dt, ctx.device, ctx.generator, {})
                                 for _ in range(n - 1)]

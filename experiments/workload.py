@@ -72,9 +72,13 @@ class WorkloadConfig(ExperimentConfig):
 Config = WorkloadConfig
 
 
-def copies_for(ctx: Context, cfg: WorkloadConfig, set_bytes: float) -> int:
-    return rotation_copies(set_bytes, ctx.facts.llc_bytes, cfg.rotate_bytes_factor,
-                           at_most=cfg.max_copies, free_bytes=ctx.free_memory())
+def copies_for(ctx: Context, cfg: WorkloadConfig, set_bytes: float,
+               resident_bytes: float = 0.0) -> int:
+    """Copies to rotate: enough to span the LLCs by the bytes a call moves, as many as fit in
+    memory by what a copy holds (a gather's whole table, where it reads a few rows)."""
+    n = rotation_copies(set_bytes, ctx.facts.llc_bytes, cfg.rotate_bytes_factor,
+                        at_most=cfg.max_copies, free_bytes=ctx.free_memory())
+    return max(1, min(n, int(ctx.free_memory() / 2 // max(resident_bytes, set_bytes, 1.0))))
 
 
 def _build(ctx: Context, cfg: WorkloadConfig, factory, batch: int, key: str):
@@ -95,7 +99,7 @@ def _point(ctx: Context, cfg: WorkloadConfig, factory, batch: int, guard: SlowPo
             return {"flops": counts["flops"], "bytes": counts["bytes"]} | skipped
         with phase(key, "the call", ctx.settings.call_timeout_s + 6 * call_s):
             err, info = checking.check(fn, args, None, ctx.dtype, counts["bytes"])
-        n = copies_for(ctx, cfg, counts["bytes"])
+        n = copies_for(ctx, cfg, counts["bytes"], counts.get("resident_bytes", 0.0))
         # fresh draws from the factory: weights and inputs at other addresses, as a real step's
         calls = [(fn, args)] + [_build(ctx, cfg, factory, batch, key) for _ in range(n - 1)]
         with phase(key, "the call", timing_limit(ctx, call_s, n),

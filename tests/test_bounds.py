@@ -100,3 +100,15 @@ def test_a_gemm_beyond_the_shaped_sweep_says_so():
     assert sweeps.shaped_outside(r, 8, 2048, 2048) == ""
     far = sweeps.shaped_outside(r, 8, 128, 128)  # width 128, 8x under the narrowest swept
     assert far.startswith("GEMM 8x128x128") and "width 1024-4096" in far
+
+
+def test_copies_of_a_gather_fit_in_memory_by_their_whole_table():
+    from types import SimpleNamespace
+
+    from experiments.workload import copies_for
+
+    ctx = SimpleNamespace(facts=SimpleNamespace(llc_bytes=50e6), free_memory=lambda: 80e9)
+    cfg = SimpleNamespace(rotate_bytes_factor=3.0, max_copies=64)
+    assert copies_for(ctx, cfg, 1e6) == 64  # a small call: the most copies
+    assert copies_for(ctx, cfg, 1e6, resident_bytes=2e9) == 20  # 2 GB tables: half of 80 GB
+    assert copies_for(ctx, cfg, 1e6, resident_bytes=100e9) == 1

@@ -176,7 +176,9 @@ def count_bytes(fn, args, kwargs, out, gathered: dict | None = None) -> dict:
     parts = {"input_bytes": distinct_bytes(inputs),
              "param_bytes": distinct_bytes(whole) + float(sum(tables.values())),
              "output_bytes": distinct_bytes(tensors(out))}
-    return parts | {"bytes": sum(parts.values())}
+    # what one copy holds in memory (whole tables): what a rotation's copies must fit in
+    resident = parts["input_bytes"] + distinct_bytes(weights) + parts["output_bytes"]
+    return parts | {"bytes": sum(parts.values()), "resident_bytes": resident}
 
 
 @contextlib.contextmanager

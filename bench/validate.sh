@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Issue 55: the op model judged out of sample on this machine. From a fresh copy of the tree (no
+# .snakemake, no results): the default sweep (the machine's ceilings, GEMM, bandwidth and op-rate
+# curves), then `rooflab validate`: standard torch modules drawn from the config's seed
+# (experiments/models/heldout.py), never calibration points, measured on every GPU's first card
+# in bfloat16 and on the host CPU in float32, placed and judged; then the report with the band.
+#   OUT=/tmp/out bash bench/validate.sh            (about 5 minutes on one H100 or H200)
+#   SEED=1234 COUNT=39 OUT=/tmp/out bash bench/validate.sh   (another draw, more of it)
+# Files under $OUT: validation/ (summary.txt, summary.parquet, judged.parquet, the job files),
+# measurements.parquet, ceilings.parquet, placements.parquet, summary.txt, report.html,
+# sweep.log, validate.log, times.txt (each stage's seconds), tree.sha (the files that ran).
+python3 -m pip install -q --no-index --find-links .whl snakemake hydra-core bokeh nvidia-ml-py \
+  || exit 1
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"
+git ls-files -co --exclude-standard | grep -v "^\.whl/" | sort | while read -r f; do
+  [ -f "$f" ] && sha256sum "$f"; done | sha256sum | cut -c1-16 > "$OUT/tree.sha"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader \
+  >> "$OUT/times.txt" 2>&1 || true
+WORK=$(mktemp -d); TREE=$WORK/tree; RES=$WORK/results; mkdir -p "$TREE"
+tar --exclude=./.whl --exclude=./.snakemake --exclude=./results/run --exclude=./out \
+  --exclude=./.git -cf - . | tar -xf - -C "$TREE"
+cd "$TREE" && export PYTHONPATH=$TREE
+stage() {  # stage NAME COMMAND...: its output to $OUT/NAME.log, its seconds to times.txt
+  local name=$1; shift; local t0; t0=$(date +%s)
+  "$@" > "$OUT/$name.log" 2>&1; local rc=$?
+  echo "$name rc=$rc $(( $(date +%s) - t0 )) s" | tee -a "$OUT/times.txt"
+  return $rc
+}
+stage sweep python3 -m experiments.cli.rooflab run --results "$RES" || tail -30 "$OUT/sweep.log"
+stage validate python3 -m experiments.cli.rooflab validate --results "$RES" \
+  ${SEED:+--seed "$SEED"} ${COUNT:+--count "$COUNT"} || tail -30 "$OUT/validate.log"
+stage report python3 -m experiments.cli.rooflab report --results "$RES" || tail -30 "$OUT/report.log"
+cp -r "$RES/validation" "$OUT/" 2>/dev/null
+cp "$RES/measurements.parquet" "$RES/roofline/ceilings.parquet" "$RES/placements.parquet" \
+  "$RES/summary.txt" "$RES/report.html" "$OUT/" 2>/dev/null
+cat "$OUT/times.txt"; cat "$OUT/validation/summary.txt" 2>/dev/null
