@@ -112,3 +112,18 @@ def test_copies_of_a_gather_fit_in_memory_by_their_whole_table():
     assert copies_for(ctx, cfg, 1e6) == 64  # a small call: the most copies
     assert copies_for(ctx, cfg, 1e6, resident_bytes=2e9) == 20  # 2 GB tables: half of 80 GB
     assert copies_for(ctx, cfg, 1e6, resident_bytes=100e9) == 1
+
+
+def test_without_a_dram_fit_the_bandwidth_sweeps_largest_set_stands_for_it():
+    import numpy as np
+
+    no_dram = ceilings()[lambda c: c.ceiling != "dram_bw"]
+    rows = pd.DataFrame([{"system": SYS, "status": "ok", "time_s": 1e-3, "experiment":
+                          "bandwidth", "dtype": "float32", "flops": 0.0, "flop_per_s": np.nan,
+                          "op": "copy", "working_set_bytes": ws, "byte_per_s": bw}
+                         for ws, bw in ((1e6, 3e12), (1e9, 0.8e12))])
+    r = prediction.roofs(no_dram, SYS, "bfloat16", True, rows)
+    assert r["DRAM"] == 0.8e12 and r["floor"] == pytest.approx(1e6 / 3e12)  # one pass
+    op = prediction.predict_op(r, 0.0, 4e9, 4e9, "vector")
+    assert op["bound"] == "memory" and op["memory_s"] == pytest.approx(4e9 / 0.8e12)
+    assert prediction.roofs(no_dram, SYS, "bfloat16", True)["DRAM"] is None

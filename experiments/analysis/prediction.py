@@ -109,13 +109,16 @@ def roofs(ceilings, system: str, dtype: str, graph: bool, rows=None, also=()) ->
         hi = getattr(r, "ws_max", math.nan)
         if r.ceiling not in ("dram_bw", "l1_bw", "intensity_bw") and hi == hi and hi:
             levels.append((float(hi), r.ceiling[:-3].upper(), float(r.value)))
-    return {"matrix": matrix or vector, "vector": vector or matrix,
-            "DRAM": val("dram_bw"), "L2": val("l2_bw"), "L1": val("l1_bw"),
-            "caches": sorted(levels),
-            "sfu": (val("vector_flops", "float32") or 0.0) * SFU_SHARE,
-            "itemsize": ITEMSIZE.get(dtype, 2),
-            "latency": val("latency_graph" if graph else "latency_eager") or 0.0} | \
+    out = {"matrix": matrix or vector, "vector": vector or matrix,
+           "DRAM": val("dram_bw"), "L2": val("l2_bw"), "L1": val("l1_bw"),
+           "caches": sorted(levels),
+           "sfu": (val("vector_flops", "float32") or 0.0) * SFU_SHARE,
+           "itemsize": ITEMSIZE.get(dtype, 2),
+           "latency": val("latency_graph" if graph else "latency_eager") or 0.0} | \
         sweeps.curves(rows, {system, *also}, dtype)
+    if not out["DRAM"] and out.get("bandwidth"):  # no DRAM fit (a busy CPU): the sweep's
+        out["DRAM"] = float(out["bandwidth"][1][-1])  # rate at its largest working set
+    return out
 
 
 def cache_level(r: dict, working_set: float) -> tuple[str, float | None]:

@@ -30,7 +30,6 @@ from experiments.placement import opclass
 
 BANDWIDTH_OPS = ("copy", "scale", "add", "triad", "add_one")
 GEMM_OPS = ("aten::mm", "aten::addmm", "aten::linear")
-FLOOR_EXPERIMENTS = ("bandwidth", "matmul")  # one kernel a call: the floor is their shortest
 REACH = 4.0  # an op-rate curve is read at most this factor past its calibrated ends
 
 
@@ -67,9 +66,13 @@ def curves(rows, systems, dtype: str) -> dict:
     if bw.working_set_bytes.nunique() >= 2:
         g = bw.groupby("working_set_bytes").byte_per_s.max().sort_index()
         out["bandwidth"] = (np.log(g.index.to_numpy(float)), g.to_numpy(float))
-    kernels = mine[mine.experiment.isin(FLOOR_EXPERIMENTS)].time_s
-    if len(kernels):  # the shortest call of one kernel (or one torch op, on a CPU) timed
-        out["floor"] = float(kernels.min())
+    # the shortest kernel timed: one pass of a bandwidth kernel over its working set (a CPU
+    # kernel's call loops over it), one GEMM
+    passes = mine[(mine.experiment == "bandwidth") & (mine.byte_per_s > 0)]
+    kernels = [*(passes.working_set_bytes / passes.byte_per_s).dropna(),
+               *mine[mine.experiment == "matmul"].time_s.dropna()]
+    if kernels:
+        out["floor"] = float(min(kernels))
     if rates := op_rate_points(mine, rows, systems, dtype):
         out["op_rates"] = rates
     return out
