@@ -127,3 +127,13 @@ def test_without_a_dram_fit_the_bandwidth_sweeps_largest_set_stands_for_it():
     op = prediction.predict_op(r, 0.0, 4e9, 4e9, "vector")
     assert op["bound"] == "memory" and op["memory_s"] == pytest.approx(4e9 / 0.8e12)
     assert prediction.roofs(no_dram, SYS, "bfloat16", True)["DRAM"] is None
+
+
+def test_bandwidth_the_sweep_reached_at_that_size_is_bounded_by_it():
+    import numpy as np
+
+    r = prediction.roofs(ceilings(), SYS, "bfloat16", True)
+    r = r | {"bandwidth": (np.log([1e6, 1e9, 1e10]), np.array([3e12, 1.05 * DRAM, DRAM]))}
+    within = bounds.bandwidth_level(r, 1e9, 1.04 * DRAM)
+    assert within.startswith("DRAM, within the bandwidth sweep's best kernel")
+    assert bounds.bandwidth_level(r, 1e9, 1.1 * DRAM) == bounds.ABOVE

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from experiments.analysis import placements, prediction, validation
+from experiments.analysis import bounds, placements, prediction, validation
 from experiments.analysis.compute import Placed
 from experiments.analysis.units import finite, num, qty, share
 from experiments.report.interactive import Point
@@ -157,7 +157,7 @@ def _beyond_dram(r) -> str:
     level = r.get("bandwidth_level")
     if not isinstance(level, str) or not level:
         return ""
-    return f" (above DRAM: {level})" if " " not in level else f" (impossible: {level})"
+    return f" (flagged: {level})" if level == bounds.ABOVE else f" (above DRAM: {level})"
 
 
 def _band(placed: Placed, r) -> str:
