@@ -3,7 +3,9 @@ for the op model, as the bandwidth and GEMM sweeps are (docs/placement.md, "Op r
 
 Each module of MODULES (torch's modules one by one, experiments/models/modules.py, and the
 shipped 3x3 convolution and causal attention, experiments/models) is built by its factory at
-this experiment's calibration batches, then counted, checked and timed as the workload
+its own sizes and at each of `shapes`' (more of the axes its cost depends on: channels, spatial
+size, sequence, heads, head dimension, causal, rows by width, table rows and bag; the --full
+preset's) at this experiment's calibration batches, then counted, checked and timed as the workload
 experiment times a call: the counter (experiments/placement/counting.py), the check, fresh
 copies rotated until they span `rotate_bytes_factor` LLCs, replayed from a CUDA graph whatever
 its length (experiments/placement/measure.py). On the GPU the batches are none that the placed
@@ -71,6 +73,9 @@ class OpRatesConfig(ExperimentConfig):
     max_pool2d: list[int] = MISSING
     avg_pool2d: list[int] = MISSING
     embedding_bag: list[int] = MISSING
+    # more calibration shapes than each factory's own: "module key=value ..." (the factory's
+    # keywords, e.g. "conv2d c_in=64 c_out=64 size=28"), each timed at the module's batches
+    shapes: list[str] = MISSING
     max_call_s: float = MISSING  # skip a point whose predicted call is longer (slow CPUs)
     rotate_bytes_factor: float = MISSING  # rotate copies until they span this many LLCs
     max_copies: int = MISSING
@@ -87,9 +92,34 @@ class OpRatesConfig(ExperimentConfig):
                               f"{self.rotate_bytes_factor} must be > 0")
         if self.max_copies < 1:
             raise ConfigError(f"experiment.max_copies={self.max_copies} must be >= 1")
+        for text in self.shapes:
+            parse_shape(text)
 
 
 Config = OpRatesConfig
+
+
+def parse_shape(text: str) -> tuple[str, dict]:
+    """("module", {keyword: int or bool}) of a `shapes` entry "module key=value ..."; ConfigError
+    naming the entry when its module is unknown or a value is not an integer or true/false."""
+    name, *pairs = str(text).split()
+    if name not in MODULES:
+        raise ConfigError(f"experiment.shapes entry {text!r}: module {name!r} is not one of "
+                          f"{list(MODULES)}")
+    kwargs = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        flag = {"true": True, "false": False}.get(value.lower())
+        if not eq or not key or (flag is None and not value.isdigit()):
+            raise ConfigError(f"experiment.shapes entry {text!r}: give key=integer or "
+                              f"key=true/false, not {pair!r}")
+        kwargs[key] = flag if flag is not None else int(value)
+    return name, kwargs
+
+
+def shapes_of(cfg: OpRatesConfig, name: str) -> list[dict]:
+    """The factory keywords module `name` is timed at: its own sizes ({}), then cfg.shapes'."""
+    return [{}] + [kw for n, kw in map(parse_shape, cfg.shapes) if n == name]
 
 
 def target_of(factory) -> str:
@@ -115,11 +145,12 @@ def dominant(ops: list[list]) -> dict:
                   "other_ops": [o["op"] for o in ops if o is not top]}
 
 
-def _point(ctx: Context, cfg: OpRatesConfig, factory, batch: int, guard: SlowPointGuard) -> dict:
+def _point(ctx: Context, cfg: OpRatesConfig, factory, batch: int, guard: SlowPointGuard,
+           kwargs: dict) -> dict:
     if ctx.dtype == "float8_e4m3":
         raise Unsupported("float8_e4m3 is a matmul mode: torch's modules run in plain dtypes")
     dt = torch_dtype(ctx.dtype)
-    fn, args = target.build(factory, batch, dt, ctx.device, ctx.generator, {})
+    fn, args = target.build(factory, batch, dt, ctx.device, ctx.generator, kwargs)
     with counting.precision(ctx.dtype):
         counts = counting.count(fn, args)
         op = dominant(counts["ops"])
@@ -134,8 +165,8 @@ def _point(ctx: Context, cfg: OpRatesConfig, factory, batch: int, guard: SlowPoi
         # copies hold whole tables where a gather reads a few rows: as many as fit
         n = max(1, min(n, int(ctx.free_memory() / 2 // counts.get("resident_bytes", 1.0))))
         # fresh draws from the factory: weights and inputs at other addresses (the workload's way)
-        calls = [(fn, args)] + [target.build(factory, batch, dt, ctx.device, ctx.generator, {})
-                                for _ in range(n - 1)]
+        calls = [(fn, args)] + [target.build(factory, batch, dt, ctx.device, ctx.generator,
+                                             kwargs) for _ in range(n - 1)]
         stats = measure.time_calls(ctx, calls)
     params = {k: op[k] for k in ("class", "term", "input_shapes", "cold_bytes", "kind",
                                  "flops_source", "exponentials", "other_ops")}
@@ -147,16 +178,17 @@ def _point(ctx: Context, cfg: OpRatesConfig, factory, batch: int, guard: SlowPoi
 def run(cfg: OpRatesConfig, ctx: Context):
     for name in cfg.modules:
         factory = MODULES[name]
-        guard = SlowPointGuard(cfg.max_call_s)  # each module by its own rates so far
-        params = {"module": name, "target": target_of(factory)}
-        for b in sorted(getattr(cfg, name)):
-            row = ctx.point({"op": name, "batch": b, "params": params},
-                            lambda f=factory, b=b: _point(ctx, cfg, f, b, guard))
-            row["params"] = params | (row["params"] if row["params"] is not params else {})
-            guard.update(row)
-            yield row
+        for kwargs in shapes_of(cfg, name):
+            guard = SlowPointGuard(cfg.max_call_s)  # each module and shape by its own rates
+            params = {"module": name, "target": target_of(factory), "kwargs": kwargs}
+            for b in sorted(getattr(cfg, name)):
+                row = ctx.point({"op": name, "batch": b, "params": params},
+                                lambda f=factory, b=b, k=kwargs: _point(ctx, cfg, f, b, guard, k))
+                row["params"] = params | (row["params"] if row["params"] is not params else {})
+                guard.update(row)
+                yield row
 
 
 def points(cfg: OpRatesConfig, ctx: Context) -> int:
-    """Rows `run` yields (the progress a job shows): one per module and batch."""
-    return sum(len(getattr(cfg, name)) for name in cfg.modules)
+    """Rows `run` yields (the progress a job shows): one per module, shape and batch."""
+    return sum(len(getattr(cfg, name)) * len(shapes_of(cfg, name)) for name in cfg.modules)
