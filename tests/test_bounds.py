@@ -137,3 +137,10 @@ def test_bandwidth_the_sweep_reached_at_that_size_is_bounded_by_it():
     within = bounds.bandwidth_level(r, 1e9, 1.04 * DRAM)
     assert within.startswith("DRAM, within the bandwidth sweep's best kernel")
     assert bounds.bandwidth_level(r, 1e9, 1.1 * DRAM) == bounds.ABOVE
+
+
+def test_a_system_without_a_graph_floor_pays_the_eager_one():
+    eager = ceilings()[lambda c: c.ceiling != "latency_graph"]
+    eager = pd.concat([eager, eager.iloc[[0]].assign(ceiling="latency_eager", value=7e-6)])
+    assert prediction.roofs(eager, SYS, "bfloat16", True)["latency"] == 7e-6
+    assert prediction.roofs(ceilings(), SYS, "bfloat16", True)["latency"] == 2e-6

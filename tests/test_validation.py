@@ -69,3 +69,18 @@ def test_validate_refuses_a_bad_device_and_count(tmp_path, capsys):
     assert "--device 'tpu:0'" in capsys.readouterr().err
     assert validate.main(["--results", str(tmp_path), "--count", "0"]) == 2
     assert "validate.count=0" in capsys.readouterr().err
+
+
+def test_calls_timed_contended_or_noisy_are_counted_as_disturbed():
+    rows = pd.DataFrame([{"experiment": "workload", "system": SYS, "op": "conv2d-b2-x1",
+                          "dtype": "bfloat16", "batch": 2, "variant": None, "contended": True,
+                          "noisy": False},
+                         {"experiment": "workload", "system": SYS, "op": "linear-b1-x1",
+                          "dtype": "bfloat16", "batch": 1, "variant": None, "contended": False,
+                          "noisy": False}])
+    judged = validation.judge(_table(), seed=1, rows=rows)
+    hit = judged[judged.disturbed.astype(bool)]
+    assert sorted(hit.kind) == ["call", "op"] and set(hit.workload) == {"conv2d-b2-x1"}
+    s = validation.summary(judged).set_index(["kind", "class"])
+    assert s.loc[("call", "all"), "disturbed"] == 1 and s.loc[("call", "linear"), "disturbed"] == 0
+    assert validation.judge(_table(), seed=1).disturbed.eq(False).all()

@@ -114,7 +114,9 @@ def roofs(ceilings, system: str, dtype: str, graph: bool, rows=None, also=()) ->
            "caches": sorted(levels),
            "sfu": (val("vector_flops", "float32") or 0.0) * SFU_SHARE,
            "itemsize": ITEMSIZE.get(dtype, 2),
-           "latency": val("latency_graph" if graph else "latency_eager") or 0.0} | \
+           # a CPU has no graph floor: its profiled ops pay the eager one
+           "latency": (val("latency_graph") if graph else None) or val("latency_eager")
+           or 0.0} | \
         sweeps.curves(rows, {system, *also}, dtype)
     if not out["DRAM"] and out.get("bandwidth"):  # no DRAM fit (a busy CPU): the sweep's
         out["DRAM"] = float(out["bandwidth"][1][-1])  # rate at its largest working set

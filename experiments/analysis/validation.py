@@ -19,10 +19,12 @@ from experiments.placement import opclass
 
 ALL = "all"
 SUMMARY_COLUMNS = ["system", "dtype", "kind", "class", "n", "median_abs_error",
-                   "p90_abs_error", "seed"]
+                   "p90_abs_error", "disturbed", "seed"]
+# `disturbed`: the call was timed contended (other processes on its CPU or GPU) or noisy
 JUDGED_COLUMNS = ["system", "dtype", "kind", "class", "workload", "batch", "aten_op",
                   "input_shapes", "measured_time_s", "predicted_time_s", "model_error",
-                  "abs_error", "bound", "predicted_from", "failed_term", "seed"]
+                  "abs_error", "bound", "predicted_from", "failed_term", "disturbed", "seed"]
+KEYS = ["system", "workload", "dtype", "batch"]
 
 
 def kind_of(workload: str) -> str:
@@ -36,8 +38,16 @@ def op_class_of(op: str, shapes) -> str:
     return found[0] if found else str(op or "")
 
 
-def judge(table: pd.DataFrame, seed: int) -> pd.DataFrame:
-    """Held-out placements (placements.placement_table over their rows) as judged rows."""
+def disturbed(rows: pd.DataFrame) -> pd.DataFrame:
+    """KEYS and `disturbed` of each held-out call row (workload rows that are not aten ops)."""
+    calls = rows[(rows.experiment == "workload") & (rows.get("variant").fillna("") != "aten_op")]
+    flags = calls.contended.fillna(False).astype(bool) | calls.noisy.fillna(False).astype(bool)
+    return calls.assign(workload=calls.op, disturbed=flags)[KEYS + ["disturbed"]]
+
+
+def judge(table: pd.DataFrame, seed: int, rows: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Held-out placements (placements.placement_table over their rows) as judged rows; `rows`
+    (the held-out measurements) mark each call and its ops `disturbed` where it was timed so."""
     if table.empty:
         return pd.DataFrame(columns=JUDGED_COLUMNS)
     calls, ops = placements.read_placements(table)
@@ -50,6 +60,9 @@ def judge(table: pd.DataFrame, seed: int) -> pd.DataFrame:
     out["model_error"] = out.measured_time_s / out.predicted_time_s - 1
     out["abs_error"] = out.model_error.abs()
     out["seed"] = int(seed)
+    if rows is not None and len(rows):
+        out = out.merge(disturbed(rows).drop_duplicates(KEYS), on=KEYS, how="left")
+    out["disturbed"] = out.get("disturbed", pd.Series(False, index=out.index)).fillna(False)
     return out.reindex(columns=JUDGED_COLUMNS)
 
 
@@ -64,6 +77,7 @@ def summary(judged: pd.DataFrame) -> pd.DataFrame:
             out.append({"system": system, "dtype": dtype, "kind": kind, "class": cls,
                         "n": int(e.size), "median_abs_error": float(e.median()),
                         "p90_abs_error": float(e.quantile(0.9)),
+                        "disturbed": int(part.disturbed.astype(bool).sum()),
                         "seed": int(part.seed.iloc[0])})
     return pd.DataFrame(out, columns=SUMMARY_COLUMNS)
 
@@ -79,11 +93,13 @@ def text(table: pd.DataFrame) -> str:
         lines.append(f"{system}, {dtype} (seed {int(g.seed.iloc[0])}): "
                      "|measured / predicted - 1| of held-out work")
         width = max(len(str(c)) for c in g["class"])
-        lines.append(f"  {'kind':<5} {'class':<{width}}  {'n':>3}  {'median':>7}  {'p90':>7}")
+        lines.append(f"  {'kind':<5} {'class':<{width}}  {'n':>3}  {'median':>7}  {'p90':>7}"
+                     "  disturbed (timed contended or noisy)")
         order = g.sort_values(["kind", "class"], key=lambda s: s.where(s != ALL, "~"))
         for r in order.to_dict("records"):
             lines.append(f"  {r['kind']:<5} {r['class']:<{width}}  {r['n']:>3}  "
-                         f"{_pct(r['median_abs_error']):>7}  {_pct(r['p90_abs_error']):>7}")
+                         f"{_pct(r['median_abs_error']):>7}  {_pct(r['p90_abs_error']):>7}"
+                         f"  {r['disturbed']}")
         lines.append("")
     return "\n".join(lines) or "no held-out rows were placed\n"
 

@@ -131,7 +131,7 @@ def judge(results: Path, files: list[str], seed: int) -> tuple:
     held = dataset.add_labels(dataset.collect(files, log=lambda _: None))
     base = ds.rows[ds.rows.experiment != "workload"]
     table = placements.placement_table(pd.concat([base, held], ignore_index=True), ceilings)
-    judged = validation.judge(table, seed)
+    judged = validation.judge(table, seed, held)
     return judged, validation.summary(judged)
 
 
@@ -167,6 +167,11 @@ def main(argv=None, prog: str = "rooflab validate") -> int:
     from experiments.core.store import write_text_atomic
 
     judged, summary = judge(results, files, opts["seed"])
+    if judged.empty:  # every held-out row stands, but nothing to place them on
+        print(f"{prog}: no held-out row could be placed: {results}/roofline/ceilings.parquet "
+              "has no fitted ceilings for these devices (a busy machine leaves them unfitted: "
+              "`rooflab report` says why); run `rooflab run` again", file=sys.stderr)
+        return 1
     judged.to_parquet(folder / "judged.parquet")
     summary.to_parquet(folder / "summary.parquet")
     text = validation.text(summary)
