@@ -17,8 +17,8 @@ export PYTHONUNBUFFERED=1
 OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"
 git ls-files -co --exclude-standard | grep -v "^\.whl/" | sort | while read -r f; do
   [ -f "$f" ] && sha256sum "$f"; done | sha256sum | cut -c1-16 > "$OUT/tree.sha"
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader \
-  >> "$OUT/times.txt" 2>&1 || true
+command -v nvidia-smi > /dev/null && nvidia-smi \
+  --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader >> "$OUT/times.txt"
 WORK=$(mktemp -d); TREE=$WORK/tree; RES=$WORK/results; mkdir -p "$TREE"
 tar --exclude=./.whl --exclude=./.snakemake --exclude=./results/run --exclude=./out \
   --exclude=./.git -cf - . | tar -xf - -C "$TREE"
