@@ -27,9 +27,9 @@ AGGREGATE = {"dataset": "measurements.parquet", "ceilings": "roofline/ceilings.p
              "workload_knees": "workload_knees.parquet",
              "datasheet_predictions": "datasheet_predictions.parquet", "figures": "figures",
              "interactive": "roofline/interactive.json", "report": "report.html",
-             "summary": "summary.txt", "logs": STEP_LOGS,
-             # written by `rooflab validate`, not the workflow: read where it exists
-             "validation": "validation/summary.parquet"}
+             "summary": "summary.txt", "logs": STEP_LOGS}
+# `rooflab validate`'s summary beside the placements (not the workflow's): read where it exists
+VALIDATION = "validation/summary.parquet"
 FIGURE_INDEX = "index.json"  # in the figures folder: each figure's placeholder reason, or null
 # A published set's folder (results/published/<set>/): its own measurement files, and beside them,
 # flat, the files the steps derived from them (published_file; experiments/steps/published.py)

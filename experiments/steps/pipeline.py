@@ -52,7 +52,6 @@ class Files:
     report: str | None = None
     summary: str | None = None  # the one-screen summary `rooflab run` prints
     logs: str | None = None  # a folder: each step's log, its error line and traceback
-    validation: str | None = None  # `rooflab validate`'s summary, where it ran (optional)
     datasheets: str = DATASHEETS
 
     @classmethod
@@ -197,7 +196,9 @@ def _report(f: Files) -> str:
 
     from experiments.analysis.compute import Placed
     from experiments.report import render
-    placed = Placed.read(f.placements, f.workload_knees, f.datasheet_predictions, f.validation)
+    from experiments.core.layout import VALIDATION
+    placed = Placed.read(f.placements, f.workload_knees, f.datasheet_predictions,
+                         Path(f.placements).parent / VALIDATION)
     ds, ceilings, claims = _dataset(f), _frame(f.ceilings), _frame(f.claims)
     render.render(ds, ceilings, _sheets(f), f.figures, claims, _frame(f.knees), placed,
                   out=f.report, plot=json.loads(Path(f.interactive).read_text()))
