@@ -49,11 +49,7 @@ def parser(prog: str = "rooflab validate") -> argparse.ArgumentParser:
 
 def settings(args) -> dict:
     """config/config.yaml's `validate:` (./config/config.yaml first), the options over it."""
-    import yaml
-
-    from experiments.core.paths import shipped
-
-    cfg = (yaml.safe_load(shipped("config/config.yaml").read_text()) or {}).get("validate", {})
+    cfg = sweep_config().get("validate", {})
     out = {"seed": args.seed if args.seed is not None else cfg.get("seed"),
            "count": args.count if args.count is not None else cfg.get("count"),
            "max_copies": cfg.get("max_copies", {})}
@@ -64,14 +60,19 @@ def settings(args) -> dict:
     return out
 
 
-def calibration(kind: str) -> dict:
-    """op_rates module name -> its calibration batches on this device kind (the sweep's)."""
+def sweep_config() -> dict:
     import yaml
 
-    from experiments import experiment_config
     from experiments.core.paths import shipped
 
-    sweep = yaml.safe_load(shipped("config/config.yaml").read_text()) or {}
+    return yaml.safe_load(shipped("config/config.yaml").read_text()) or {}
+
+
+def calibration(kind: str) -> dict:
+    """op_rates module name -> its calibration batches on this device kind (the sweep's)."""
+    from experiments import experiment_config
+
+    sweep = sweep_config()
     given = ((sweep.get("experiments") or {}).get("op_rates") or {}).get(kind) or {}
     cfg = experiment_config("op_rates", **given)
     return {name: list(getattr(cfg, name)) for name in cfg.modules}
@@ -112,7 +113,9 @@ def measure(args, opts: dict, devices: list[str], folder: Path) -> int:
         base = experiment_config("workload", workload="heldout", target=TARGET, kwargs={},
                                  batches=[1])
         out = folder / f"{device.replace(':', '')}-{DTYPES[kind]}.parquet"
-        job = job_config(base, device=device, dtype=DTYPES[kind], out=str(out), host=args.host)
+        timing = (sweep_config().get("job") or {}).get(kind) or {}  # the sweep's, per kind
+        job = job_config(base, device=device, dtype=DTYPES[kind], out=str(out), host=args.host,
+                         **timing)
         copies = int((opts["max_copies"] or {}).get(kind, 2 if kind == "cpu" else 64))
         print(f"rooflab validate: {len(specs)} held-out configurations on {device} "
               f"({DTYPES[kind]}, seed {opts['seed']})", file=sys.stderr, flush=True)
