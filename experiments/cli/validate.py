@@ -21,6 +21,8 @@ import math
 import sys
 from pathlib import Path
 
+from experiments.core import layout
+
 TARGET = "experiments.models.heldout:make_heldout"
 DTYPES = {"cpu": "float32", "cuda": "bfloat16"}
 
@@ -129,8 +131,8 @@ def judge(results: Path, files: list[str], seed: int) -> tuple:
 
     from experiments.analysis import dataset, placements, validation
 
-    ds = dataset.load(results / "measurements.parquet")
-    ceilings = pd.read_parquet(results / "roofline" / "ceilings.parquet")
+    ds = dataset.load(layout.file(results, "dataset"))
+    ceilings = pd.read_parquet(layout.file(results, "ceilings"))
     held = dataset.add_labels(dataset.collect(files, log=lambda _: None))
     base = ds.rows[ds.rows.experiment != "workload"]
     table = placements.placement_table(pd.concat([base, held], ignore_index=True), ceilings)
@@ -141,7 +143,7 @@ def judge(results: Path, files: list[str], seed: int) -> tuple:
 def main(argv=None, prog: str = "rooflab validate") -> int:
     args = parser(prog).parse_args(argv)
     results = Path(args.results)
-    need = [results / "measurements.parquet", results / "roofline" / "ceilings.parquet"]
+    need = [layout.file(results, "dataset"), layout.file(results, "ceilings")]
     if missing := [str(p) for p in need if not p.is_file()]:
         print(f"{prog}: {', '.join(missing)} not found: run `rooflab run` (or give --results "
               "a run's folder) first", file=sys.stderr)
@@ -151,7 +153,7 @@ def main(argv=None, prog: str = "rooflab validate") -> int:
     except ValueError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2
-    folder = results / "validation"
+    folder = (results / layout.VALIDATION).parent
     folder.mkdir(parents=True, exist_ok=True)
     if bad := [d for d in args.device or () if d != "cpu" and not d.startswith("cuda")]:
         print(f"{prog}: --device {bad[0]!r}: give cpu or cuda:N", file=sys.stderr)
@@ -171,14 +173,14 @@ def main(argv=None, prog: str = "rooflab validate") -> int:
 
     judged, summary = judge(results, files, opts["seed"])
     if judged.empty:  # every held-out row stands, but nothing to place them on
-        print(f"{prog}: no held-out row could be placed: {results}/roofline/ceilings.parquet "
+        print(f"{prog}: no held-out row could be placed: {layout.file(results, 'ceilings')} "
               "has no fitted ceilings for these devices (a busy machine leaves them unfitted: "
               "`rooflab report` says why); run `rooflab run` again", file=sys.stderr)
         return 1
     judged.to_parquet(folder / "judged.parquet")
-    summary.to_parquet(folder / "summary.parquet")
+    summary.to_parquet(results / layout.VALIDATION)
     text = validation.text(summary)
-    write_text_atomic(folder / "summary.txt", text)
+    write_text_atomic((results / layout.VALIDATION).with_suffix(".txt"), text)
     print(text + f"\nwritten: {folder}/judged.parquet, summary.parquet, summary.txt; "
           "`rooflab report` shows the band beside each predicted time")
     return 0
