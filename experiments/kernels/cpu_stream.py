@@ -7,6 +7,8 @@ arithmetic on CPUs).
 
 from __future__ import annotations
 
+import mmap
+
 import numpy as np
 from numba import njit
 
@@ -170,23 +172,22 @@ def host_empty(n: int, dtype, index: int = 0, huge_pages: bool = True):
 
     huge_pages: in memory numpy allocates, which asks the kernel for huge pages (madvise
     MADV_HUGEPAGE, where transparent huge pages are 'madvise', the default): a cache-resident
-    stream over 4 KiB pages pays a TLB miss per page. Else in torch's memory (no madvise: the
-    system's default pages, those STREAM's static arrays get), for the DRAM window: there each
-    miss is hidden behind DRAM's latency (the triad reads the same on either page size), and
-    a huge page's first touch can cost more than streaming it (a few times what 4 KiB pages
-    cost). numpy's
-    16-byte offset from the page would split every 64-byte vector over two cache lines: the
-    tensor starts on a cache line either way."""
+    stream over 4 KiB pages pays a TLB miss per page. Else in an anonymous mapping of its own (no
+    madvise: the system's default pages, those STREAM's static arrays get), for the DRAM window:
+    there each miss is hidden behind DRAM's latency (the triad reads the same on either page
+    size), and a huge page's first touch can cost more than streaming it (a few times what 4 KiB
+    pages cost). numpy's 16-byte offset from the page would split every 64-byte vector over two
+    cache lines: the tensor starts on a cache line either way."""
     import torch
 
     size = dtype.itemsize
     offset = index % 3 * STAGGER
     nbytes = n * size + HUGE_PAGE + offset
-    raw = np.empty(nbytes, np.uint8) if huge_pages else torch.empty(nbytes, dtype=torch.uint8)
-    address = raw.ctypes.data if huge_pages else raw.data_ptr()
-    skip = -address % HUGE_PAGE + offset
-    raw = raw[skip:skip + n * size]
-    return (torch.from_numpy(raw) if huge_pages else raw).view(dtype)
+    # not huge: a mapping of its own, never heap memory that numpy advised for an earlier array
+    raw = np.empty(nbytes, np.uint8) if huge_pages else np.frombuffer(mmap.mmap(-1, nbytes),
+                                                                      np.uint8)
+    skip = -raw.ctypes.data % HUGE_PAGE + offset
+    return torch.from_numpy(raw[skip:skip + n * size]).view(dtype)
 
 
 def filled(cpus, n: int, dtype, seed: int, index: int = 0, huge_pages: bool = True):
