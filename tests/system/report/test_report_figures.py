@@ -10,6 +10,10 @@ from experiments.report.catalog import FIGURES
 
 
 from tests.system.report.test_analysis_report import rendered  # noqa: F401 (rendered: a fixture)
+import os
+from tests import analysis_fixtures as fx
+from tests.unit.report.test_report_figures import (ODD_CPU, ODD_GPU, ODD_WORKLOAD, _draw_with_chinese,
+                                                  _pid, _svg_texts)
 
 
 @pytest.mark.system
@@ -39,3 +43,45 @@ def test_roofline_points_are_named_on_hover(rendered):
     assert not any("bfloat16" in t for t in titles)
     block = html[html.index('<figure id="fig-roofline">'):]
     assert "<title>matmul gemm float32 n 2048:" in block[:block.index("</figure>")]
+
+
+def test_figures_drawn_on_forked_workers_match_those_drawn_in_one_process(tmp_path, monkeypatch):
+    """draw_all spreads the figures over forked workers (experiments/core/parallel.py): the
+    files do not depend on how many CPUs drew them."""
+    from experiments.core import parallel
+    monkeypatch.setattr(parallel, "cpus", lambda: 4)
+    assert os.getpid() not in parallel.fork_map(_pid, range(4))  # each drawn in a worker
+    _draw_with_chinese(tmp_path / "forked")
+    monkeypatch.setattr(parallel, "cpus", lambda: 1)
+    _draw_with_chinese(tmp_path / "one")
+    for name in FIGURES:
+        one = (tmp_path / "one" / f"{name}.svg").read_bytes()
+        assert (tmp_path / "forked" / f"{name}.svg").read_bytes() == one, name
+
+
+def test_names_with_mathtext_triggers_are_drawn_as_written(tmp_path):
+    """Text from users or devices never reaches mathtext (issue 59): every figure draws, each
+    system's name and the datasheet's read in the SVG as written, the workload's beside them."""
+    from experiments.analysis import compute
+    from experiments.analysis.dataset import from_rows
+    from experiments.analysis.datasheets import Datasheet
+    from experiments.report import figures
+
+    gpu = [r | ODD_GPU for rows in fx.gpu_rows().values() for r in rows]
+    cpu = [r | ODD_CPU for rows in fx.cpu_rows().values() for r in rows]
+    workload = [r | {"experiment": "workload", "op": ODD_WORKLOAD, "variant": None}
+                for r in gpu[:1] + cpu[:1]]
+    ds = from_rows(gpu + cpu + workload)
+    sheet = Datasheet("Ref $x_1_2$ sheet", "cuda", ["Acme"], bandwidth_Bps=5e12,
+                      matrix={"bfloat16": 1e15})
+    ceilings = compute.fit_ceilings(ds)
+    knees, per_row = compute.decode_knees(ds, ceilings)
+    status = figures.draw_all(figures.Inputs(ds, ceilings, [sheet], per_row, knees), tmp_path)
+    assert status == dict.fromkeys(FIGURES), status
+    systems = list(ds.systems().system)
+    assert systems == ["Acme $x$ GPU \\alpha_1^2 $y^2^3 @ lab$", "Zen \\$ 5 $a_b_c$ @ h$st$"]
+    for name in FIGURES:
+        texts = _svg_texts((tmp_path / f"{name}.svg").read_text())
+        assert systems[0] in texts, (name, [t for t in texts if "$" in t])
+    assert "datasheet: Ref $x_1_2$ sheet" in _svg_texts((tmp_path / "roofline.svg").read_text())
+    assert systems[1] in _svg_texts((tmp_path / "bandwidth.svg").read_text())

@@ -356,22 +356,3 @@ def test_the_slow_point_guard_follows_a_rate_still_falling():
     assert steady.shortfall == pytest.approx(4.0) and steady.growth == pytest.approx(2.0)
 
 
-def test_a_sweep_plans_no_job_whose_every_row_could_only_say_why_not(run_experiment):
-    """NOT_ON / NOT_ON_DTYPES leave out of a sweep the jobs that could measure nothing on a kind
-    of device; each is checked against what the job writes when run by hand."""
-    from experiments import all_experiments, planned
-    from experiments.matmul import cpu_supports
-    from experiments.core.runner import Unsupported
-
-    gpu_only = [n for n, m in all_experiments().items() if "cpu" in getattr(m, "NOT_ON", ())]
-    assert sorted(gpu_only) == ["collectives", "l1", "launch", "peer_copy", "transfer"]
-    for name in gpu_only:
-        assert not planned(name, "cpu", "float32") and planned(name, "cuda", "float32")
-        rows = run_experiment(name, "float32")
-        assert len(rows) and (rows.status == "not_applicable").all(), (name, set(rows.status))
-    for dtype in ("tf32", "float8_e4m3"):
-        assert not planned("matmul", "cpu", dtype) and planned("matmul", "cuda", dtype)
-        with pytest.raises(Unsupported):
-            cpu_supports(dtype, flags=set())
-    # a dtype some CPUs have stays planned: measured there, a row saying why elsewhere
-    assert planned("matmul", "cpu", "float16") and planned("intensity", "cpu", "bfloat16")
