@@ -32,9 +32,11 @@ from experiments import models
 from experiments.core.budget import SlowPointGuard, rotation_copies
 from experiments.core.config import ConfigError, ExperimentConfig, check_sizes
 from experiments.core.dtypes import torch_dtype
+from experiments.core.harness import Point, State
 from experiments.core.runner import Context, NotApplicable, Unsupported
 from experiments.models import modules
-from experiments.placement import checking, counting, measure, opclass, target
+from experiments.placement import checking, counting, opclass, target
+from experiments.placement.measure import time_calls as measure_calls
 
 NAME = "op_rates"
 DESCRIPTION = "the FLOP/s or B/s torch's convolutions, attention, norms, pooling, gathers attain"
@@ -145,11 +147,11 @@ def dominant(ops: list[list]) -> dict:
                   "other_ops": [o["op"] for o in ops if o is not top]}
 
 
-def _point(ctx: Context, cfg: OpRatesConfig, factory, batch: int, guard: SlowPointGuard,
-           kwargs: dict) -> dict:
+def measure(state: State) -> dict:
+    ctx, cfg, factory, kwargs = state.ctx, state.cfg, state.args["factory"], state.args["kwargs"]
     if ctx.dtype == "float8_e4m3":
         raise Unsupported("float8_e4m3 is a matmul mode: torch's modules run in plain dtypes")
-    dt = torch_dtype(ctx.dtype)
+    dt, batch = torch_dtype(ctx.dtype), state.row["batch"]
     fn, args = target.build(factory, batch, dt, ctx.device, ctx.generator, kwargs)
     with counting.precision(ctx.dtype):
         counts = counting.count(fn, args)
@@ -157,6 +159,9 @@ def _point(ctx: Context, cfg: OpRatesConfig, factory, batch: int, guard: SlowPoi
         _, _, variant = op["class"].partition("/")
         row = {"op": op["op"], "variant": variant or None, "flops": op["flops"],
                "bytes": op["bytes"], "working_set_bytes": int(op["bytes"])}
+        # each module and shape by its own rates: the guard learns from its earlier batches
+        mine = state.rows[len(state.rows) - state.args["index"]:]
+        guard = SlowPointGuard.after(cfg.max_call_s, mine)
         if skipped := guard.skip(counts["flops"], counts["bytes"]):
             return row | skipped
         err, info = checking.check(fn, args, None, ctx.dtype, counts["bytes"])
@@ -167,28 +172,19 @@ def _point(ctx: Context, cfg: OpRatesConfig, factory, batch: int, guard: SlowPoi
         # fresh draws from the factory: weights and inputs at other addresses (the workload's way)
         calls = [(fn, args)] + [target.build(factory, batch, dt, ctx.device, ctx.generator,
                                              kwargs) for _ in range(n - 1)]
-        stats = measure.time_calls(ctx, calls)
+        stats = measure_calls(ctx, calls)
     params = {k: op[k] for k in ("class", "term", "input_shapes", "cold_bytes", "kind",
                                  "flops_source", "exponentials", "other_ops")}
     params |= info | {"call_flops": counts["flops"], "call_bytes": counts["bytes"], "copies": n,
                       "graph": stats.get("timer") == "cuda_event_graph"}
-    return stats | row | {"rel_error": err, "check_passed": True, "params": params}
+    return stats | row | {"rel_error": err, "check_passed": True,
+                          "params": state.row["params"] | params}
 
 
-def run(cfg: OpRatesConfig, ctx: Context):
-    for name in cfg.modules:
-        factory = MODULES[name]
-        for kwargs in shapes_of(cfg, name):
-            guard = SlowPointGuard(cfg.max_call_s)  # each module and shape by its own rates
-            params = {"module": name, "target": target_of(factory), "kwargs": kwargs}
-            for b in sorted(getattr(cfg, name)):
-                row = ctx.point({"op": name, "batch": b, "params": params},
-                                lambda f=factory, b=b, k=kwargs: _point(ctx, cfg, f, b, guard, k))
-                row["params"] = params | (row["params"] if row["params"] is not params else {})
-                guard.update(row)
-                yield row
-
-
-def points(cfg: OpRatesConfig, ctx: Context) -> int:
-    """Rows `run` yields (the progress a job shows): one per module, shape and batch."""
-    return sum(len(getattr(cfg, name)) * len(shapes_of(cfg, name)) for name in cfg.modules)
+def points(cfg: OpRatesConfig, ctx: Context) -> list[Point]:
+    """One per module, shape and batch, smallest batch first."""
+    return [Point({"op": name, "batch": b, "params": {
+                       "module": name, "target": target_of(MODULES[name]), "kwargs": kwargs}},
+                  {"factory": MODULES[name], "kwargs": kwargs, "index": i})
+            for name in cfg.modules for kwargs in shapes_of(cfg, name)
+            for i, b in enumerate(sorted(getattr(cfg, name)))]
