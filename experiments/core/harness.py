@@ -6,7 +6,8 @@ bounds of its budget; and one function measuring a point, `measure(state)`, give
 (the job's context and settings, the device, the dtype, the point, its budget, the rows so far);
 and, where a point's row follows from the rows before it, `adapt(state)`: those columns;
 `skip(state)`: the columns of a point declined, unmeasured (status skipped, message), or None;
-`finish(group, rows)`: the columns a group's rows take from one another (a ratio to one).
+`finish(group, rows)`: the columns a group's rows take from one another (a ratio to one);
+`more(state, row)`: rows that follow a point's, known only once it ran (its per-op breakdown).
 The harness owns the rest: the loop over the points, each point's budget (computed here, once),
 the skip reasons (a failure, an OOM or an unsupported dtype becomes a row with its status) and
 the rows. A point known not to be measurable carries its status and message and is never run.
@@ -37,6 +38,7 @@ class Point:
     status: str | None = None  # a row decided without measuring (not_applicable): its status
     message: str | None = None  # ...and why
     group: Any = None  # consecutive points of one group: finish(group, rows) sees their rows
+    more: bool = False  # more(state, row) may add rows after it: the job's total is not known
 
 
 def budget_s(point: Point, ctx) -> float:
@@ -106,9 +108,13 @@ def points(module: ModuleType, cfg, ctx) -> list[Point]:
 def count(module: ModuleType, cfg, ctx) -> int | None:
     """How many rows the job writes (its progress's total); None where not known up front."""
     if declared(module):
-        return len(points(module, cfg, ctx))
+        return _total(points(module, cfg, ctx))
     own = getattr(module, "points", None)
     return own(cfg, ctx) if own else None
+
+
+def _total(plan: list[Point]) -> int | None:
+    return None if any(p.more for p in plan) else len(plan)
 
 
 def sampling_s(module: ModuleType, cfg, ctx, plan: list[Point] | None = None) -> float:
@@ -126,7 +132,7 @@ def rows(module: ModuleType, cfg, ctx, plan: list[Point] | None = None) -> Itera
     done: list[dict] = []
     memo: dict = {}
     adapt, skip = getattr(module, "adapt", None), getattr(module, "skip", None)
-    finish = getattr(module, "finish", None)
+    finish, more = getattr(module, "finish", None), getattr(module, "more", None)
     group: list[dict] = []
     for i, point in enumerate(plan):
         if point.status is not None:
@@ -141,6 +147,8 @@ def rows(module: ModuleType, cfg, ctx, plan: list[Point] | None = None) -> Itera
                 row = ctx.point(state.row, lambda state=state: module.measure(state))
         done.append(row)
         group.append(row)
+        if point.more and point.status is None:  # its own rows, never read as a point's
+            group += more(state, row)
         after = plan[i + 1] if i + 1 < len(plan) else None
         if point.group is None or after is None or after.group != point.group:
             if finish and point.group is not None:  # columns a row takes from its group's
@@ -159,10 +167,10 @@ class Plan:
 
 
 def plan(module: ModuleType, cfg, ctx) -> Plan:
-    """The job's plan, on this harness or (op_rates, workload) the module's own run()."""
+    """The job's plan, on this harness or (cli/validate's held-out job) the module's own run()."""
     if declared(module):
         made = points(module, cfg, ctx)
-        return Plan(len(made), sampling_s(module, cfg, ctx, made), rows(module, cfg, ctx, made))
+        return Plan(_total(made), sampling_s(module, cfg, ctx, made), rows(module, cfg, ctx, made))
     total = count(module, cfg, ctx)
     own = getattr(module, "sampling_s", None)
     return Plan(total, own(cfg, ctx) if own and total else None, module.run(cfg, ctx))

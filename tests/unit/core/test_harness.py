@@ -174,3 +174,22 @@ def test_a_groups_rows_are_finished_together_and_yielded_after_it():
     assert finished == [("g", ["a", "b"], 0), ("h", ["d"], 3)]  # before any of its rows went
     assert [r["op"] for r in yielded] == ["a", "b", "c", "d"]
     assert yielded[0]["share"] == pytest.approx(1 / 3) and "share" not in yielded[2]
+
+
+def test_more_rows_follow_a_point_and_leave_the_total_open():
+    def more(state, row):
+        return [{"op": f"{row['op']}.part", "status": "ok"}] if row["status"] == "ok" else []
+
+    def measure(state):
+        seen.append(len(state.rows))
+        return {"time_s": 1.0}
+
+    seen = []
+    plan = [Point({"op": "a"}, more=True), Point({"op": "b"}), Point({"op": "c"}, more=True,
+                                                                     status="error", message="x")]
+    module = _module(lambda cfg, ctx: plan, measure)
+    module.more = more
+    # the rows it adds are no point's: the next point sees only the rows of points
+    assert [r["op"] for r in harness.rows(module, None, _ctx())] == ["a", "a.part", "b", "c"]
+    assert seen == [0, 1] and harness.count(module, None, _ctx()) is None
+    assert harness.count(_module(lambda cfg, ctx: plan[1:2], measure), None, _ctx()) == 1
