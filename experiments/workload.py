@@ -1,6 +1,6 @@
-"""Your own workload on the roofline: one factory (experiments/placement/target.py's convention) over its
-batch sizes, each point counted (every aten op's FLOPs and bytes, experiments/placement/counting.py;
-compulsory bytes for the call), checked and timed by the core
+"""Your own workload on the roofline: one factory (experiments/placement/target.py's convention)
+over its batch sizes, each point counted (every aten op's FLOPs and bytes,
+experiments/placement/counting.py; compulsory bytes for the call), checked and timed by the core
 timer, replayed from a CUDA graph whatever its length where it can be captured.
 
 config/config.yaml's `workloads:` lists them; the workflow runs one job per workload, device and
@@ -21,11 +21,13 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from experiments.placement import checking, counting, measure, ncu, profile, target
+from experiments.placement import checking, counting, ncu, profile, target
+from experiments.placement.measure import row_fields as measure_row, time_calls as measure_calls
 from experiments.core.budget import SlowPointGuard, rotation_copies, timing_limit
 from experiments.core.config import ConfigError, ExperimentConfig, check_sizes
 from experiments.core.dtypes import torch_dtype
 from experiments.core.isolate import UserCodeFailed, phase
+from experiments.core.harness import Point, State
 from experiments.core.runner import Context
 
 NAME = "workload"
@@ -87,7 +89,8 @@ def _build(ctx: Context, cfg: WorkloadConfig, factory, batch: int, key: str):
                             cfg.kwargs)
 
 
-def _point(ctx: Context, cfg: WorkloadConfig, factory, batch: int, guard: SlowPointGuard):
+def measure(state: State) -> dict:
+    ctx, cfg, factory, batch = state.ctx, state.cfg, state.args["factory"], state.row["batch"]
     key = f"{cfg.workload} batch {batch}"
     fn, args = _build(ctx, cfg, factory, batch, key)
     with counting.precision(ctx.dtype):
@@ -95,6 +98,7 @@ def _point(ctx: Context, cfg: WorkloadConfig, factory, batch: int, guard: SlowPo
         with phase(key, "the call", ctx.settings.call_timeout_s):
             counts = counting.count(fn, args)
         call_s = time.perf_counter() - t0
+        guard = SlowPointGuard.after(cfg.max_call_s, state.rows)
         if skipped := guard.skip(counts["flops"], counts["bytes"]):
             return {"flops": counts["flops"], "bytes": counts["bytes"]} | skipped
         with phase(key, "the call", ctx.settings.call_timeout_s + 6 * call_s):
@@ -104,14 +108,16 @@ def _point(ctx: Context, cfg: WorkloadConfig, factory, batch: int, guard: SlowPo
         calls = [(fn, args)] + [_build(ctx, cfg, factory, batch, key) for _ in range(n - 1)]
         with phase(key, "the call", timing_limit(ctx, call_s, n),
                    "call_timeout_s plus the timing's budget"):
-            stats = measure.time_calls(ctx, calls)
-    row = measure.row_fields(counts, stats, err, info)
-    row["params"] |= {"copies": n}
+            stats = measure_calls(ctx, calls)
+    row = measure_row(counts, stats, err, info)
+    row["params"] = state.row["params"] | row["params"] | {"copies": n}
     return row
 
 
-def run(cfg: WorkloadConfig, ctx: Context):
-    params = {"target": cfg.target, "kwargs": dict(cfg.kwargs)}
+def points(cfg: WorkloadConfig, ctx: Context) -> list[Point]:
+    """One per batch, smallest first; a profiled batch adds one row per aten op once it ran. A
+    target that cannot be imported gives every point its status, so the sweep's gaps say why."""
+    params, failed, factory = {"target": cfg.target, "kwargs": dict(cfg.kwargs)}, {}, None
     try:
         with phase(f"{cfg.workload} import", "importing the target", ctx.settings.factory_timeout_s,
                    "factory_timeout_s"):
@@ -120,22 +126,16 @@ def run(cfg: WorkloadConfig, ctx: Context):
             raise target.TargetError(f"target {cfg.target!r} is not a factory: name it make_* "
                                     "(or set rooflab_factory = True) and return (fn, args)")
     except (target.TargetError, UserCodeFailed) as exc:
-        status = getattr(exc, "status", "error")
-        for b in sorted(cfg.batches):  # every point says why, so the sweep's gaps are explained
-            yield {"op": cfg.workload, "batch": b, "params": params, "status": status,
-                   "message": str(exc)}
-        return
-    guard = SlowPointGuard(cfg.max_call_s)
-    for b in sorted(cfg.batches):
-        base = {"op": cfg.workload, "batch": b, "params": params}
-        row = ctx.point(base, lambda b=b: _point(ctx, cfg, factory, b, guard))
-        row["params"] = params | (row["params"] if row.get("status") == "ok" else {})
-        guard.update(row)
-        ops = []
-        if row.get("status") == "ok" and b in cfg.profile_batches:
-            ops = _per_op(ctx, cfg, factory, b, row)
-        yield row
-        yield from ops
+        failed = {"status": getattr(exc, "status", "error"), "message": str(exc)}
+    return [Point({"op": cfg.workload, "batch": b, "params": params}, {"factory": factory},
+                  more=b in cfg.profile_batches, **failed) for b in sorted(cfg.batches)]
+
+
+def more(state: State, row: dict) -> list[dict]:
+    """A profiled batch's per-op rows, after its own (whose params they may add to)."""
+    if row.get("status") != "ok":
+        return []
+    return _per_op(state.ctx, state.cfg, state.args["factory"], row["batch"], row)
 
 
 def _per_op(ctx: Context, cfg: WorkloadConfig, factory, batch: int, row: dict) -> list[dict]:
@@ -169,9 +169,3 @@ def _per_op(ctx: Context, cfg: WorkloadConfig, factory, batch: int, row: dict) -
             except Exception as exc:  # noqa: BLE001
                 row["params"]["ncu"] = f"failed: {type(exc).__name__}: {str(exc)[:300]}"
     return profile.op_rows(ops, cfg.workload, batch, measured)
-
-
-def points(cfg: WorkloadConfig, ctx: Context) -> int | None:
-    """Rows `run` yields (the progress a job shows): one per batch; a profiled batch adds one
-    per aten op, known only once it ran (None: no total)."""
-    return None if cfg.profile_batches else len(cfg.batches)

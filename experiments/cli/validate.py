@@ -90,6 +90,7 @@ class HeldoutJob:
 
     def run(self, cfg, ctx):
         from experiments import workload
+        from experiments.core import harness
         from experiments.models import heldout
 
         for spec in self.specs:
@@ -98,7 +99,7 @@ class HeldoutJob:
             one = dataclasses.replace(cfg, workload=heldout.name(spec), kwargs=sized,
                                       batches=[b], profile_batches=[b], ncu_batches=[],
                                       max_copies=self.max_copies, max_call_s=math.inf)
-            yield from workload.run(one, ctx)
+            yield from harness.rows(workload, one, ctx)
 
 
 def measure(args, opts: dict, devices: list[str], folder: Path) -> int:
