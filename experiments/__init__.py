@@ -2,9 +2,8 @@
 
 The experiments are the modules at this package's top, one per experiment: the list is the
 folder. Each has NAME, DESCRIPTION, Config, points(cfg, ctx) and measure(state), run by the
-harness (core/harness.py; op_rates and workload still loop in their own run(cfg, ctx)), may say
-where a sweep plans no job of it (NOT_ON, NOT_ON_DTYPES, planned()), and has a
-config/experiment/<name>.yaml with its defaults. Everything else sits in a room named for what
+harness (core/harness.py), may say where a sweep plans no job of it (NOT_ON, NOT_ON_DTYPES,
+planned()), and has a config/experiment/<name>.yaml with its defaults. Everything else sits in a room named for what
 it does:
 
     core/       the measurement harness: configs, timer, runner, rows, files, devices, conditions
