@@ -19,6 +19,7 @@ from experiments.sweep import forkserver
 from experiments.sweep.triggers import job_digest, stamp
 from experiments.steps.pipeline import Files
 from experiments.core import cotenants, devicenames, layout
+from experiments.core.devicenames import DeviceName
 
 
 for _key in ("job", "experiments", "workloads"):  # --config's nested numbers arrive as text
@@ -51,7 +52,7 @@ def device_kind(slug):
 HOST = SAFE.sub("_", socket.gethostname() if config["host"] == "auto" else config["host"])
 # Device slugs (cpu, cuda0, cuda0+1 for a pool of identical GPUs) as paths spell them.
 try:
-    DEVICES = [devicenames.slug(d) for d in
+    DEVICES = [DeviceName(d).slug for d in
                devicenames.sweep_devices(config["devices"], config["multi_gpu"], gpu_models)]
 except devicenames.DeviceError as exc:
     raise WorkflowError(f"config: {exc}") from None
@@ -67,8 +68,8 @@ MEASUREMENT = layout.under(RESULTS, layout.MEASUREMENT)
 # measures per GPU at a time.
 PREFETCH = 2
 for _slug in DEVICES:
-    _gpus = len(devicenames.gpu_indices(devicenames.from_slug(_slug)))
-    workflow.register_resource(devicenames.resource(_slug), PREFETCH * _gpus if _gpus else 1)
+    _device = DeviceName.from_slug(_slug)
+    workflow.register_resource(_device.resource, PREFETCH * len(_device.gpus) or 1)
 
 
 def grid():
@@ -184,7 +185,7 @@ def job_args(wildcards):
         [
             f"experiment={wildcards.experiment}",
             *(f"{key}={hydra_value(value)}" for key, value in own.items()),
-            f"device={devicenames.from_slug(wildcards.device)}",
+            f"device={DeviceName.from_slug(wildcards.device)}",
             f"dtype={dtype}",
             f"host={hydra_value(HOST)}",
             f"out={hydra_value(out)}",
@@ -241,7 +242,7 @@ SLURM_JOB = {
 
 def pool_gpus(slug):
     """GPUs of a device slug: 0 for the CPU, 1 for cuda3, 2 for the pool cuda0+1."""
-    return len(devicenames.gpu_indices(devicenames.from_slug(slug)))
+    return len(DeviceName.from_slug(slug).gpus)
 
 
 def device_units(wildcards, slug):

@@ -29,8 +29,8 @@ rule measure:
     priority: measure_priority
     resources:
         pin_cpus=pin_cpus,
-        **{devicenames.resource(slug): (lambda wildcards, s=slug: device_units(wildcards, s))
-           for slug in DEVICES},
+        **{DeviceName.from_slug(slug).resource:
+           (lambda wildcards, s=slug: device_units(wildcards, s)) for slug in DEVICES},
         **{key: (lambda wildcards, key=key: slurm_resource(wildcards, key))
            for key in SLURM_JOB["cpu"]},
     shell:
