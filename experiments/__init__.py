@@ -3,8 +3,8 @@
 The experiments are the modules at this package's top, one per experiment: the list is the
 folder. Each has NAME, DESCRIPTION, Config, points(cfg, ctx) and measure(state), run by the
 harness (core/harness.py), may say where a sweep plans no job of it (NOT_ON, NOT_ON_DTYPES,
-planned()), and has a config/experiment/<name>.yaml with its defaults. Everything else sits in a room named for what
-it does:
+planned()), and has a config/experiment/<name>.yaml with its defaults. Everything else sits in
+a room named for what it does:
 
     core/       the measurement harness: configs, timer, runner, rows, files, devices, conditions
     kernels/    the GPU (Triton) and CPU kernels the experiments time
@@ -73,9 +73,8 @@ def experiment_config(name: str, config_dir=None, **overrides):
 
     from experiments.core.config import CONFIG_DIR, yaml_layer
 
-    merged = OmegaConf.merge(OmegaConf.structured(experiment(name).Config),
-                             yaml_layer(Path(config_dir or CONFIG_DIR, "experiment", f"{name}.yaml")),
-                             overrides)
+    defaults = yaml_layer(Path(config_dir or CONFIG_DIR, "experiment", f"{name}.yaml"))
+    merged = OmegaConf.merge(OmegaConf.structured(experiment(name).Config), defaults, overrides)
     return OmegaConf.to_object(merged)
 
 

@@ -26,7 +26,8 @@ for _key in ("job", "experiments", "workloads"):  # --config's nested numbers ar
     if isinstance(config.get(_key), dict):
         config[_key] = coerce_nested(config[_key])
 validate(config, "../schemas/config.schema.yaml")
-try:  # experiment names and their keys: from the experiment modules and their dataclasses, not the schema
+# experiment names and their keys: from the experiment modules and their dataclasses, not the schema
+try:
     check_sweep(config["experiments"])
     check_workloads(config.get("workloads"))  # each target imported: a misspelt one fails here
     if forkserver.runs_jobs(sys.argv):  # a dry run or a listing writes no results
@@ -272,7 +273,8 @@ def slurm_resource(wildcards, key):
 
 def all_cores():
     """Every core Snakemake may use. Submitting to Slurm they are not known (1 is enough: a CPU
-    job has its node to itself); the job evaluates this again inside its allocation, where it is every core."""
+    job has its node to itself); the job evaluates this again inside its allocation, where it is
+    every core."""
     try:
         return workflow.cores
     except WorkflowError:
