@@ -15,7 +15,7 @@ from experiments.analysis.units import memory, num
 from experiments.core.store import write_text_atomic
 from experiments.report import compare_plot, glance, interactive, provenance, workloads
 from experiments.report.compare import (DIFFERS, WHY, Side, alone, both, labels, pairs, rows_csv,
-                                        workloads_table)
+                                        slots, workloads_table)
 from experiments.report.compare_text import (INTERVALS, RULE, differences, one_line, shown,
                                              shown_calls)
 from experiments.report.render import plain
@@ -58,7 +58,7 @@ def _plot(a: Side, b: Side, label_a: str, label_b: str):
         names = [p[i] for p in paired] + [s["system"] for s in alone(a, b)
                                           if s["side"] == tag and "beside" in s["why"]]
         sides[tag] = (label, *_side_plot(side, names))
-    return compare_plot.figure(sides)
+    return compare_plot.figure(sides, slot=slots(a, b))
 
 
 def html(a: Side, b: Side, ceilings: pd.DataFrame, table: pd.DataFrame,
@@ -92,8 +92,8 @@ def html(a: Side, b: Side, ceilings: pd.DataFrame, table: pd.DataFrame,
         alone=[one_line(s) for s in alone(a, b)], rule=RULE, intervals=INTERVALS,
         calls=shown_calls(calls).to_dict("records"), n_calls_differ=int(
             (calls.call == DIFFERS).sum()) if len(calls) else 0,
-        plot=divs.get("roofline"), plot_script=script,
-        bokeh_js=interactive.script() if divs else "",
+        plot=divs.get("roofline"), plot_script=interactive.deferred(script),
+        bokeh_js=interactive.packed_script() if divs else "", unpack_js=interactive.UNPACK_JS,
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         tables_js=(here / "tables.js").read_text(), DIFFERS=DIFFERS)
 

@@ -1,7 +1,8 @@
-"""`rooflab compare`'s overlaid roofline (Bokeh): A and B each in their own colour family, line
-dash and marker, every roof of both labelled ("A: DRAM 4.29 TB/s"), a workload the same colour
-on both sides so that its two points read as one pair; a legend entry hides a side or a
-workload, and every hover names its side and machine."""
+"""`rooflab compare`'s overlaid roofline (Bokeh): a machine's roofs and points in one colour
+family (interactive.FAMILIES; A's machine and its partner on B share it, the roofs in its darkest
+shade, each workload a lighter one), a side its line dash and marker, every roof of both labelled
+("A: DRAM 4.29 TB/s"), so a workload's two points read as one pair; a legend entry hides a side
+or a workload, and every hover names its side and machine."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import math
 from experiments.analysis.units import qty
 from experiments.report import interactive
 
-# side -> (roof colours, one per system of the side; roof dash; point marker; filled)
-SIDES = {"A": (("#1f4e9c", "#5b8fd6", "#0b2a5b"), "solid", "circle", True),
-         "B": (("#c2410c", "#f08a4b", "#7c2d12"), "dashed", "square", False)}
+# side -> (roof dash; point marker; filled); the colours are the machine's (FAMILIES)
+SIDES = {"A": ("solid", "circle", True), "B": ("dashed", "square", False)}
+FAMILIES = interactive.FAMILIES
+KEY = "#555555"  # a side's legend key: its marker, in no machine's colour
 # a label's box, for keeping labels apart: characters and line height in pixels, and the plot's
 # width in pixels it is laid out for (narrower screens zoom; hover names every roof)
 CHAR_PX, LINE_PX, WIDTH_PX = 6.5, 15, 800
@@ -64,20 +66,30 @@ class Labels:
         self.out.append((x, y, text, align, colour))
 
 
-def _entries(sides: dict) -> list[dict]:
+def _slots(sides: dict) -> dict[tuple[str, str], int]:
+    """(side, machine) -> its colour family's index: the order its side names it in (roofs, then
+    points), for a figure given none (compare.slots pairs A's machine with B's)."""
+    out = {}
+    for side, (_, roofs, points) in sides.items():
+        names = dict.fromkeys([r.name for r in roofs] + [p.system for p in points])
+        out |= {(side, n): i for i, n in enumerate(names)}
+    return out
+
+
+def _entries(sides: dict, slot: dict) -> list[dict]:
     """Every roof to label: side, kind (memory or compute), name, value, its system's colour and
     where its slope meets its top roof (memory) or its ridge (compute)."""
     out = []
     for side, (_, roofs, _) in sides.items():
-        colours = SIDES[side][0]
-        for i, r in enumerate(roofs):
+        for r in roofs:
+            colour = FAMILIES[slot.get((side, r.name), 0) % len(FAMILIES)][0]
             top = max((v for _, v in r.compute), default=None)
             slowest = min((bw for _, bw in r.memory), default=None)
             out += [{"side": side, "kind": "memory", "name": n, "value": bw, "unit": "B/s",
-                     "end": top / bw if top else None, "colour": colours[i % len(colours)]}
+                     "end": top / bw if top else None, "colour": colour}
                     for n, bw in r.memory]
             out += [{"side": side, "kind": "compute", "name": n, "value": v, "unit": "FLOP/s",
-                     "end": v / slowest if slowest else None, "colour": colours[i % len(colours)]}
+                     "end": v / slowest if slowest else None, "colour": colour}
                     for n, v in r.compute]
     return out
 
@@ -129,14 +141,13 @@ def _place(labels: Labels, e: dict):
                e["text"], "right", e["colour"])
 
 
-def figure(sides: dict, height: int = 620):
-    """sides: "A"/"B" -> (label, [Roofs], [Point]); the Bokeh figure, or None with nothing to
-    draw or no Bokeh."""
+def figure(sides: dict, height: int = 620, slot: dict | None = None):
+    """sides: "A"/"B" -> (label, [Roofs], [Point]); slot: (side, machine) -> its colour family
+    (_slots' order where not given); the Bokeh figure, or None with nothing to draw or no Bokeh."""
     if not interactive.available():
         return None
     from bokeh.models import (ColumnDataSource, CustomJSTickFormatter, HoverTool, Legend,
                               LegendItem)
-    from bokeh.palettes import Category10, Category20
     from bokeh.plotting import figure as bk_figure
 
     all_roofs = [r for _, roofs, _ in sides.values() for r in roofs]
@@ -154,15 +165,21 @@ def figure(sides: dict, height: int = 620):
     fig.yaxis.formatter = CustomJSTickFormatter(code=interactive.SI_JS.replace("UNIT", "'FLOP/s'"))
     fig.xaxis.formatter = CustomJSTickFormatter(code=interactive.SI_JS.replace("UNIT", "''"))
     groups = list(dict.fromkeys(p.group for p in all_points))
-    palette = Category10[10] if len(groups) <= 10 else Category20[20]
-    colour = {g: palette[i % len(palette)] for i, g in enumerate(groups)}
+    slot = _slots(sides) | (slot or {})
+
+    def family(side, machine):
+        return FAMILIES[slot.get((side, machine), 0) % len(FAMILIES)]
+
+    def shade(side, p):  # a workload's shade, the same in its machine's family on both sides
+        lighter = family(side, p.system)[1:]
+        return lighter[groups.index(p.group) % len(lighter)]
     items, by_group, hover_points, hover_roofs = [], {}, [], []
     labels = Labels((x_lo, x_hi), (y_lo, y_hi), height)
     side_renderers: dict[str, list] = {}
     for side, (_, roofs, points) in sides.items():
-        colours, dash, marker, filled = SIDES[side]
+        dash, marker, filled = SIDES[side]
         mine = []
-        for i, r in enumerate(roofs):
+        for r in roofs:
             xs, ys, names = [], [], []
             top = max((v for _, v in r.compute), default=None)
             slowest = min((bw for _, bw in r.memory), default=None)
@@ -176,7 +193,7 @@ def figure(sides: dict, height: int = 620):
                 names.append(f"{side}: {r.name}: {name} {qty(p, 'FLOP/s')}")
             if xs:
                 line = fig.multi_line("xs", "ys", source=ColumnDataSource(
-                    {"xs": xs, "ys": ys, "label": names}), line_color=colours[i % len(colours)],
+                    {"xs": xs, "ys": ys, "label": names}), line_color=family(side, r.name)[0],
                     line_dash=dash, line_width=2, hover_line_width=4)
                 mine.append(line), hover_roofs.append(line)
         for group in groups:
@@ -186,15 +203,16 @@ def figure(sides: dict, height: int = 620):
                 continue
             r = fig.scatter("x", "y", source=ColumnDataSource({
                 "x": [p.intensity for p in pts], "y": [p.flop_per_s for p in pts],
-                "text": [f"{side}: {p.text}" for p in pts]}), marker=marker, size=10,
-                line_color=colour[group], fill_color=colour[group] if filled else None,
+                "text": [f"{side}: {p.text}" for p in pts],
+                "c": [shade(side, p) for p in pts]}), marker=marker, size=10,
+                line_color="c", fill_color="c" if filled else None,
                 fill_alpha=0.7, line_width=2)
             mine.append(r), hover_points.append(r)
             by_group.setdefault(group, []).append(r)
-        key = fig.scatter([], [], marker=marker, size=10, line_color=colours[0],
-                          fill_color=colours[0] if filled else None, line_width=2)
+        key = fig.scatter([], [], marker=marker, size=10, line_color=KEY,
+                          fill_color=KEY if filled else None, line_width=2)
         side_renderers[side] = [key, *mine]
-    for e in sorted(_merged(_entries(sides)), key=lambda e: (e["kind"], -e["value"])):
+    for e in sorted(_merged(_entries(sides, slot)), key=lambda e: (e["kind"], -e["value"])):
         start = len(labels.out)
         _place(labels, e)
         for x, y, text, align, c in labels.out[start:]:

@@ -44,7 +44,7 @@ def test_the_plot_gives_each_side_its_marker_colours_and_labels():
     def side(scale):
         roofs = [Roofs("GPU @ x", [("DRAM", 4e12 * scale), ("L2", 9e12 * scale)],
                        [("GEMM bfloat16", 760e12 * scale), ("GEMM float16", 780e12 * scale)])]
-        points = [Point(g, "whole call", 10.0, 1e12 * scale, f"GPU @ x: {g}")
+        points = [Point(g, "whole call", 10.0, 1e12 * scale, f"GPU @ x: {g}", system="GPU @ x")
                   for g in ("mlp float32", "conv float32")]
         return roofs, points
 
@@ -65,8 +65,8 @@ def test_the_plot_gives_each_side_its_marker_colours_and_labels():
     by_side = {t[0]: r.glyph for r in scatters for t in r.data_source.data["text"][:1]}
     assert by_side["A"].marker == "circle" and by_side["B"].marker == "square"
     assert by_side["B"].fill_color is None and by_side["A"].fill_color is not None
-    first = {r: r.data_source.data["text"][0] for r in scatters}
-    colours = {(t[:1], t.split(": ")[-1]): r.glyph.line_color for r, t in first.items()}
+    colours = {(t[:1], t.split(": ")[-1]): c for r in scatters
+               for t, c in zip(r.data_source.data["text"], r.data_source.data["c"])}
     assert colours["A", "mlp float32"] == colours["B", "mlp float32"]  # one workload, one colour
     assert colours["A", "mlp float32"] != colours["A", "conv float32"]
     legend = [item.label.value for item in fig.legend[0].items]
@@ -93,3 +93,36 @@ def test_labels_of_a_folder_inside_the_other():
     a = _side("/x/measurements.parquet", gpu)
     b = _side("/y/x/measurements.parquet", gpu)
     assert cmp.labels(a, b) == ("x (h200-ref)", "y/x (h200-ref)")
+
+
+def test_a_machines_points_share_its_roofs_colour_family():
+    """Two machines a side: each machine's points take its roofs' colour family (A's GPU and
+    B's GPU one family, the CPUs another); the side is the marker and the dash."""
+    from experiments.report import compare_plot
+    from experiments.report.interactive import FAMILIES, Point, Roofs
+
+    def side(scale):
+        roofs = [Roofs(n, [("DRAM", bw * scale)], [("GEMM float32", p * scale)])
+                 for n, bw, p in (("GPU @ x", 4e12, 500e12), ("CPU @ x", 1e11, 2e12))]
+        points = [Point("mlp float32", "whole call", 10.0, p * scale, f"{n}: mlp float32",
+                        system=n) for n, p in (("GPU @ x", 1e13), ("CPU @ x", 5e11))]
+        return roofs, points
+
+    fig = compare_plot.figure({"A": ("run1", *side(1)), "B": ("run2", *side(0.5))})
+    family = {}  # (side, machine) -> the family of its roofs, then of its points
+    for r in fig.renderers:
+        data, name = r.data_source.data, type(r.glyph).__name__
+        if name == "MultiLine":
+            for label in data["label"]:
+                tag, machine = label.split(": ")[:2]
+                family.setdefault((tag, machine), set()).add(r.glyph.line_color)
+        elif name == "Scatter" and len(data["x"]):
+            colours = data.get("c") or [r.glyph.line_color] * len(data["x"])
+            for text, c in zip(data["text"], colours):
+                tag, machine = text.split(": ")[:2]
+                family.setdefault((tag, machine), set()).add(c)
+    index = {c: i for i, f in enumerate(FAMILIES) for c in f}
+    shares = {k: {index.get(c) for c in v} for k, v in family.items()}
+    assert len(shares) == 4 and all(len(v) == 1 and None not in v for v in shares.values()), \
+        family
+    assert shares["A", "GPU @ x"] == shares["B", "GPU @ x"] != shares["A", "CPU @ x"]
