@@ -139,3 +139,9 @@ def test_every_csv_row_names_its_devices(shown):
     gemm = rows[(rows.kind == "ceiling") & (rows.name == "matrix_flops")]
     assert set(zip(gemm.system_a, gemm.device_a)) == {("NVIDIA H200 @ h200-ref", "cuda:0"),
                                                       ("Test CPU 9000 @ laptop", "cpu")}
+
+
+def test_the_page_packs_bokeh_as_the_report_does(shown):
+    _, html, _ = shown
+    assert 'id="bokeh-packed"' in html and 'type="text/x-after-bokeh"' in html
+    assert len(html.encode()) < 800_000  # Bokeh inline as text alone is 1.3 MB
