@@ -18,6 +18,7 @@ from scipy import optimize
 
 from experiments.analysis import roofline
 from experiments.analysis.dataset import Dataset, ok, param, reading
+from experiments.analysis.units import qty
 from experiments.core.parallel import fork_map
 
 N_BOOT = 200
@@ -99,6 +100,10 @@ def _bounds(ceilings, system, name, value, dtype=None) -> tuple[float, float]:
     return float(row.ci_low), float(row.ci_high)
 
 
+# a predicted knee under 1 (zero up to rounding, or below it): no batch size has a knee
+NO_KNEE = "compute-bound from the smallest batch: no knee"
+
+
 def knee_of(b0, b1, f1, B, P) -> float:
     """b* where bytes(b) / B = flops(b) / P; inf when the FLOPs never catch up."""
     denom = f1 / P - b1 / B
@@ -116,9 +121,8 @@ def _predicted(b0, b1, f1, B, P, B_ci, P_ci) -> dict:
                                   "its FLOPs"}
     if knee < 1:
         return {"predicted": math.nan, "predicted_low": math.nan, "predicted_high": math.nan,
-                "predicted_note": f"not fitted: the predicted knee {knee:.2g} is below batch 1 "
-                                  f"(compute at {P:.3g} FLOP/s is slower than streaming the "
-                                  "weights at every batch)"}
+                "predicted_note": f"{NO_KNEE} (compute at {qty(P, 'FLOP/s')} takes longer "
+                                  "than streaming the weights at every batch)"}
     return {"predicted": knee, "predicted_low": low, "predicted_high": high,
             "predicted_note": ""}
 

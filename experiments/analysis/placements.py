@@ -27,7 +27,7 @@ import pandas as pd
 
 from experiments.analysis import bounds, prediction, roofline
 from experiments.analysis.dataset import reading
-from experiments.analysis.knees import compute_for, measured_knee
+from experiments.analysis.knees import NO_KNEE, compute_for, measured_knee
 from experiments.placement.formulas import MATRIX_OPS
 
 KNEE_AGREES = 2.0  # a predicted knee within this factor of the measured one agrees
@@ -255,8 +255,8 @@ def predicted_knee(b, flops, nbytes, B: float, P: float) -> tuple[float, str]:
     if denom <= 0:
         return math.inf, "never compute-bound: each added batch's bytes take longer than its FLOPs"
     knee = (b0 / B - f0 / P) / denom
-    if knee < 1:  # under one (zero up to rounding, or below it): no batch size has a knee
-        return math.nan, "compute-bound from the smallest batch: no knee"
+    if knee < 1:
+        return math.nan, NO_KNEE
     return float(knee), ""
 
 
