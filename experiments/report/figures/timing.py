@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import seaborn as sns
 
-from experiments.analysis.units import qty
+from experiments.analysis.units import qty, words
 from experiments.report.figures.common import (Grid, Missing, figure, literal, log_ticks,
                                                palette, title)
 
@@ -48,7 +48,7 @@ def timing(g: Grid):
             ax_cv.get_legend().remove()
         ax_key.axis("off")
         if handles:
-            ax_key.legend(handles, [literal(t) for t in labels], title="method",
+            ax_key.legend(handles, [literal(words(t)) for t in labels], title="method",
                           loc="upper left", frameon=False)
         launch = rows[rows.op == "launch_overhead"]
         if launch.empty:

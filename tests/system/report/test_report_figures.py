@@ -1,19 +1,20 @@
 """The report's figures and interactive roofline as a reader sees them: text size, hover names,
 CJK, each workload's colour."""
 
+import os
 import re
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from experiments.report.catalog import FIGURES
 
 
-from tests.system.report.test_analysis_report import rendered  # noqa: F401 (rendered: a fixture)
-import os
 from tests import analysis_fixtures as fx
-from tests.unit.report.test_report_figures import (ODD_CPU, ODD_GPU, ODD_WORKLOAD, _draw_with_chinese,
-                                                  _pid, _svg_texts)
+from tests.system.report.test_analysis_report import rendered  # noqa: F401 (rendered: a fixture)
+from tests.unit.report.test_report_figures import (ODD_CPU, ODD_GPU, ODD_WORKLOAD,
+                                                  _draw_with_chinese, _pid, _svg_texts)
 
 
 @pytest.mark.system
@@ -85,3 +86,18 @@ def test_names_with_mathtext_triggers_are_drawn_as_written(tmp_path):
         assert systems[0] in texts, (name, [t for t in texts if "$" in t])
     assert "datasheet: Ref $x_1_2$ sheet" in _svg_texts((tmp_path / "roofline.svg").read_text())
     assert systems[1] in _svg_texts((tmp_path / "bandwidth.svg").read_text())
+
+
+def test_the_timing_legend_names_each_clock_in_words(tmp_path):
+    """The methods' legend reads as units.words names them, never host_nosync or cuda_event."""
+    from experiments.analysis.dataset import from_rows
+    from experiments.analysis.units import words
+    from experiments.report import figures
+    rows = fx.timing_rows(fx.GPU, np.random.default_rng(0))
+    empty = pd.DataFrame(columns=["system", "value", "ceiling", "unit", "dtype"])
+    status = figures.draw_all(figures.Inputs(from_rows(rows), empty, [], pd.DataFrame(),
+                                             pd.DataFrame()), tmp_path)
+    assert status["timing"] is None
+    texts = _svg_texts((tmp_path / "timing.svg").read_text())
+    assert not any(re.search(r"host_(no)?sync|cuda_event", t) for t in texts), texts
+    assert {words("host_nosync"), words("host_sync"), words("cuda_event")} <= set(texts)

@@ -115,5 +115,3 @@ def test_the_report_renders_without_bokeh(tmp_path, monkeypatch):
 ODD_GPU = {"device_name": "Acme $x$ GPU \\alpha_1^2 $y^2^3", "host": "lab$"}
 ODD_CPU = {"device_name": "Zen \\$ 5 $a_b_c$", "host": "h$st$"}
 ODD_WORKLOAD = "mlp $x^2^3$ \\_"
-
-
