@@ -16,8 +16,8 @@ from experiments.core.store import write_text_atomic
 from experiments.report import compare_plot, glance, interactive, provenance, workloads
 from experiments.report.compare import (DIFFERS, WHY, Side, alone, both, labels, pairs, rows_csv,
                                         slots, workloads_table)
-from experiments.report.compare_text import (INTERVALS, RULE, differences, one_line, shown,
-                                             shown_calls)
+from experiments.report.compare_text import (INTERVALS, RULE, differences, one_line, raw,
+                                             shown, shown_calls)
 from experiments.report.render import plain
 
 FACTS = (("memory_bytes", "memory"), ("compute_units", "compute units"), ("driver", "driver"),
@@ -61,6 +61,11 @@ def _plot(a: Side, b: Side, label_a: str, label_b: str):
     return compare_plot.figure(sides, slot=slots(a, b))
 
 
+def _with_raw(cells: pd.DataFrame, numbers: list[dict]) -> list[dict]:
+    """Each row's cells with its raw numbers under "v" (the template's data-v)."""
+    return [r | {"v": v} for r, v in zip(cells.to_dict("records"), numbers)]
+
+
 def html(a: Side, b: Side, ceilings: pd.DataFrame, table: pd.DataFrame,
          calls: pd.DataFrame) -> str:
     label_a, label_b = labels(a, b)
@@ -75,7 +80,7 @@ def html(a: Side, b: Side, ceilings: pd.DataFrame, table: pd.DataFrame,
         groups.append({
             "a": sys_a, "b": sys_b,
             "machines": [(k, ma["rows"].get(k, ""), mb["rows"].get(k, "")) for k in keys],
-            "ceilings": shown(c).to_dict("records"), "n_differ": int((c.call == DIFFERS).sum()),
+            "ceilings": _with_raw(shown(c), raw(c)), "n_differ": int((c.call == DIFFERS).sum()),
             "n": len(c),
             "claims": {why: [{"claim": r["claim"], "a": r["verdict_a"], "b": r["verdict_b"],
                               "detail_a": plain(r["measurement_a"] or r["reason_a"]),
@@ -90,7 +95,7 @@ def html(a: Side, b: Side, ceilings: pd.DataFrame, table: pd.DataFrame,
     return env.get_template("compare.html.j2").render(
         a=label_a, b=label_b, groups=groups, differ=differences(ceilings, table),
         alone=[one_line(s) for s in alone(a, b)], rule=RULE, intervals=INTERVALS,
-        calls=shown_calls(calls).to_dict("records"), n_calls_differ=int(
+        calls=_with_raw(shown_calls(calls), raw(calls, "batch")), n_calls_differ=int(
             (calls.call == DIFFERS).sum()) if len(calls) else 0,
         plot=divs.get("roofline"), plot_script=interactive.deferred(script),
         bokeh_js=interactive.packed_script() if divs else "", unpack_js=interactive.UNPACK_JS,

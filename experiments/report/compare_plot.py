@@ -223,10 +223,10 @@ def figure(sides: dict, height: int = 620, slot: dict | None = None):
               for side, rs in side_renderers.items()]
     items += [LegendItem(label=g, renderers=rs) for g, rs in by_group.items()]
     if hover_points:
-        fig.add_tools(HoverTool(renderers=hover_points, tooltips=[("", "@text")]))
+        fig.add_tools(HoverTool(renderers=hover_points, tooltips=interactive.TOOLTIP))
     if hover_roofs:
-        fig.add_tools(HoverTool(renderers=hover_roofs, tooltips=[("", "@label")],
-                                line_policy="nearest"))
+        fig.add_tools(HoverTool(renderers=hover_roofs, line_policy="nearest",
+                                tooltips=interactive.TOOLTIP.replace("@text", "@label")))
     ncols = 1 if len(items) <= 4 else 2
     fig.add_layout(Legend(items=items, click_policy="hide", ncols=ncols,
                           label_text_font_size="12px", spacing=0, padding=4), "below")

@@ -46,6 +46,14 @@ def shown(ceilings: pd.DataFrame) -> pd.DataFrame:
         "call": [r["call"] for r in rows]}, columns=["ceiling", "A", "B", "B/A", "call"])
 
 
+def raw(frame: pd.DataFrame, *extra: str) -> list[dict]:
+    """Per row the numbers behind its cells, for the page's sorting and CSV (data-v): A, B,
+    B/A and the `extra` columns, finite ones only."""
+    keys = {"A": "value_a", "B": "value_b", "B/A": "ratio"} | {k: k for k in extra}
+    return [{k: float(r[c]) for k, c in keys.items() if finite(r[c])}
+            for r in frame.to_dict("records")]
+
+
 def shown_calls(calls: pd.DataFrame) -> pd.DataFrame:
     """The workloads as a reader sees them: device, workload, dtype, batch, both times with
     their spread, B / A and the call."""

@@ -115,8 +115,10 @@ def test_workloads_are_matched_by_system_and_device(shown):
     assert w.loc[("cuda:0", "attention"), "device_b"] == "cuda:0"
     assert (rows.kind == "ceiling").any() and (rows.kind == "claim").any()
     section = html[html.index('id="workloads"'):]
-    assert re.search(r"<td>cpu</td><td>mlp</td><td>float32</td><td class=\"num\">1</td>"
-                     r"<td class=\"num\">621 µs \[609, 633\]</td>", section)
+    # the cells as read, and the raw numbers behind them (sorting, CSV)
+    assert re.search(r"<td>cpu</td><td>mlp</td><td>float32</td><td class=\"num\" data-v=\"1.0\">"
+                     r"1</td><td class=\"num\" data-v=\"0.000621\">621 µs \[609, 633\]</td>",
+                     section)
     assert "192 µs" in section and "Workloads measured on both (4; 2 differ" in text
 
 
