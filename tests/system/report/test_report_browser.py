@@ -88,9 +88,9 @@ def browser():
             viewport={"width": size[0], "height": size[1]}, accept_downloads=True)
 
 
-@pytest.fixture(scope="module")
-def pages(browser, report):
-    """Each width's page, opened once, with every request it made and every script error."""
+def opened(browser, path: Path) -> dict:
+    """Each width's page of the file at `path`, opened once and its plot drawn: {width: (page,
+    {"requests": every URL it asked for, "errors": every script error}, size)}."""
     out = {}
     for name, size in WIDTHS.items():
         ctx = browser(size)
@@ -98,22 +98,29 @@ def pages(browser, report):
         seen = {"requests": [], "errors": []}
         page.on("request", lambda r, seen=seen: seen["requests"].append(r.url))
         page.on("pageerror", lambda e, seen=seen: seen["errors"].append(str(e)))
-        page.goto(report.as_uri())
+        page.goto(path.as_uri())
         page.wait_for_function("() => window.Bokeh && Bokeh.index && "
                                "Bokeh.index.all_views().some((v) => v.glyph && v.glyph.sx)")
         out[name] = (page, seen, size)
+    return out
+
+
+@pytest.fixture(scope="module")
+def pages(browser, report):
+    """Each width's page, opened once, with every request it made and every script error."""
+    out = opened(browser, report)
     yield out
     for page, _, _ in out.values():
         page.context.close()
 
 
-def _box(page, selector):
+def box(page, selector):
     b = page.locator(selector).first.bounding_box()
     assert b, f"{selector} is not on the page"
     return b
 
 
-def _overlap(a, b) -> bool:
+def overlap(a, b) -> bool:
     return (a["x"] < b["x"] + b["width"] - 1 and b["x"] < a["x"] + a["width"] - 1
             and a["y"] < b["y"] + b["height"] - 1 and b["y"] < a["y"] + a["height"] - 1)
 
@@ -121,12 +128,12 @@ def _overlap(a, b) -> bool:
 @pytest.mark.parametrize("width", WIDTHS)
 def test_the_first_screen_has_no_overlapping_boxes_and_no_sideways_scroll(pages, width):
     page, seen, (w, _) = pages[width]
-    boxes = {s: _box(page, s) for s in ("table.answer", ".plot .bk-Figure", ".rl-legend")}
+    boxes = {s: box(page, s) for s in ("table.answer", ".plot .bk-Figure", ".rl-legend")}
     names = list(boxes)
     for i, a in enumerate(names):
         assert boxes[a]["x"] >= 0 and boxes[a]["x"] + boxes[a]["width"] <= w + 1, (a, boxes[a])
         for b in names[i + 1:]:
-            assert not _overlap(boxes[a], boxes[b]), (a, boxes[a], b, boxes[b])
+            assert not overlap(boxes[a], boxes[b]), (a, boxes[a], b, boxes[b])
     # the table's content stays inside the table's column (no cell drawn under the plot)
     assert page.evaluate("() => { const t = document.querySelector('table.answer');"
                          " return t.scrollWidth <= t.parentElement.clientWidth + 1; }")
@@ -134,7 +141,7 @@ def test_the_first_screen_has_no_overlapping_boxes_and_no_sideways_scroll(pages,
     assert not seen["errors"]
 
 
-def _point_positions(page) -> list[tuple[float, float]]:
+def point_positions(page) -> list[tuple[float, float]]:
     """Page coordinates of the visible scatter points (Bokeh's own mapping to the canvas)."""
     return page.evaluate("""() => {
       const out = [];
@@ -153,7 +160,7 @@ def _point_positions(page) -> list[tuple[float, float]]:
     }""")
 
 
-def _hover_tips(page, w, points) -> list[str]:
+def hover_tips(page, w, points) -> list[str]:
     """Each point hovered: its tooltip's text, checked to lie inside the window, wrapped."""
     texts = []
     for x, y in points:
@@ -182,28 +189,28 @@ def test_tooltips_wrap_name_their_machine_and_stay_inside_the_window(pages, widt
     and their tooltips say they are a reference."""
     page, _, (w, _) = pages[width]
     page.locator(".plot").first.scroll_into_view_if_needed()
-    mine = _point_positions(page)
+    mine = point_positions(page)
     assert len(mine) >= 5
-    texts = _hover_tips(page, w, mine)
+    texts = hover_tips(page, w, mine)
     assert len(texts) >= 3 and not any("(reference)" in t for t in texts)
     legend = page.locator(".rl-legend")
     legend.locator("details > summary").click()
     box = legend.locator("details fieldset", has_text="h200 [published:h200]").first
     box.locator("legend input").check()
     page.wait_for_timeout(300)
-    shown = [p for p in _point_positions(page) if p not in mine]
+    shown = [p for p in point_positions(page) if p not in mine]
     assert len(shown) > 10
-    texts = _hover_tips(page, w, shown[:: max(1, len(shown) // 12)])
+    texts = hover_tips(page, w, shown[:: max(1, len(shown) // 12)])
     assert texts and all("(reference)" in t for t in texts)
     page.locator(".plot").first.scroll_into_view_if_needed()
     box.locator("legend input").uncheck()
     legend.locator("details > summary").click()
 
 
-def _downloads(page) -> dict[str, str]:
-    """Every table's CSV button clicked: {file name: its text}. Chromium lets a page start ten
-    downloads in a row, so the page is opened again after every eight."""
-    out, n = {}, None
+def downloads(page) -> list[tuple[str, str]]:
+    """Every table's CSV button clicked: (file name, its text) in the page's order. Chromium
+    lets a page start ten downloads in a row, so the page is opened again after every eight."""
+    out, n = [], None
     while n is None or len(out) < n:
         page.reload()
         page.locator("details").evaluate_all("(ds) => ds.forEach((d) => { d.open = true; })")
@@ -212,12 +219,13 @@ def _downloads(page) -> dict[str, str]:
         for button in buttons[len(out):len(out) + 8]:
             with page.expect_download() as d:
                 button.click()
-            out[d.value.suggested_filename] = Path(d.value.path()).read_text(encoding="utf-8")
+            out.append((d.value.suggested_filename,
+                        Path(d.value.path()).read_text(encoding="utf-8")))
     return out
 
 
 def test_csv_holds_raw_numbers_and_full_text_the_same_at_every_width(pages):
-    got = {name: _downloads(page) for name, (page, _, _) in pages.items()}
+    got = {name: dict(downloads(page)) for name, (page, _, _) in pages.items()}
     assert got["wide"] == got["narrow"]
     tables = got["wide"]
     assert {"workloads.csv", "ceilings.csv", "claims.csv"} <= set(tables)
