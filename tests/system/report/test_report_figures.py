@@ -9,8 +9,6 @@ import pandas as pd
 import pytest
 
 from experiments.report.catalog import FIGURES
-
-
 from tests import analysis_fixtures as fx
 from tests.system.report.test_analysis_report import rendered  # noqa: F401 (rendered: a fixture)
 from tests.unit.report.test_report_figures import (ODD_CPU, ODD_GPU, ODD_WORKLOAD,
