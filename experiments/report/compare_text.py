@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 
 from experiments.analysis.units import finite, interval, num, share
-from experiments.report.compare import (DIFFERS, MIN_CHANGE, SMALL, WHY, WITHIN, Side, alone,
-                                        labels)
+from experiments.report.compare import (DIFFERS, MEASURED_DIFFERENTLY, MIN_CHANGE, SMALL, WHY,
+                                        WITHIN, Side, alone, labels)
 
 # what a call means, said once on the page and in the terminal
 RULE = (f"{DIFFERS}: the two intervals do not overlap and the values are at least "
@@ -77,19 +77,24 @@ def differences(ceilings: pd.DataFrame, table: pd.DataFrame) -> list[dict]:
         t = table[(table.system_a == sys_a) & (table.system_b == sys_b) & table["differ"]]
         out.append({"a": sys_a, "b": sys_b, "n": len(c),
                     "ceilings": [f"{name(r)} {ratio(r)}" for r in
-                                 c[c.call == DIFFERS].to_dict("records")],
-                    "verdicts": [f"{r['claim']} ({r['verdict_a'] or 'not judged'} -> "
-                                 f"{r['verdict_b'] or 'not judged'})"
-                                 for r in t.to_dict("records")]})
+                                 c[c.call == DIFFERS].to_dict("records")]} | _verdicts(t))
     seen = {(d["a"], d["b"]) for d in out}
     for (sys_a, sys_b), t in table.groupby(["system_a", "system_b"], sort=False):
         if (sys_a, sys_b) not in seen:  # no ceiling fitted on either: verdicts alone
-            t = t[t["differ"]]
-            out.append({"a": sys_a, "b": sys_b, "n": 0, "ceilings": [],
-                        "verdicts": [f"{r['claim']} ({r['verdict_a'] or 'not judged'} -> "
-                                     f"{r['verdict_b'] or 'not judged'})"
-                                     for r in t.to_dict("records")]})
+            out.append({"a": sys_a, "b": sys_b, "n": 0, "ceilings": []}
+                       | _verdicts(t[t["differ"]]))
     return out
+
+
+def _verdicts(t: pd.DataFrame) -> dict:
+    """A pair's differing verdicts: "verdicts", judged on both sides and apart (holds / does not
+    hold), and "unsettled", where one side is undecided or could not judge: not a difference."""
+    def said(r):
+        return f"{r['claim']} ({r['verdict_a'] or 'not judged'} -> " \
+            f"{r['verdict_b'] or 'not judged'})"
+    apart = t["why"] == MEASURED_DIFFERENTLY
+    return {"verdicts": [said(r) for r in t[apart].to_dict("records")],
+            "unsettled": [said(r) for r in t[~apart].to_dict("records")]}
 
 
 def one_line(s: dict) -> str:
@@ -112,7 +117,9 @@ def text(a: Side, b: Side, ceilings: pd.DataFrame, table: pd.DataFrame,
     lines = [f"A: {la}", f"B: {lb}", f"calls: {RULE}.", f"intervals: {INTERVALS}.", ""]
     for d in differences(ceilings, table):
         lines.append(f"{d['a']}  vs  {d['b']}: {len(d['ceilings'])} of {d['n']} ceilings differ, "
-                     f"{len(d['verdicts'])} verdicts differ")
+                     f"{len(d['verdicts'])} verdicts differ"
+                     + (f" ({len(d['unsettled'])} more unsettled on one side)"
+                        if d["unsettled"] else ""))
         lines += [f"  {what}: {'; '.join(d[what])}" for what in ("ceilings", "verdicts")
                   if d[what]]
     lines += [one_line(s) for s in alone(a, b)]

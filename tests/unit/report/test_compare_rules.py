@@ -126,3 +126,22 @@ def test_a_machines_points_share_its_roofs_colour_family():
     assert len(shares) == 4 and all(len(v) == 1 and None not in v for v in shares.values()), \
         family
     assert shares["A", "GPU @ x"] == shares["B", "GPU @ x"] != shares["A", "CPU @ x"]
+
+
+def test_only_verdicts_judged_apart_on_both_sides_differ_on_the_first_screen():
+    """holds -> does not hold differs; a side undecided or unable to judge is unsettled, not a
+    difference (the first screen does not call coverage a change)."""
+    import pandas as pd
+
+    from experiments.report import compare, compare_text
+
+    table = pd.DataFrame({"system_a": "x", "system_b": "y",
+                          "claim": ["C1", "C2", "C3", "C4"],
+                          "verdict_a": ["holds", "holds", "", "holds"],
+                          "verdict_b": ["does not hold", "undecided", "holds", "holds"]})
+    table["differ"] = table.verdict_a != table.verdict_b
+    table["why"] = [compare.why(a, b) if d else "" for a, b, d in
+                    zip(table.verdict_a, table.verdict_b, table["differ"])]
+    (d,) = compare_text.differences(pd.DataFrame(columns=["system_a", "system_b"]), table)
+    assert d["verdicts"] == ["C1 (holds -> does not hold)"]
+    assert d["unsettled"] == ["C2 (holds -> undecided)", "C3 (not judged -> holds)"]
