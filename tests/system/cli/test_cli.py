@@ -14,15 +14,8 @@ import yaml
 
 from tests import analysis_fixtures as fx
 from experiments.cli import rooflab as cli
-from experiments.analysis import dataset
 from tests.workflow_copy import ROOT, SWEEP, python
-
-
-def _results(folder, rows_by_experiment, dev):
-    """A results folder as the workflow leaves it: job files collected into measurements.parquet."""
-    files = fx.write_files(folder / "measurements", rows_by_experiment, dev)
-    dataset.collect(files, out=folder / "measurements.parquet", log=lambda msg: None)
-    return folder
+from tests.unit.cli.test_cli import _results  # noqa: F401 (fixtures)
 
 
 @pytest.fixture(scope="module")

@@ -7,51 +7,16 @@ The read-only and full places are small tmpfs mounts; where the machine does not
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from tests.workflow_copy import ROOT
-
-BAD_BYTES = textwrap.dedent('''
-    import torch
-    def make_badbytes(batch, dtype, device, generator):
-        name = b"weights-\\xff.bin".decode("utf-8", "surrogateescape")  # as os.listdir gives it
-        raise FileNotFoundError(f"no such file: {name}")
-''')
-
-
-@contextlib.contextmanager
-def mounted(folder: Path, options: str):
-    """A tmpfs at `folder` for the block (skipped, saying why, where mounting is not allowed)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)],
-                          capture_output=True, text=True)
-    if done.returncode:
-        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip() or 'mount failed'})")
-    try:
-        yield folder
-    finally:
-        done = subprocess.run(["umount", str(folder)], capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr
-
-
-@pytest.fixture
-def full(tmp_path):
-    with mounted(tmp_path / "full", "size=64k") as folder:
-        with open(folder / "filler", "wb", buffering=0) as f:  # every block taken
-            try:
-                while f.write(b"\0" * 4096):
-                    pass
-            except OSError:
-                pass
-        yield folder
+from tests.unit.cli.test_places_and_text import BAD_BYTES, full, mounted  # noqa: F401 (fixtures)
 
 
 def _place(cwd: Path, *args: str) -> subprocess.CompletedProcess:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from experiments import collectives, peer_copy
+from experiments import collectives
 from experiments import experiment_config
+from tests.unit.experiments.test_gpu2gpu import _row, synthetic  # noqa: F401 (fixtures)
 
 
 @pytest.mark.system
@@ -40,25 +41,4 @@ def test_ranks_that_fail_leave_error_rows_with_the_reason():
 
 # --- analysis on synthetic rows ----------------------------------------------------------------
 
-def _row(**kw):
-    base = {"experiment": "peer_copy", "host": "h", "device": "cuda:0+1", "device_kind": "cuda",
-            "device_name": "NVIDIA H200", "dtype": "float32", "status": "ok"}
-    return base | kw
 
-
-def synthetic():
-    rows = []
-    for src, dst in peer_copy.ordered_pairs(2):
-        for size, t in ((4096, 10e-6), (2**30, 2**30 / 380e9)):
-            params = {"src": src, "dst": dst, "link": "nvlink", "peer_access": True}
-            rows.append(_row(op="copy_engine", variant="uni", bytes=float(size), time_s=t,
-                             params=params))
-    rows.append(_row(op="copy_engine", variant="bi", bytes=2.0**31, time_s=2**31 / 700e9,
-                     params={"src": 0, "dst": 1, "link": "nvlink", "peer_access": True}))
-    for size in (1024, 2**30):
-        t = size / 300e9 + 20e-6
-        rows.append(_row(experiment="collectives", op="all_reduce", variant="nccl",
-                         bytes=float(size), time_s=t,
-                         params=collectives.bandwidths("all_reduce", size, t, 2)
-                         | {"world_size": 2}))
-    return rows

@@ -7,12 +7,11 @@ import subprocess
 import sys
 
 import pytest
+from tests.unit.kernels.test_cpu_kernels import SPR  # noqa: F401 (fixtures)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 # Sapphire Rapids' AVX-512 features (as LLVM spells them), fixed here so the check does not
 # depend on the CPU that runs the test: LLVM only compiles for it, nothing runs
-SPR = ("+64bit,+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+popcnt,+sse4.2,+avx512f,+avx512vl,+avx512bw,"
-       "+avx512dq,+avx512cd,+avx512bf16,+avx512fp16,+avx512vnni")
 COMPILE = """
 import json, re, sys
 from numba import types

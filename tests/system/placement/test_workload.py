@@ -2,7 +2,6 @@
 every bad input as a row, the ncu parser, the sweep's `workloads:` validation and jobs."""
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -11,43 +10,10 @@ import pandas as pd
 import pytest
 
 from tests.workflow_copy import ROOT, copy_repo, snakemake
+from tests.unit.placement.test_workload import (  # noqa: F401 (fixtures)
+    USER, _cli, _mlp_counts, user_file)
 
 B, D, H = 8, 16, 48
-
-
-def _mlp_counts(b, d, h, size=4):
-    flops = 2 * b * d * h + 2 * b * h * d + b * h  # two GEMMs (bias in addmm) and the GELU
-    weights = (d * h + h + h * d + d) * size
-    return flops, b * d * size + weights + b * d * size
-
-
-USER = textwrap.dedent('''
-    import torch
-    def make_double(batch, dtype, device, generator, n=8):
-        w = torch.randn(n, n, generator=generator).to(device, dtype)
-        return (lambda x: x @ w @ w), (torch.randn(batch, n, generator=generator).to(device, dtype),)
-    def make_raises(batch, dtype, device, generator):
-        def fn(x):
-            raise RuntimeError("boom in the user's code")
-        return fn, (torch.randn(batch, 4),)
-    def make_no_tensor(batch, dtype, device, generator):
-        return (lambda x: float(x.sum())), (torch.randn(batch, 4),)
-    def make_no_flops(batch, dtype, device, generator):
-        return (lambda x: x + 1), (torch.randn(batch, 4),)
-''')
-
-
-@pytest.fixture
-def user_file(tmp_path):
-    path = tmp_path / "mine.py"
-    path.write_text(USER)
-    return path
-
-
-def _cli(*args, timeout=300):
-    env = os.environ | {"PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"}
-    return subprocess.run([sys.executable, "-m", "experiments", "place", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout, env=env)
 
 
 @pytest.mark.system

@@ -15,6 +15,8 @@ import pytest
 
 from tests.conftest import wait_for
 from experiments.sweep import forkserver
+from tests.unit.sweep.test_forkserver import (  # noqa: F401 (fixtures)
+    CLIENT, JOB, WRITER, server, start_server)
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open") or not sys.platform.startswith(
     "linux"), reason="fork server: Linux only")
@@ -22,63 +24,10 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open") or not sys.platfor
 ROOT = Path(__file__).resolve().parents[3]
 
 # The job: reports what it ran with, to its own stdout/stderr, and exits with a chosen status.
-JOB = """
-import os, sys, time
-print("cwd", os.getcwd())
-print("argv", sys.argv[1:])
-print("env", os.environ.get("JOB_VALUE"), os.environ.get("ROOFLAB_FORKSERVER"))
-print("pid", os.getpid(), flush=True)
-print("to stderr", file=sys.stderr)
-if "sleep" in sys.argv:
-    open(sys.argv[-1], "w").write(str(os.getpid()))
-    time.sleep(60)
-sys.exit(int(sys.argv[1]))
-"""
 # The client, as experiments/__main__.py starts: delegate, else run here.
-CLIENT = """
-import os, sys
-from experiments.sweep.forkserver import delegate
-delegate(os.environ.get("JOB_MODULE", "job_module"))
-print("ran in the client itself")
-sys.exit(99)
-"""
 
 
 # A job that writes a measurement file the way every job does (core/store.py), then ends as told.
-WRITER = """
-import os, sys, time
-import pyarrow as pa
-from experiments.core.store import write_atomic
-mode, out, pidfile = sys.argv[1:4]
-open(pidfile, "w").write(str(os.getpid()))
-if mode == "late":
-    time.sleep(3)
-write_atomic(pa.table({"x": [1]}), out)
-if mode == "hang":
-    time.sleep(60)
-sys.exit(4 if mode == "fail" else 0)
-"""
-
-
-def start_server(tmp_path, root=ROOT, modules=("json",), stderr=None):
-    (tmp_path / "job_module.py").write_text(JOB)
-    (tmp_path / "writer_job.py").write_text(WRITER)
-    (tmp_path / "client.py").write_text(CLIENT)
-    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(tmp_path), str(root)])}
-    path = str(tmp_path / "server.sock")
-    proc = subprocess.Popen([sys.executable, "-m", "experiments.sweep.forkserver", path,
-                             *modules], stdout=subprocess.PIPE, stderr=stderr, text=True, env=env,
-                            cwd=tmp_path)  # not the checkout: `root` is the code it imports
-    return env | {forkserver.ENV: f"{socket.gethostname()}:{path}"}, proc
-
-
-@pytest.fixture
-def server(tmp_path):
-    env, proc = start_server(tmp_path)
-    assert proc.stdout.readline().strip() == "ready"
-    yield env, proc
-    proc.terminate()
-    proc.wait(timeout=10)
 
 
 def run_client(env, cwd, *args, **kw):

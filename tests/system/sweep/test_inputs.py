@@ -9,10 +9,7 @@ import shutil
 import pytest
 
 from tests.workflow_copy import ROOT, copy_repo, python, snakemake
-
-PUBLISHED = ["results/published/h200/measurements.parquet",
-             "results/published/h200/workloads.parquet",
-             "results/published/h200x2/measurements.parquet"]
+from tests.unit.sweep.test_inputs import PUBLISHED  # noqa: F401 (fixtures)
 
 
 @pytest.mark.system
