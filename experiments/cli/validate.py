@@ -44,8 +44,8 @@ def parser(prog: str = "rooflab validate") -> argparse.ArgumentParser:
                                              "config's validate.count)")
     p.add_argument("--device", action="append", help="cpu or cuda:N, repeatable (default: the "
                                                      "CPU and the first GPU, if any)")
-    p.add_argument("--host", default="", help="the host label of the run (default: this "
-                                              "machine's name, as the run's)")
+    p.add_argument("--host", default="", help="the host label of the rows (default: the "
+                                              "run's, where it has one; else this machine's)")
     return p
 
 
@@ -159,6 +159,7 @@ def main(argv=None, prog: str = "rooflab validate") -> int:
     if bad := [d for d in args.device or () if d != "cpu" and not d.startswith("cuda")]:
         print(f"{prog}: --device {bad[0]!r}: give cpu or cuda:N", file=sys.stderr)
         return 2
+    args.host = args.host or run_host(layout.file(results, "dataset"))
     for old in job_files(folder):  # an earlier draw's rows are not this one's
         old.unlink()
     from experiments.core.isolate import supervise
@@ -185,6 +186,16 @@ def main(argv=None, prog: str = "rooflab validate") -> int:
     print(text + f"\nwritten: {folder}/judged.parquet, summary.parquet, summary.txt; "
           "`rooflab report` shows the band beside each predicted time")
     return 0
+
+
+def run_host(dataset: Path) -> str:
+    """The host label of the run's own rows where they have one (a run made with
+    `--config host=node` on a machine of another name), else "" (this machine's)."""
+    import pandas as pd
+
+    rows = pd.read_parquet(dataset, columns=["host", "source"])
+    hosts = rows.host[rows.source == "run"].dropna().unique()
+    return str(hosts[0]) if len(hosts) == 1 else ""
 
 
 def job_files(folder: Path) -> list[Path]:

@@ -84,3 +84,15 @@ def test_calls_timed_contended_or_noisy_are_counted_as_disturbed():
     s = validation.summary(judged).set_index(["kind", "class"])
     assert s.loc[("call", "all"), "disturbed"] == 1 and s.loc[("call", "linear"), "disturbed"] == 0
     assert validation.judge(_table(), seed=1).disturbed.eq(False).all()
+
+
+def test_held_out_rows_take_the_runs_host_label(tmp_path):
+    """A run made with `--config host=node` is judged under its own label, whatever this
+    machine's name; published rows' hosts do not count, and two run hosts leave it to the
+    machine's."""
+    path = tmp_path / "measurements.parquet"
+    pd.DataFrame({"host": ["node", "node", "h200"], "source": ["run", "run", "published"]}) \
+        .to_parquet(path)
+    assert validate.run_host(path) == "node"
+    pd.DataFrame({"host": ["a", "b"], "source": ["run", "run"]}).to_parquet(path)
+    assert validate.run_host(path) == ""
