@@ -22,7 +22,7 @@ import torch
 from omegaconf import MISSING
 
 from experiments.core.cpus import read_topology
-from experiments.core.config import ConfigError, ExperimentConfig, check_sizes
+from experiments.core.config import ConfigError, ExperimentConfig
 from experiments.core.dtypes import itemsize, torch_dtype
 from experiments.core.checks import check_close, need_host_memory, need_storage_dtype
 from experiments.core.harness import Point, State
@@ -58,21 +58,16 @@ class BandwidthConfig(ExperimentConfig):
     call_bytes: int = MISSING  # CPU: bytes one call moves per thread at least (passes repeat)
     dram_steady_s: float = MISSING  # CPU: a DRAM-window point samples at least this long
 
+    RULES = {"ops": OPS, "sizes": "sizes", "from_machine": "bool", "level_points": "int >= 1",
+             "call_bytes": "int >= 1", "dram_steady_s": ">= 0"}
+
     def __post_init__(self):
-        unknown = [op for op in self.ops if op not in OPS]
-        if unknown or not self.ops:
-            raise ValueError(f"experiment.ops={list(self.ops)}; allowed: {list(OPS)}")
-        check_sizes("experiment.sizes", self.sizes)
-        if not isinstance(self.from_machine, bool):
-            raise ConfigError(f"experiment.from_machine={self.from_machine} must be true or false")
-        if not isinstance(self.level_points, int) or self.level_points < 1:
-            raise ConfigError(f"experiment.level_points={self.level_points} must be >= 1")
-        if not list(self.dram_arrays) or any(not f > 0 for f in self.dram_arrays):
-            raise ConfigError(f"experiment.dram_arrays={list(self.dram_arrays)} must be > 0")
-        check_sizes("experiment.call_bytes", [self.call_bytes])
-        if not (isinstance(self.dram_steady_s, (int, float)) and 0 <= self.dram_steady_s < 60):
+        super().__post_init__()
+        if not self.dram_steady_s < 60:
             raise ConfigError(f"experiment.dram_steady_s={self.dram_steady_s} must be seconds "
                               "in [0, 60)")
+        if not list(self.dram_arrays) or any(not f > 0 for f in self.dram_arrays):
+            raise ConfigError(f"experiment.dram_arrays={list(self.dram_arrays)} must be > 0")
 
 
 Config = BandwidthConfig

@@ -50,7 +50,7 @@ os.environ["NVSHMEM_DISABLE_NVLS"] = "1"
 import torch  # noqa: E402
 from omegaconf import MISSING
 
-from experiments.core.config import ConfigError, ExperimentConfig, check_positive, check_sizes  # noqa: E402
+from experiments.core.config import ExperimentConfig  # noqa: E402
 from experiments.core.dtypes import itemsize, torch_dtype  # noqa: E402
 from experiments.core.device import gpu_group  # noqa: E402
 from experiments.core.harness import Point, State  # noqa: E402
@@ -77,13 +77,7 @@ class CollectivesConfig(ExperimentConfig):
     ops: list[str] = MISSING
     timeout_s: float = MISSING  # the whole group; past it the ranks are stopped, rows say why
 
-    def __post_init__(self):
-        check_sizes("experiment.sizes", self.sizes)
-        check_positive("experiment.timeout_s", self.timeout_s)
-        ops = list(self.ops)
-        bad = [o for o in ops if o not in OPS]
-        if bad or not ops:
-            raise ConfigError(f"experiment.ops={ops!r}; allowed: a non-empty list of {', '.join(OPS)}")
+    RULES = {"sizes": "sizes", "timeout_s": "> 0", "ops": OPS}
 
 
 Config = CollectivesConfig

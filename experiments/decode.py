@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from omegaconf import MISSING
 
 from experiments.core.budget import SlowPointGuard, rotation_copies
-from experiments.core.config import ConfigError, ExperimentConfig, check_sizes
+from experiments.core.config import ConfigError, ExperimentConfig
 from experiments.core.dtypes import itemsize, tf32_matmul, torch_dtype
 from experiments.core.checks import check_close, need_host_memory, need_storage_dtype
 from experiments.core.harness import Point, State
@@ -65,24 +65,17 @@ class DecodeConfig(ExperimentConfig):
     rotate_bytes_factor: float = MISSING  # rotate weight copies until they span this many LLCs
     max_copies: int = MISSING
 
+    RULES = {"ops": OPS, "channels": "sizes", "batches": "sizes", "block_batches": "sizes",
+             "block_contexts": "sizes", "max_call_s": "> 0", "rotate_bytes_factor": "> 0",
+             "max_copies": "int >= 1"}
+
     def __post_init__(self):
-        unknown = [op for op in self.ops if op not in OPS]
-        if unknown or not self.ops:
-            raise ConfigError(f"experiment.ops={list(self.ops)}; allowed: {list(OPS)}")
-        for key in ("channels", "batches", "block_batches", "block_contexts"):
-            check_sizes(f"experiment.{key}", getattr(self, key))
+        super().__post_init__()
         if self.heads < 1 or self.d_model < 1 or self.d_model % self.heads:
             raise ConfigError(f"experiment.d_model={self.d_model} must be a positive multiple "
                               f"of experiment.heads={self.heads}")
         if self.norm not in NORMS:
             raise ConfigError(f"experiment.norm={self.norm!r}; allowed: {list(NORMS)}")
-        if self.max_call_s <= 0:
-            raise ConfigError(f"experiment.max_call_s={self.max_call_s} must be > 0")
-        if self.rotate_bytes_factor <= 0:
-            raise ConfigError(
-                f"experiment.rotate_bytes_factor={self.rotate_bytes_factor} must be > 0")
-        if self.max_copies < 1:
-            raise ConfigError(f"experiment.max_copies={self.max_copies} must be >= 1")
 
 
 Config = DecodeConfig

@@ -26,7 +26,7 @@ import torch
 from omegaconf import MISSING
 
 from experiments import kernels
-from experiments.core.config import ConfigError, ExperimentConfig, check_sizes
+from experiments.core.config import ConfigError, ExperimentConfig
 from experiments.core.checks import need_host_memory, need_storage_dtype
 from experiments.core.dtypes import itemsize, torch_dtype
 from experiments.core.harness import Point, State
@@ -51,15 +51,12 @@ class IntensityConfig(ExperimentConfig):
     # the first point's (the traffic alone) runs over a prefix taking about this long (0: never)
     call_s: float = MISSING
 
+    RULES = {"fmas": "sizes0", "n": "int >= 0", "persistent": "bool", "call_s": ">= 0"}
+
     def __post_init__(self):
-        check_sizes("experiment.fmas", self.fmas, allow_zero=True)
-        check_sizes("experiment.n", [self.n], allow_zero=True)
+        super().__post_init__()
         check_block("experiment.block", self.block)
         check_warps("experiment.num_warps", [self.num_warps])
-        if not isinstance(self.persistent, bool):
-            raise ConfigError(f"experiment.persistent={self.persistent} must be true or false")
-        if not isinstance(self.call_s, (int, float)) or not self.call_s >= 0:
-            raise ConfigError(f"experiment.call_s={self.call_s} must be >= 0 (0: no limit)")
 
 
 Config = IntensityConfig

@@ -19,7 +19,7 @@ import torch
 from omegaconf import MISSING
 
 from experiments import kernels
-from experiments.core.config import ConfigError, ExperimentConfig, check_sizes
+from experiments.core.config import ConfigError, ExperimentConfig
 from experiments.core.checks import check_close, need_storage_dtype
 from experiments.core.dtypes import itemsize, torch_dtype
 from experiments.core.harness import Point, State
@@ -47,10 +47,10 @@ class L1Config(ExperimentConfig):
     num_warps: int = MISSING
     bytes_per_call: int = MISSING  # tiles loaded by one call, all programs, all passes
 
+    RULES = {"sizes": "sizes", "blocks_per_sm": "int >= 1", "bytes_per_call": "int >= 1"}
+
     def __post_init__(self):
-        check_sizes("experiment.sizes", self.sizes)
-        check_sizes("experiment.blocks_per_sm", [self.blocks_per_sm])
-        check_sizes("experiment.bytes_per_call", [self.bytes_per_call])
+        super().__post_init__()
         check_block("experiment.block_bytes", self.block_bytes)
         check_warps("experiment.num_warps", [self.num_warps])
         for size in self.sizes:

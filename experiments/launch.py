@@ -44,7 +44,10 @@ class LaunchConfig(ExperimentConfig):
     tile: int = MISSING  # elements each block owns
     iters: int = MISSING  # FMAs per element: a block's fixed work is tile x iters FMAs
 
+    RULES = {"blocks_per_sm": "int >= 1", "iters": "int >= 0"}
+
     def __post_init__(self):
+        super().__post_init__()
         if not 0 < self.min_waves <= self.max_waves:
             raise ConfigError(f"experiment.min_waves={self.min_waves} and max_waves="
                               f"{self.max_waves} must satisfy 0 < min_waves <= max_waves")
@@ -56,12 +59,7 @@ class LaunchConfig(ExperimentConfig):
         if any(not w > 0 for w in self.warp_waves):
             raise ConfigError(f"experiment.warp_waves={list(self.warp_waves)}; "
                               "every entry must be > 0")
-        if not isinstance(self.blocks_per_sm, int) or self.blocks_per_sm < 1:
-            raise ConfigError(f"experiment.blocks_per_sm={self.blocks_per_sm} "
-                              "must be an integer >= 1")
         check_block("experiment.tile", self.tile)
-        if not isinstance(self.iters, int) or self.iters < 0:
-            raise ConfigError(f"experiment.iters={self.iters} must be an integer >= 0")
 
 
 Config = LaunchConfig

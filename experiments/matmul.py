@@ -23,7 +23,7 @@ import torch
 from omegaconf import MISSING
 
 from experiments.core.budget import SlowPointGuard, rotation_copies
-from experiments.core.config import ExperimentConfig, check_sizes
+from experiments.core.config import ExperimentConfig
 from experiments.core.checks import has_nan
 from experiments.core.dtypes import itemsize, tf32_matmul, torch_dtype
 from experiments.core.cpus import HALF_ARITHMETIC, isa_flags
@@ -77,23 +77,9 @@ class MatmulConfig(ExperimentConfig):
     plateau_flat: int = MISSING
     plateau_past: int = MISSING
 
-    def __post_init__(self):
-        check_sizes("experiment.sizes", self.sizes)
-        if self.max_call_s <= 0:
-            raise ValueError(f"experiment.max_call_s={self.max_call_s} must be > 0")
-        if not self.rising_call_s > 0:
-            raise ValueError(f"experiment.rising_call_s={self.rising_call_s} must be > 0")
-        if not isinstance(self.plateau_gain, (int, float)) or not self.plateau_gain >= 0:
-            raise ValueError(f"experiment.plateau_gain={self.plateau_gain} must be >= 0")
-        if not isinstance(self.plateau_flat, int) or self.plateau_flat < 1:
-            raise ValueError(f"experiment.plateau_flat={self.plateau_flat} must be >= 1")
-        if not isinstance(self.plateau_past, int) or self.plateau_past < 0:
-            raise ValueError(f"experiment.plateau_past={self.plateau_past} must be >= 0")
-        if not self.rotate_bytes_factor >= 0:
-            raise ValueError(f"experiment.rotate_bytes_factor={self.rotate_bytes_factor} must "
-                             "be >= 0")
-        if not self.steady_s >= 0:
-            raise ValueError(f"experiment.steady_s={self.steady_s} must be >= 0")
+    RULES = {"sizes": "sizes", "max_call_s": "> 0", "rising_call_s": "> 0",
+             "plateau_gain": ">= 0", "plateau_flat": "int >= 1", "plateau_past": "int >= 0",
+             "rotate_bytes_factor": ">= 0", "steady_s": ">= 0"}
 
 
 Config = MatmulConfig

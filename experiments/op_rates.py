@@ -30,7 +30,7 @@ from omegaconf import MISSING
 
 from experiments import models
 from experiments.core.budget import SlowPointGuard, rotation_copies
-from experiments.core.config import ConfigError, ExperimentConfig, check_sizes
+from experiments.core.config import ConfigError, ExperimentConfig
 from experiments.core.dtypes import torch_dtype
 from experiments.core.harness import Point, State
 from experiments.core.runner import Context, NotApplicable, Unsupported
@@ -82,18 +82,15 @@ class OpRatesConfig(ExperimentConfig):
     rotate_bytes_factor: float = MISSING  # rotate copies until they span this many LLCs
     max_copies: int = MISSING
 
+    RULES = dict.fromkeys(MODULES, "sizes") | {"max_call_s": "> 0", "rotate_bytes_factor": "> 0",
+                                                "max_copies": "int >= 1"}
+
     def __post_init__(self):
+        super().__post_init__()
         unknown = sorted(set(self.modules) - set(MODULES))
         if unknown or not self.modules or len(set(self.modules)) != len(self.modules):
             raise ConfigError(f"experiment.modules={list(self.modules)}: give each at most once; "
                               f"allowed: {list(MODULES)}")
-        for name in MODULES:
-            check_sizes(f"experiment.{name}", getattr(self, name))
-        if not self.max_call_s > 0 or not self.rotate_bytes_factor > 0:
-            raise ConfigError(f"experiment.max_call_s={self.max_call_s} and rotate_bytes_factor="
-                              f"{self.rotate_bytes_factor} must be > 0")
-        if self.max_copies < 1:
-            raise ConfigError(f"experiment.max_copies={self.max_copies} must be >= 1")
         for text in self.shapes:
             parse_shape(text)
 

@@ -32,7 +32,7 @@ from itertools import combinations, permutations
 import torch
 from omegaconf import MISSING
 
-from experiments.core.config import ConfigError, ExperimentConfig, check_sizes
+from experiments.core.config import ExperimentConfig
 from experiments.core.dtypes import itemsize, torch_dtype
 from experiments.core.device import gpu_group
 from experiments.core.harness import Point, State
@@ -59,14 +59,7 @@ class PeerCopyConfig(ExperimentConfig):
     methods: list[str] = MISSING
     directions: list[str] = MISSING
 
-    def __post_init__(self):
-        check_sizes("experiment.sizes", self.sizes)
-        for key, allowed in (("methods", METHODS), ("directions", DIRECTIONS)):
-            values = list(getattr(self, key))
-            bad = [v for v in values if v not in allowed]
-            if bad or not values:
-                raise ConfigError(f"experiment.{key}={values!r}; allowed: a non-empty list of "
-                                  f"{', '.join(allowed)}")
+    RULES = {"sizes": "sizes", "methods": METHODS, "directions": DIRECTIONS}
 
 
 Config = PeerCopyConfig

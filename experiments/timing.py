@@ -21,7 +21,7 @@ import torch
 from omegaconf import MISSING
 
 from experiments.core.budget import samples_within
-from experiments.core.config import ConfigError, ExperimentConfig, check_sizes
+from experiments.core.config import ExperimentConfig
 from experiments.core.dtypes import itemsize, torch_dtype
 from experiments.core.checks import check_close, has_nan, need_storage_dtype, relative_error
 from experiments.core.harness import Point, State
@@ -52,13 +52,9 @@ class TimingConfig(ExperimentConfig):
     launch_samples: int = MISSING  # at least 6: a median's 95 % interval needs them (MedianTiming)
     stream_order_size: int = MISSING  # side of the long first matmul of the stream-order check
 
-    def __post_init__(self):
-        check_sizes("experiment.kernel_sizes", self.kernel_sizes)
-        for key, low in (("max_samples", MIN_SAMPLES), ("launch_kernels", 1),
-                         ("launch_samples", 6), ("stream_order_size", 1)):
-            value = getattr(self, key)
-            if not isinstance(value, int) or value < low:
-                raise ConfigError(f"experiment.{key}={value!r} must be an integer >= {low}")
+    RULES = {"kernel_sizes": "sizes", "max_samples": f"int >= {MIN_SAMPLES}",
+             "launch_kernels": "int >= 1", "launch_samples": "int >= 6",
+             "stream_order_size": "int >= 1"}
 
 
 Config = TimingConfig

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from omegaconf import MISSING
 
-from experiments.core.config import ConfigError, ExperimentConfig, check_positive, check_sizes
+from experiments.core.config import ExperimentConfig
 from experiments.core.checks import need_storage_dtype
 from experiments.core.dtypes import itemsize, torch_dtype
 from experiments.core.harness import Point, State
@@ -71,12 +71,8 @@ class TransferConfig(ExperimentConfig):
     d2d_bytes: int = MISSING  # device-to-device copy that measures device memory bandwidth
     pageable_budget_s: float = MISSING  # the most a pageable copy's point samples
 
-    def __post_init__(self):
-        check_sizes("experiment.sizes", self.sizes)
-        check_sizes("experiment.create_sizes", self.create_sizes)
-        if not isinstance(self.d2d_bytes, int) or self.d2d_bytes < 1:
-            raise ConfigError(f"experiment.d2d_bytes={self.d2d_bytes!r} must be an integer >= 1")
-        check_positive("experiment.pageable_budget_s", self.pageable_budget_s)
+    RULES = {"sizes": "sizes", "create_sizes": "sizes", "d2d_bytes": "int >= 1",
+             "pageable_budget_s": "> 0"}
 
 
 Config = TransferConfig

@@ -48,8 +48,11 @@ class WorkloadConfig(ExperimentConfig):
     profile_batches: list[int] = MISSING  # batches also broken down per aten op (torch.profiler)
     ncu_batches: list[int] = MISSING  # ...and their kernels' DRAM/L2/L1 bytes measured by ncu
 
+    RULES = {"batches": "sizes", "max_call_s": "> 0", "rotate_bytes_factor": "> 0",
+             "max_copies": "int >= 1"}
+
     def __post_init__(self):
-        check_sizes("experiment.batches", self.batches)
+        super().__post_init__()
         for key in ("profile_batches", "ncu_batches"):
             check_sizes(f"experiment.{key}", getattr(self, key) or [1])
             if not set(getattr(self, key)) <= set(self.batches):
@@ -62,13 +65,6 @@ class WorkloadConfig(ExperimentConfig):
         if ":" not in self.target:
             raise ConfigError(f"experiment.target={self.target!r}: give module:function or "
                               "path/to/file.py:function")
-        if not self.max_call_s > 0:
-            raise ConfigError(f"experiment.max_call_s={self.max_call_s} must be > 0")
-        if not self.rotate_bytes_factor > 0:
-            raise ConfigError(
-                f"experiment.rotate_bytes_factor={self.rotate_bytes_factor} must be > 0")
-        if self.max_copies < 1:
-            raise ConfigError(f"experiment.max_copies={self.max_copies} must be >= 1")
 
 
 Config = WorkloadConfig

@@ -12,7 +12,7 @@ import math
 import tempfile
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 from hydra.core.config_store import ConfigStore
@@ -83,9 +83,40 @@ def yaml_error(path) -> str | None:
     return None
 
 
+def check_rule(key: str, value, rule) -> None:
+    """One value against its rule (ExperimentConfig.RULES): "sizes" (or "sizes0", zero allowed),
+    "bool", "> x" or ">= x" (a finite number), "int >= x", or the names a non-empty list may
+    hold."""
+    if not isinstance(rule, str):  # the names a list may hold (a tuple, or a dict's keys)
+        values = list(value)
+        if not values or any(v not in rule for v in values):
+            raise ConfigError(f"{key}={values!r}; allowed: a non-empty list of {', '.join(rule)}")
+        return
+    if rule in ("sizes", "sizes0"):
+        return check_sizes(key, value, allow_zero=rule == "sizes0")
+    if rule == "bool":
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}={value!r} must be true or false")
+        return
+    *kind, op, bound = rule.split()
+    number = not isinstance(value, bool) and isinstance(value, int if kind else (int, float))
+    if not number or not math.isfinite(value) or not (
+            value > float(bound) if op == ">" else value >= float(bound)):
+        raise ConfigError(f"{key}={value!r} must be {'an integer' if kind else 'a number'} "
+                          f"{op} {bound}")
+
+
 @dataclass
 class ExperimentConfig:
+    """An experiment's keys. RULES (key -> check_rule's rule) are checked when the config becomes
+    objects; a subclass's __post_init__ adds what spans keys, after super().__post_init__()."""
+
     name: str = MISSING
+    RULES: ClassVar[dict] = {}
+
+    def __post_init__(self):
+        for key, rule in self.RULES.items():
+            check_rule(f"experiment.{key}", getattr(self, key), rule)
 
 
 @dataclass

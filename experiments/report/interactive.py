@@ -293,7 +293,7 @@ def _roofs(fig, s: Roofs, xr, yr, color, dash, nth: int = 0, offsets=None) -> li
     labelled; returns the renderers (one legend entry hides them all). `nth`: the system's place,
     which moves its memory labels right, off another system's; `offsets`: _offsets'."""
     offsets = offsets or {}
-    (x_lo, x_hi), (y_lo, y_hi) = xr, yr
+    (x_lo, x_hi), (y_lo, _) = xr, yr
     top = max((v for _, v in s.compute), default=None)
     xs, ys, labels = [], [], []
     name = s.name + (" (reference)" if s.reference else "")

@@ -290,6 +290,6 @@ def counts(rows: pd.DataFrame, key: str = "op") -> str:
 
 
 __all__ = ["HOLDS", "FAILS", "NOT_MEASURABLE", "WORKED", "MEASURED", "ARTICLE", "VERDICTS",
-           "NotMeasurable", "Result", "Section", "Claim", "WorkedExample", "System", "si",
+           "NotMeasurable", "Result", "Section", "Claim", "WorkedExample", "System",
            "claim", "text_only", "worked_example", "section", "article_sheet", "interval",
            "counts", "CLAIMS", "WORKED_EXAMPLES", "SECTIONS", "ANALYSIS_ERROR", "PHYSICAL"]
