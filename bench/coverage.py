@@ -30,7 +30,7 @@ def fitted(run: Path, floors: bool = True) -> pd.DataFrame:
     zero = {k: dict.fromkeys(v, 0.0) for k, v in plateaus.RUN_TO_RUN.items()}
     with mock.patch.dict(plateaus.RUN_TO_RUN, plateaus.RUN_TO_RUN if floors else zero):
         c = roofline.fit(ds)
-    c = c[c.value.notna() & ~c.ceiling.str.startswith("ridge")]
+    c = c[c.value.notna()]
     c = c.assign(dtype=c.dtype.fillna(""), family=c.ceiling.map(plateaus.FAMILY),
                  kind=c.device_kind.map(lambda k: "cpu" if k == "cpu" else "gpu"))
     return c.set_index(KEY)
