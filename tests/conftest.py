@@ -87,6 +87,23 @@ def _fewer_knee_resamples(request, monkeypatch):
         monkeypatch.setattr(knees, "N_BOOT", 50)
 
 
+@pytest.fixture(autouse=True)
+def _one_torch_thread(request):
+    """Unit tests judge rows, not speed: torch runs their tiny ops on one thread. Its two
+    OpenMP threads on a 2-core machine wait for each other whenever another process holds a
+    core, and a point planned from a quiet first call then samples 100x its budget (40 s for a
+    0.3 s GEMM point). System tests keep torch's own count."""
+    if request.node.get_closest_marker("system") is not None:
+        yield
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _knees_fitted_once():
     """A measured knee is a pure function of its curve (batch sizes, times) and of knees.N_BOOT
