@@ -10,10 +10,13 @@ from experiments.core.config import Settings
 from experiments.core.dtypes import torch_dtype
 
 SETTINGS = Settings.defaults()
+# a CPU point samples steady_s (0.3 s) at least; these tests read its rows, not its speed
+# (test_a_cpu_gemm_point_samples_at_least_steady_s keeps the rule)
+QUICK = "experiment.steady_s=0"
 
 
 def test_matmul_counts_work_and_checks_against_float64(run_experiment):
-    rows = run_experiment("matmul", "float32", ["experiment.sizes=[96,32,64]"])
+    rows = run_experiment("matmul", "float32", ["experiment.sizes=[96,32,64]", QUICK])
     assert list(rows.n) == [32, 64, 96]  # measured smallest first, whatever the config order
     assert (rows.status == "ok").all(), rows[["n", "status", "message"]]
     n = rows.n.to_numpy(float)
@@ -61,7 +64,7 @@ def test_error_parts_see_a_wrong_product():
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_half_precision_error_is_larger_but_bounded(run_experiment, dtype, monkeypatch):
     monkeypatch.setattr(matmul, "isa_flags", lambda: {"avx512_fp16"})  # as on a Sapphire Rapids
-    rows = run_experiment("matmul", dtype, ["experiment.sizes=[64]"])
+    rows = run_experiment("matmul", dtype, ["experiment.sizes=[64]", QUICK])
     assert list(rows.status) == ["ok"]
     p = json.loads(rows.params.iloc[0])
     # rounding shows, garbage would be ~1; the tolerance bounds the arithmetic part
@@ -100,7 +103,7 @@ def test_isa_flags_read_x86_and_arm_cpuinfo(tmp_path):
 
 def test_a_size_predicted_past_the_time_limit_is_skipped(run_experiment):
     rows = run_experiment("matmul", "float32",
-                          ["experiment.sizes=[64,4096]", "experiment.max_call_s=1e-4"])
+                          ["experiment.sizes=[64,4096]", "experiment.max_call_s=1e-4", QUICK])
     assert list(rows.status) == ["ok", "skipped"]
     assert "max_call_s" in rows.message.iloc[1] and np.isnan(rows.time_s.iloc[1])
 
@@ -116,7 +119,7 @@ def test_bad_settings_are_rejected_by_name(run_experiment, key, value):
 
 def test_one_operand_set_where_rotate_bytes_factor_is_0(run_experiment):
     rows = run_experiment("matmul", "float32", ["experiment.sizes=[64]",
-                                                "experiment.rotate_bytes_factor=0"])
+                                                "experiment.rotate_bytes_factor=0", QUICK])
     assert json.loads(rows.params.iloc[0])["operand_sets"] == 1
 
 
