@@ -8,7 +8,9 @@ import pytest
 
 from experiments import collectives
 from experiments import experiment_config
-from tests.unit.experiments.test_gpu2gpu import _row, synthetic  # noqa: F401 (fixtures)
+from experiments.analysis.dataset import from_rows
+from experiments.report import figures
+from tests.unit.experiments.test_gpu2gpu import _inputs, _row, synthetic  # noqa: F401 (fixtures)
 
 
 @pytest.mark.system
@@ -42,3 +44,11 @@ def test_ranks_that_fail_leave_error_rows_with_the_reason():
 # --- analysis on synthetic rows ----------------------------------------------------------------
 
 
+def test_copy_matrix_and_figures_from_rows(tmp_path):
+    rows = synthetic()
+    m = figures.copy_matrix(from_rows(rows).rows)
+    assert sorted(zip(m.src, m.dst)) == [(0, 1), (1, 0)]
+    assert m.gbps.tolist() == pytest.approx([380.0, 380.0])
+    status = figures.draw_all(_inputs(rows), tmp_path)
+    assert status["peer_copy"] is None and status["collectives"] is None, status
+    assert (tmp_path / "peer_copy.svg").stat().st_size > 1000

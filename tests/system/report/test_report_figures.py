@@ -99,3 +99,16 @@ def test_the_timing_legend_names_each_clock_in_words(tmp_path):
     texts = _svg_texts((tmp_path / "timing.svg").read_text())
     assert not any(re.search(r"host_(no)?sync|cuda_event", t) for t in texts), texts
     assert {words("host_nosync"), words("host_sync"), words("cuda_event")} <= set(texts)
+
+
+def test_the_report_renders_without_bokeh(tmp_path, monkeypatch):
+    """Bokeh missing (a bare environment, the GPU image's offline wheels): the report still
+    renders, says how to get the interactive roofline, and embeds no plot."""
+    from experiments.analysis import compute, dataset
+    from experiments.report import interactive, render
+
+    monkeypatch.setattr(interactive, "available", lambda: False)
+    ds = dataset.from_rows([r for rows in fx.gpu_rows().values() for r in rows])
+    ceilings, knees, claims = compute.judged(ds, [])
+    html = render.render(ds, ceilings, [], tmp_path, claims, knees, compute.placed(ds, ceilings))
+    assert "needs Bokeh" in html and "Bokeh.embed" not in html

@@ -159,16 +159,6 @@ def _inputs(rows):
         per_row=pd.DataFrame(), knees=pd.DataFrame())
 
 
-def test_copy_matrix_and_figures_from_rows(tmp_path):
-    rows = synthetic()
-    m = figures.copy_matrix(from_rows(rows).rows)
-    assert sorted(zip(m.src, m.dst)) == [(0, 1), (1, 0)]
-    assert m.gbps.tolist() == pytest.approx([380.0, 380.0])
-    status = figures.draw_all(_inputs(rows), tmp_path)
-    assert status["peer_copy"] is None and status["collectives"] is None, status
-    assert (tmp_path / "peer_copy.svg").stat().st_size > 1000
-
-
 def test_figures_are_placeholders_without_ok_rows():
     rows = [r | {"status": "not_applicable", "time_s": None, "message": "not measurable here: x"}
             for r in synthetic()]

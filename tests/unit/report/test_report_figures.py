@@ -62,7 +62,6 @@ def _pid(_):
     return os.getpid()
 
 
-
 def _draw_with_chinese(outdir):
     from experiments.report import figures
     from experiments.analysis.dataset import from_rows
@@ -95,19 +94,6 @@ def test_the_roofline_colours_each_workload_and_keeps_its_legend_off_the_roofs()
     assert fig.yaxis[0].axis_label == "attained FLOP/s" and "FLOP/s" in fig.yaxis[0].formatter.code
     hovered = [r for t in fig.tools if isinstance(t, HoverTool) for r in t.renderers]
     assert len(hovered) == 3 + 1  # every point's renderer (one per group here), and the roofs
-
-
-def test_the_report_renders_without_bokeh(tmp_path, monkeypatch):
-    """Bokeh missing (a bare environment, the GPU image's offline wheels): the report still
-    renders, says how to get the interactive roofline, and embeds no plot."""
-    from experiments.analysis import compute, dataset
-    from experiments.report import interactive, render
-
-    monkeypatch.setattr(interactive, "available", lambda: False)
-    ds = dataset.from_rows([r for rows in fx.gpu_rows().values() for r in rows])
-    ceilings, knees, claims = compute.judged(ds, [])
-    html = render.render(ds, ceilings, [], tmp_path, claims, knees, compute.placed(ds, ceilings))
-    assert "needs Bokeh" in html and "Bokeh.embed" not in html
 
 
 # Names with every mathtext trigger: a pair of `$` (math), a lone `$`, an escaped `\$`, a

@@ -6,7 +6,6 @@ from __future__ import annotations
 from tests import analysis_fixtures as fx
 import pandas as pd
 
-from experiments.analysis import compute
 from experiments.analysis.dataset import from_rows
 from experiments.report import glance
 
@@ -17,18 +16,6 @@ def _ds():
     rows["matmul"][0] |= {"status": "oom", "time_s": None, "message": "OutOfMemoryError"}
     rows["matmul"][1] |= {"status": "unsupported", "time_s": None, "message": "no fp8 here"}
     return from_rows([r for rs in rows.values() for r in rs])
-
-
-def test_what_went_wrong_holds_only_the_unexpected():
-    ds = _ds()
-    ceilings, _, claims = compute.judged(ds, [])
-    first = glance.glance(ds, ceilings, claims, [])
-    (s,) = first["systems"]
-    assert "1 error (launch)" in s["problems"]
-    assert not any("oom" in p or "unsupported" in p for p in s["problems"])
-    oom = sum(r["status"] == "oom" for r in ds.rows.to_dict("records"))
-    assert f"{oom} oom (matmul)" in s["notes"] and "1 unsupported (matmul)" in s["notes"]
-    assert first["references"] == []  # a run alone: nothing is a reference
 
 
 def test_the_fma_sweeps_bandwidth_names_the_dram_ceiling():
