@@ -107,21 +107,25 @@ def _fewer_knee_resamples(request, monkeypatch):
         monkeypatch.setattr(knees, "N_BOOT", 50)
 
 
+@pytest.fixture(scope="session")
+def _torch_threads():
+    """torch's own thread count, as the session found it (and leaves it)."""
+    threads = torch.get_num_threads()
+    yield threads
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(autouse=True)
-def _one_torch_thread(request):
+def _one_torch_thread(request, _torch_threads):
     """Unit tests judge rows, not speed: torch runs their tiny ops on one thread. Its two
     OpenMP threads on a 2-core machine wait for each other whenever another process holds a
     core, and a point planned from a quiet first call then samples 100x its budget (40 s for a
-    0.3 s GEMM point). System tests keep torch's own count."""
-    if request.node.get_closest_marker("system") is not None:
-        yield
-        return
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
+    0.3 s GEMM point). System tests keep torch's own count. Set only on a change (each set
+    rebuilds the pool: 1 ms)."""
+    system = request.node.get_closest_marker("system") is not None
+    want = _torch_threads if system else 1
+    if torch.get_num_threads() != want:
+        torch.set_num_threads(want)
 
 
 @pytest.fixture(autouse=True, scope="session")
