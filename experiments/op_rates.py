@@ -35,7 +35,7 @@ from experiments.core.dtypes import torch_dtype
 from experiments.core.harness import Point, State
 from experiments.core.runner import Context, NotApplicable, Unsupported
 from experiments.models import modules
-from experiments.placement import checking, counting, opclass, target
+from experiments.placement import checking, counting, floors, opclass, target
 from experiments.placement.measure import time_calls as measure_calls
 
 NAME = "op_rates"
@@ -51,6 +51,7 @@ MODULES = {
     "gelu": modules.make_gelu, "max_pool2d": modules.make_max_pool2d,
     "avg_pool2d": modules.make_avg_pool2d, "embedding_bag": modules.make_embedding_bag,
 }
+FLOOR = "floor"  # the variant of a dispatch floor's row
 DOMINANT = 0.9  # the share of the call's op bytes its one op must move to stand for the call
 OPS = ("op", "input_shapes", "calls", "flops", "bytes", "cold_bytes", "kind", "flops_source",
        "exponentials")  # counting.summarize_ops's columns
@@ -78,6 +79,8 @@ class OpRatesConfig(ExperimentConfig):
     # more calibration shapes than each factory's own: "module key=value ..." (the factory's
     # keywords, e.g. "conv2d c_in=64 c_out=64 size=28"), each timed at the module's batches
     shapes: list[str] = MISSING
+    # aten ops whose dispatch floor is timed on a tiny input (experiments/placement/floors.py)
+    floor_ops: list[str] = MISSING
     max_call_s: float = MISSING  # skip a point whose predicted call is longer (slow CPUs)
     rotate_bytes_factor: float = MISSING  # rotate copies until they span this many LLCs
     max_copies: int = MISSING
@@ -93,6 +96,9 @@ class OpRatesConfig(ExperimentConfig):
                               f"allowed: {list(MODULES)}")
         for text in self.shapes:
             parse_shape(text)
+        if unknown := sorted(set(self.floor_ops) - set(floors.OPS)):
+            raise ConfigError(f"experiment.floor_ops: {unknown} not timed; allowed: "
+                              f"{list(floors.OPS)}")
 
 
 Config = OpRatesConfig
@@ -144,7 +150,22 @@ def dominant(ops: list[list]) -> dict:
                   "other_ops": [o["op"] for o in ops if o is not top]}
 
 
+def measure_floor(state: State) -> dict:
+    """A `floor` row: one tiny call of the op, its time under the profiler (`time_s`) and by the
+    host clock (params `host_s`)."""
+    ctx = state.ctx
+    with counting.precision(ctx.dtype):
+        got = floors.measure(state.args["floor"], torch_dtype(ctx.dtype), ctx.device,
+                             ctx.generator)
+    return {"time_s": got["profiled_s"], "timer": "torch_profiler", "flops": 0.0,
+            "bytes": 0.0, "check_passed": True,
+            "params": state.row["params"] | {"host_s": got["host_s"],
+                                             "input_shapes": got["input_shapes"]}}
+
+
 def measure(state: State) -> dict:
+    if "floor" in state.args:
+        return measure_floor(state)
     ctx, cfg, factory, kwargs = state.ctx, state.cfg, state.args["factory"], state.args["kwargs"]
     if ctx.dtype == "float8_e4m3":
         raise Unsupported("float8_e4m3 is a matmul mode: torch's modules run in plain dtypes")
@@ -179,9 +200,13 @@ def measure(state: State) -> dict:
 
 
 def points(cfg: OpRatesConfig, ctx: Context) -> list[Point]:
-    """One per module, shape and batch, smallest batch first."""
+    """One per module, shape and batch, smallest batch first; then one per floor op (on a CPU:
+    on a GPU the launch floor holds)."""
+    floor = [Point({"op": op, "variant": FLOOR, "batch": 1, "params": {"module": FLOOR}},
+                   {"floor": op}) for op in cfg.floor_ops] \
+        if ctx.device.type == "cpu" and ctx.dtype != "float8_e4m3" else []
     return [Point({"op": name, "batch": b, "params": {
                        "module": name, "target": target_of(MODULES[name]), "kwargs": kwargs}},
                   {"factory": MODULES[name], "kwargs": kwargs, "index": i})
             for name in cfg.modules for kwargs in shapes_of(cfg, name)
-            for i, b in enumerate(sorted(getattr(cfg, name)))]
+            for i, b in enumerate(sorted(getattr(cfg, name)))] + floor

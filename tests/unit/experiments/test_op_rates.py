@@ -19,7 +19,7 @@ from tests.unit.analysis.test_prediction import DRAM, P, SYS, ceilings, roofs
 
 TINY = ["experiment.modules=[conv2d,layer_norm,embedding_bag,rms_norm]",
         "experiment.conv2d=[1,2]", "experiment.layer_norm=[2]", "experiment.embedding_bag=[3]",
-        "experiment.rms_norm=[2]", "experiment.max_call_s=10"]
+        "experiment.rms_norm=[2]", "experiment.max_call_s=10", "experiment.floor_ops=[]"]
 
 
 def test_rows_carry_the_work_the_placement_counter_counts(run_experiment):
@@ -186,3 +186,26 @@ def test_the_placements_file_names_the_curve_a_call_read():
     # without the curve: the roofs, and the prediction says it lies outside calibration
     assert alone[alone.kind == "call"].predicted_from.tolist() == [
         f"sum over 1 ops (1 distinct); outside calibration: {KEY} not calibrated"]
+
+
+def test_a_floor_op_is_timed_on_a_tiny_input_both_ways(run_experiment):
+    rows = run_experiment("op_rates", "float32", ["experiment.modules=[gelu]",
+                                                  "experiment.gelu=[1]",
+                                                  "experiment.floor_ops=[aten::add,aten::clone]"])
+    floor = rows[rows.variant == op_rates.FLOOR]
+    assert floor.op.tolist() == ["aten::add", "aten::clone"] and (floor.status == "ok").all()
+    params = [json.loads(p) for p in floor.params]
+    assert all(p["host_s"] > 0 and p["input_shapes"].startswith("[[8, 8]") for p in params)
+    assert (floor.time_s > 0).all() and set(floor.timer) == {"torch_profiler"}
+    # floor rows are no class's rates
+    rates = sweeps.op_rate_points(rows.assign(system=SYS), rows.assign(system=SYS), {SYS},
+                                  "float32")
+    assert set(rates) <= {"aten::gelu"}
+
+
+def test_an_unknown_floor_op_is_refused():
+    from experiments import experiment_config
+    from experiments.core.config import ConfigError
+
+    with pytest.raises(ConfigError, match="floor_ops"):
+        experiment_config("op_rates", floor_ops=["aten::frobnicate"])

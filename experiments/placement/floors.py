@@ -1,0 +1,105 @@
+"""Per-op dispatch floors: the time one tiny call of a common aten op takes, the cost an op pays
+whatever its work (dispatch, allocation, the profiler's own events on its children). The op_rates
+experiment times each op of `floor_ops` on a few-element input (experiments/op_rates.py) two
+ways: under torch.profiler as the workload experiment profiles a call's ops
+(experiments/placement/profile.py: the op's self time and its children's), and by the host clock
+over a loop of calls (as a call is timed); the op model floors each op's latency at its op's
+(experiments/analysis/cpuops.py). A CPU's calibration: on a GPU the launch floor holds.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+N = 8  # elements a side: far below any kernel's work, so only the op's fixed cost is timed
+PROFILES, HOST_CALLS, HOST_ROUNDS, HOST_S = 3, 20, 3, 0.02
+
+
+def _tiny(op: str, dtype, device, gen) -> tuple:
+    """(fn, args) of one tiny call whose profile holds `op`; KeyError for an op not known."""
+    def randn(*shape):
+        return torch.randn(shape, generator=gen, device=device).to(dtype)
+
+    x, y, w, b = randn(N, N), randn(N, N), randn(N, N), randn(N)
+    ids = torch.randint(0, N, (2, 4), generator=gen, device=device)
+    seq = randn(2, 4, N)
+    calls = {
+        "aten::clone": (lambda a: a.t().contiguous(), (x,)),
+        "aten::zeros": (lambda a: torch.zeros(2, N, device=a.device, dtype=a.dtype), (x,)),
+        "aten::arange": (lambda a: torch.arange(N, device=a.device), (x,)),
+        "aten::add": (torch.add, (x, y)), "aten::add_": (torch.Tensor.add_, (x.clone(), y)),
+        "aten::mul": (torch.mul, (x, y)), "aten::mul_": (torch.Tensor.mul_, (x.clone(), y)),
+        "aten::sub": (torch.sub, (x, y)), "aten::div": (torch.div, (x, y)),
+        "aten::relu": (torch.relu, (x,)), "aten::tanh": (torch.tanh, (x,)),
+        "aten::tanh_": (torch.Tensor.tanh_, (x.clone(),)),
+        "aten::sigmoid": (torch.sigmoid, (x,)),
+        "aten::sigmoid_": (torch.Tensor.sigmoid_, (x.clone(),)),
+        "aten::unsafe_split": (lambda a: a.unsafe_split(N // 2, 1), (x,)),
+        "aten::stack": (lambda a, c: torch.stack([a, c]), (x, y)),
+        "aten::cat": (lambda a, c: torch.cat([a, c]), (x, y)),
+        "aten::transpose_": (lambda a: a.transpose_(0, 1), (x.clone(),)),
+        "aten::copy_": (torch.Tensor.copy_, (x.clone(), y)),
+        "aten::addmm": (F.linear, (x, w, b)), "aten::mm": (torch.mm, (x, w)),
+        "aten::bmm": (torch.bmm, (seq, seq.transpose(1, 2))),
+        "aten::_softmax": (lambda a: torch.softmax(a, -1), (x,)),
+        "aten::native_layer_norm": (lambda a: F.layer_norm(a, (N,)), (x,)),
+        "aten::gelu": (F.gelu, (x,)),
+        "aten::_embedding_bag": (nn.EmbeddingBag(N, N).to(device, dtype), (ids,)),
+        "aten::convolution": (nn.Conv1d(N, N, 1).to(device, dtype), (seq.transpose(1, 2),)),
+        "aten::mkldnn_rnn_layer": (nn.LSTM(N, N, batch_first=True).to(device, dtype), (seq,)),
+        "aten::_scaled_dot_product_flash_attention_for_cpu": (
+            F.scaled_dot_product_attention, (seq[None], seq[None], seq[None])),
+    }
+    return calls[op]
+
+
+# the ops a floor can be timed for (the held-out and shipped calls' small ops)
+OPS = ("aten::clone", "aten::zeros", "aten::arange", "aten::add", "aten::add_", "aten::mul",
+        "aten::mul_", "aten::sub", "aten::div", "aten::relu", "aten::tanh", "aten::tanh_",
+        "aten::sigmoid", "aten::sigmoid_", "aten::unsafe_split", "aten::stack", "aten::cat",
+        "aten::transpose_", "aten::copy_", "aten::addmm", "aten::mm", "aten::bmm",
+        "aten::_softmax", "aten::native_layer_norm", "aten::gelu", "aten::_embedding_bag",
+        "aten::convolution", "aten::mkldnn_rnn_layer",
+        "aten::_scaled_dot_product_flash_attention_for_cpu")
+
+
+def measure(op: str, dtype, device, gen) -> dict:
+    """{op, profiled_s, host_s, input_shapes}: the least time per call over PROFILES profiles
+    (profile.profile_ops's: the op's self time and its children's), and over up to HOST_ROUNDS
+    loops of HOST_CALLS calls by the host clock (fewer past HOST_S), each at the job's threads
+    and at one; ValueError where the profile holds no `op`. The least: contention only adds to
+    a floor, and a parallel region waits for a thread another process holds (milliseconds a
+    call on a shared core) where one thread does not."""
+    threads = torch.get_num_threads()
+    try:
+        runs = [_measure(op, dtype, device, gen, n) for n in sorted({threads, 1})]
+    finally:
+        torch.set_num_threads(threads)
+    return runs[0] | {k: min(r[k] for r in runs) for k in ("profiled_s", "host_s")}
+
+
+def _measure(op: str, dtype, device, gen, threads: int) -> dict:
+    from experiments.placement.profile import profile_ops
+
+    torch.set_num_threads(threads)
+    fn, args = _tiny(op, dtype, device, gen)
+    times, shapes = [], None
+    for _ in range(PROFILES):
+        ops = profile_ops(fn, args, device=device)
+        # a module's op may carry a suffix (embedding_bag's _forward_only)
+        mine = ops[ops.op.str.startswith(op)]
+        if mine.empty:
+            raise ValueError(f"{op}: the tiny call's profile holds {sorted(set(ops.op))}")
+        times.append(float(mine.time_s.iloc[0]))
+        shapes = str(mine.input_shapes.iloc[0])
+    host, began = [], time.perf_counter()
+    while len(host) < HOST_ROUNDS and (not host or time.perf_counter() - began < HOST_S):
+        start = time.perf_counter()
+        for _ in range(HOST_CALLS):
+            fn(*args)
+        host.append((time.perf_counter() - start) / HOST_CALLS)
+    return {"op": op, "profiled_s": min(times), "host_s": min(host), "input_shapes": shapes}
