@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 
-from experiments.analysis import roofline, sweeps
+from experiments.analysis import cpuops, roofline, sweeps
 from experiments.placement import opclass
 from experiments.analysis.sweeps import at as _at, shapes_of as _shapes
 
@@ -80,9 +80,12 @@ def gemm_time(r: dict, flops: float) -> float:
 
 
 def serial_time(r: dict, op: str, shapes, flops: float) -> tuple[float, int]:
-    """(seconds, steps) of a cuDNN RNN's recurrence: each of layers x directions x T steps runs
-    its h W_hh GEMM and a pointwise kernel after the last; the input projections (the rest of
-    its FLOPs) run as one GEMM per layer. (0, 0) for other ops or unreadable shapes."""
+    """(seconds, steps) of an RNN's recurrence: each of a cuDNN RNN's layers x directions x T
+    steps runs its h W_hh GEMM and a pointwise kernel after the last; the input projections (the
+    rest of its FLOPs) run as one GEMM per layer (oneDNN's layer: cpuops.rnn_serial). (0, 0)
+    for other ops or unreadable shapes."""
+    if op == cpuops.MKLDNN_RNN:
+        return cpuops.rnn_serial(r, shapes, flops, lambda f, m, n, k: shaped_time(r, f, m, n, k))
     s = _shapes(shapes)
     if op not in RNN_OPS or len(s) < 3 or len(s[-1]) != 3 or len(s[1]) != 2:
         return 0.0, 0
@@ -94,6 +97,15 @@ def serial_time(r: dict, op: str, shapes, flops: float) -> tuple[float, int]:
     rest = max(flops - steps * step, 0.0)
     t = steps * (gemm_time(r, step) + r["latency"])
     return t + (gemm_time(r, rest / stacks) * stacks if rest else 0.0), steps
+
+
+def shaped_time(r: dict, flops: float, m: int, n: int, k: int) -> float:
+    """An M x K by K x N GEMM's time at the shaped sweep's rate (a CPU's: cpuops.gemm_rate),
+    gemm_time without that sweep."""
+    rate = sweeps.shaped_rate(r, m, n, k)
+    if rate and r.get("cpu"):
+        rate = cpuops.gemm_rate(r, m, n, k, rate)
+    return flops / rate if rate else gemm_time(r, flops)
 
 
 def roofs(ceilings, system: str, dtype: str, graph: bool, rows=None, also=()) -> dict:
@@ -118,6 +130,8 @@ def roofs(ceilings, system: str, dtype: str, graph: bool, rows=None, also=()) ->
            "latency": (val("latency_graph") if graph else None) or val("latency_eager")
            or 0.0} | \
         sweeps.curves(rows, {system, *also}, dtype)
+    # a CPU's dispatch floors, timed as the predicted rows are: profiled ops, host-timed calls
+    out["op_floors"] = (out.pop("floors", None) or {}).get("profiled" if graph else "host")
     if not out["DRAM"] and out.get("bandwidth"):  # no DRAM fit (a busy CPU): the sweep's
         out["DRAM"] = float(out["bandwidth"][1][-1])  # rate at its largest working set
     return out
@@ -144,6 +158,9 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
         nbytes, cold_bytes = gathered[0] * calls, gathered[1] * calls
         note.append("" if measured else "bytes: gathered rows")
     rated = opclass.op_class(op, shapes)
+    fine = opclass.fine_key(op, shapes)
+    if rated and fine and (r.get("op_rates") or {}).get(fine):  # its narrower class's curve
+        rated = (fine, rated[1])
     x = (flops if rated and rated[1] == opclass.COMPUTE else nbytes) / calls
     rate = rated and sweeps.op_rate(r, rated[0], x, shapes)
     curve, term = (rated[0], rated[1]) if rate else ("", "")
@@ -157,6 +174,8 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
         note.append(f"compute: op rates {curve}")
     elif dims and r.get("shaped"):  # the GEMM sweep at this shape
         P = sweeps.shaped_rate(r, *dims) or P
+        if r.get("cpu"):
+            P = cpuops.gemm_rate(r, *dims, P)
         note.append("compute: GEMM sweep at {}x{}x{}".format(*dims))
     elif kind == "matrix" and r.get("gemm"):  # the GEMM roof at this size
         P = _at(r["gemm"], flops / calls) or P
@@ -186,16 +205,21 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
     if term == opclass.MEMORY:  # the B/s torch's kernel for this class attained, in place of
         memory, level = nbytes / rate, cache_level(r, nbytes / calls)[0]  # traffic / bandwidth
         note.append(f"memory: op rates {curve}")
-    # each kernel at least the launch floor and the shortest kernel the sweeps timed
-    latency = max(r["latency"], r.get("floor") or 0.0) * max(calls, int(kernels or 0))
+    # each kernel at least the launch floor, the shortest kernel the sweeps timed and, on a
+    # CPU, the op's dispatch floor
+    floor = max(r["latency"], r.get("floor") or 0.0, cpuops.op_floor(r, op))
+    latency = floor * max(calls, int(kernels or 0))
     serial, steps = serial_time(r, op, shapes, flops / calls)
     if serial * calls > latency:
         latency = serial * calls
         note.append(f"{steps} serial steps")
     terms = {"compute": compute, "memory": memory or 0.0, "latency": latency}
     bound = max(terms, key=terms.get)
+    total = terms[bound]
+    if r.get("cpu") and r.get("op_floors"):  # one thread dispatches, then works: they add
+        total = floor * calls + max(compute, memory or 0.0, serial * calls)
     return {"compute_s": compute, "memory_s": memory, "latency_s": latency,
-            "predicted_time_s": terms[bound] if terms[bound] > 0 else math.nan,
+            "predicted_time_s": total if total > 0 else math.nan,
             "bound": bound, "level": level if bound == "memory" else None, "curve": curve,
             "note": ", ".join(n for n in note if n), "outside": "; ".join(outside)}
 

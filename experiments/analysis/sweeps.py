@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import math
 
+from experiments.analysis import cpuops
 from experiments.placement import opclass
 
 BANDWIDTH_OPS = ("copy", "scale", "add", "triad", "add_one")
@@ -75,6 +76,10 @@ def curves(rows, systems, dtype: str) -> dict:
         out["floor"] = float(min(kernels))
     if rates := op_rate_points(mine, rows, systems, dtype):
         out["op_rates"] = rates
+    if cpuops.is_cpu(mine):  # a CPU's own terms (cpuops.py): its dispatch floors
+        out["cpu"] = True
+        if table := cpuops.floors(mine, dtype):
+            out["floors"] = table
     return out
 
 
@@ -89,6 +94,8 @@ def op_rate_points(mine, rows, systems: set, dtype: str) -> dict:
     if "params" not in rows:
         return {}
     own = measured(mine)
+    if "variant" in own:  # dispatch floors (cpuops.floors), not rates
+        own = own[own.variant.fillna("") != cpuops.FLOOR]
     if own.empty and "device_name" in rows:
         names = set(rows[rows.system.isin(systems)].device_name.dropna())
         own = measured(rows[rows.device_name.isin(names)])
@@ -99,6 +106,8 @@ def op_rate_points(mine, rows, systems: set, dtype: str) -> dict:
         found = opclass.op_class(r.op, p.get("input_shapes"))
         if found is None:
             continue
+        # a narrower class's points are its own (op_rate reads them for its ops alone)
+        found = (opclass.fine_key(r.op, p.get("input_shapes")) or found[0], found[1])
         x, y = ((r.flops, r.flop_per_s) if found[1] == opclass.COMPUTE
                 else (r.working_set_bytes, r.byte_per_s))
         if x == x and y == y and x > 0 and y > 0:

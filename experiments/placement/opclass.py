@@ -54,6 +54,21 @@ def conv_variant(shapes) -> str | None:
     return f"{kind}{len(x) - 2}d" if plain or transposed else None
 
 
+DEPTHWISE = "depthwise"  # a class key's suffix: a convolution of one input channel a group
+
+
+def fine_key(op: str, shapes) -> str | None:
+    """The narrower class an op belongs to where one runs unlike its class (a depthwise
+    convolution: groups = channels, one input channel a filter, `<class key>/depthwise`); the
+    op model reads it where it was calibrated, else the class's. None for any other op."""
+    found = op_class(op, shapes)
+    if not found or not found[0].startswith(CONVOLUTION + "/conv"):
+        return None
+    s = parse_shapes(shapes)
+    depthwise = "transpose" not in found[0] and s[1][1] == 1 and s[0][1] == s[1][0] > 1
+    return f"{found[0]}/{DEPTHWISE}" if depthwise else None
+
+
 def term_of(key: str) -> str:
     """The term a class's rate sets: COMPUTE for convolutions and attention, else MEMORY."""
     return COMPUTE if key.startswith((CONVOLUTION, ATTENTION_PREFIX)) else MEMORY

@@ -1,0 +1,97 @@
+"""The op model's CPU terms (docs/placement.md, "On a CPU"): where a CPU runs torch's ops unlike a
+GPU, read off the CPU's own calibration.
+
+- dispatch floors: each op pays a fixed cost whatever its work (dispatch, allocation, and under
+  the profiler its child events' recording), timed on a tiny input per op by the op_rates
+  experiment (experiments/placement/floors.py): under the profiler for a profiled op, by the
+  host clock for a host-timed call; an op not timed takes the median of those that were. On a
+  CPU the same thread dispatches and then runs an op's work, so the floor adds to the work
+  (a GPU's launch overlaps the kernel before it: there the latency term is a max);
+- GEMM shapes past the shaped sweep's thin sides: a GEMM whose thin side exceeds the gemv_gemm
+  sweep's largest batch runs like a square GEMM of its FLOPs (oneDNN and MKL block it so);
+  its rate is the larger of the shaped sweep's edge and the square GEMM sweep's at its FLOPs;
+- oneDNN's RNN layer (aten::mkldnn_rnn_layer, one layer and direction an op): its recurrence is
+  serial as cuDNN's is, T steps of one [batch, hidden] x [hidden, gates x hidden] GEMM (read off
+  the shaped sweep) and the pointwise gates (the eager floor), after the input projection, one
+  GEMM of T x batch rows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+
+from experiments.placement.opclass import parse_shapes
+
+FLOOR = "floor"  # op_rates rows of this variant are dispatch floors (experiments/op_rates.py)
+MKLDNN_RNN = "aten::mkldnn_rnn_layer"
+
+
+def is_cpu(rows) -> bool:
+    """Whether every row of these (one system's) is a CPU's."""
+    kinds = set(rows.device_kind.dropna()) if "device_kind" in rows else set()
+    return kinds == {"cpu"}
+
+
+def floors(rows, dtype: str) -> dict:
+    """{'profiled': {op: s}, 'host': {op: s}} of the op_rates floor rows (this dtype's, else any
+    dtype's: a dispatch costs alike), {} without any."""
+    if "variant" not in rows or "params" not in rows:
+        return {}
+    mine = rows[(rows.experiment == "op_rates") & (rows.variant == FLOOR)
+                & (rows.status == "ok") & (rows.time_s > 0)]
+    if (mine.dtype == dtype).any():
+        mine = mine[mine.dtype == dtype]
+    out: dict = {"profiled": {}, "host": {}}
+    for r in mine.itertuples(index=False):
+        p = r.params if isinstance(r.params, dict) else json.loads(r.params or "{}")
+        out["profiled"].setdefault(r.op, []).append(float(r.time_s))
+        if (host := p.get("host_s")) and host > 0:
+            out["host"].setdefault(r.op, []).append(float(host))
+    out = {k: {op: min(v) for op, v in d.items()} for k, d in out.items()}
+    return out if out["profiled"] else {}
+
+
+def op_floor(r: dict, op: str) -> float:
+    """The dispatch floor of `op` (its own, else the median of the timed ops'; embedding_bag's
+    forward-only variant is embedding_bag's), 0 where no floor was timed."""
+    table = r.get("op_floors") or {}
+    if not table:
+        return 0.0
+    own = table.get(op, table.get(op.replace("_forward_only", "")))
+    return own if own is not None else statistics.median(table.values())
+
+
+def gemm_rate(r: dict, m: int, n: int, k: int, shaped: float | None) -> float | None:
+    """A CPU GEMM's FLOP/s (module docstring): `shaped`, the gemv_gemm sweep's read, or past its
+    thin sides the larger of it and the square GEMM sweep's rate at this GEMM's FLOPs."""
+    from experiments.analysis.sweeps import at
+
+    lines, gemm = r.get("shaped"), r.get("gemm")
+    if not shaped or not lines or not gemm:
+        return shaped
+    thin = max(math.exp(x) for _, xs, _ in lines for x in xs)
+    past = min(m, n) > thin * (1 + 1e-9)  # the sweep's own largest batch stays its read
+    return max(shaped, at(gemm, 2.0 * m * n * k) or 0.0) if past else shaped
+
+
+def rnn_serial(r: dict, shapes, flops: float, gemm_time) -> tuple[float, int]:
+    """(seconds, steps) of an aten::mkldnn_rnn_layer call from its input shapes ([T, batch, in],
+    w_ih [gates x hidden, in], w_hh [gates x hidden, hidden], biases, h0 [batch, hidden], ...):
+    T steps of the h W_hh GEMM (`gemm_time(flops, m, n, k)`) and the eager floor, plus the input
+    projection (the rest of `flops`) as one GEMM; (0, 0) for unreadable shapes."""
+    s = parse_shapes(shapes)
+    if len(s) < 6 or len(s[0]) != 3 or len(s[2]) != 2 or len(s[5]) != 2:
+        return 0.0, 0
+    batch, hidden = s[5]
+    rows_out, width = s[2][0], s[0][2]
+    if not batch or not hidden or not width:
+        return 0.0, 0
+    steps = math.prod(s[0]) // (batch * width)
+    step = 2.0 * batch * rows_out * hidden
+    rest = max(flops - steps * step, 0.0)
+    t = steps * (gemm_time(step, batch, rows_out, hidden) + r["latency"])
+    if rest:
+        t += gemm_time(rest, steps * batch, rows_out, width)
+    return t, steps

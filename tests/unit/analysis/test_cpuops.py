@@ -1,0 +1,148 @@
+"""The op model's CPU terms (experiments/analysis/cpuops.py), from synthetic rows: each op's
+dispatch floor (profiled or host-timed, the median for an op not timed) added to its work, a
+GEMM past the shaped sweep's thin sides at the square sweep's rate, oneDNN's RNN layer as serial
+steps, a depthwise convolution read off its own curve; none of it on a GPU."""
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from experiments.analysis import cpuops, prediction, sweeps
+
+SYS = "CPU @ lab"
+DRAM, FMA, EAGER = 1e11, 1e12, 1e-6
+FLOORS = {"aten::clone": (10e-6, 3e-6), "aten::add": (4e-6, 1e-6), "aten::zeros": (8e-6, 2e-6)}
+
+
+def ceilings(system=SYS):
+    rows = [("dram_bw", None, DRAM), ("matrix_flops", "float32", FMA),
+            ("vector_flops", "float32", FMA), ("latency_eager", None, EAGER)]
+    return pd.DataFrame([{"system": system, "ceiling": c, "dtype": d, "value": v, "ci_low": v,
+                          "ci_high": v, "ws_max": None, "capacity_bytes": None,
+                          "device_name": "C"} for c, d, v in rows])
+
+
+def _row(**kw):
+    base = {"system": SYS, "status": "ok", "dtype": "float32", "flops": 0.0, "m": 0.0,
+            "n": 0.0, "working_set_bytes": float("nan"), "byte_per_s": float("nan"),
+            "flop_per_s": float("nan"), "device_kind": "cpu", "variant": None,
+            "params": "{}", "device_name": "C"}
+    return base | kw
+
+
+def floor_rows(kind="cpu"):
+    return [_row(experiment="op_rates", op=op, variant=cpuops.FLOOR, time_s=prof,
+                 device_kind=kind, params=json.dumps({"host_s": host}))
+            for op, (prof, host) in FLOORS.items()]
+
+
+def gemm_rows():
+    """The gemv_gemm sweep (thin sides 1-64 on C = 1024, 10x below the square GEMMs' rate at
+    64) and the square GEMM sweep (5e11 FLOP/s at 2e9 FLOPs, 8e11 at 2e11)."""
+    rows = [_row(experiment="decode", op="gemv_gemm", m=float(b), n=1024.0, time_s=1.0,
+                 flop_per_s=f, flops=1.0) for b, f in ((1, 1e9), (64, 5e10))]
+    rows += [_row(experiment="matmul", op="mm", flops=f, time_s=f / p, flop_per_s=p)
+             for f, p in ((2e9, 5e11), (2e11, 8e11))]
+    # a bandwidth pass of 10 ns: the shortest kernel timed, under every floor here
+    return rows + [_row(experiment="bandwidth", op="copy", working_set_bytes=1e3,
+                        byte_per_s=1e11, time_s=1e-8)]
+
+
+def cpu_roofs(graph=True, rows=None, system=SYS):
+    rows = pd.DataFrame(rows if rows is not None else floor_rows() + gemm_rows())
+    return prediction.roofs(ceilings(system), system, "float32", graph, rows)
+
+
+def test_each_op_pays_its_own_dispatch_floor_timed_as_it_is_timed():
+    prof, host = cpu_roofs(graph=True), cpu_roofs(graph=False)
+    assert prof["cpu"] and prof["op_floors"]["aten::clone"] == 10e-6
+    assert host["op_floors"]["aten::clone"] == 3e-6
+    tiny = prediction.predict_op(prof, 64.0, 512.0, 512.0, op="aten::clone")
+    assert tiny["bound"] == "latency" and tiny["predicted_time_s"] == pytest.approx(
+        10e-6 + 512 / DRAM)
+    assert prediction.predict_op(host, 64.0, 512.0, 512.0, op="aten::clone")[
+        "predicted_time_s"] == pytest.approx(3e-6 + 512 / DRAM)
+    # an op no floor was timed for: the median of those that were, each of its calls
+    other = prediction.predict_op(prof, 64.0, 512.0, 512.0, op="aten::relu", calls=2)
+    assert other["predicted_time_s"] == pytest.approx(2 * 8e-6 + 512 / DRAM)
+
+
+def test_on_a_cpu_the_floor_adds_to_the_work():
+    r = cpu_roofs()
+    big = prediction.predict_op(r, 0.0, 1e8, 1e8, op="aten::add")  # 1 ms of DRAM traffic
+    assert big["bound"] == "memory"
+    assert big["predicted_time_s"] == pytest.approx(1e8 / DRAM + 4e-6)
+
+
+def test_without_floors_or_on_a_gpu_the_terms_stay_a_max():
+    bare = cpu_roofs(rows=gemm_rows())
+    assert not bare.get("op_floors")
+    assert prediction.predict_op(bare, 0.0, 1e8, 1e8, op="aten::add")[
+        "predicted_time_s"] == pytest.approx(1e8 / DRAM)
+    gpu = cpu_roofs(rows=[r | {"device_kind": "cuda"} for r in floor_rows() + gemm_rows()])
+    assert not gpu.get("cpu") and not gpu.get("op_floors")
+    assert prediction.predict_op(gpu, 64.0, 512.0, 512.0, op="aten::clone")[
+        "predicted_time_s"] == pytest.approx(EAGER)
+
+
+def test_floor_rows_are_not_rates():
+    rows = pd.DataFrame(floor_rows())
+    assert sweeps.op_rate_points(rows, rows, {SYS}, "float32") == {}
+
+
+def test_a_gemm_past_the_thin_sides_runs_at_the_square_sweep_s_rate():
+    r = cpu_roofs()
+    # thin side 512 > the sweep's 64: 2 x 512 x 1024 x 1024 = 1.07e9 FLOPs, the square sweep's
+    # smallest point's rate (5e11) over the shaped edge's (5e10)
+    op = prediction.predict_op(r, 2.0 * 512 * 1024 * 1024, 1e6, 1e6, "matrix", op="aten::mm",
+                               shapes="[[512, 1024], [1024, 1024]]")
+    assert op["compute_s"] == pytest.approx(2.0 * 512 * 1024 * 1024 / 5e11)
+    # within the sweep's thin sides: the shaped read (5e10 at 64)
+    thin = prediction.predict_op(r, 2.0 * 64 * 1024 * 1024, 1e6, 1e6, "matrix", op="aten::mm",
+                                 shapes="[[64, 1024], [1024, 1024]]")
+    assert thin["compute_s"] == pytest.approx(2.0 * 64 * 1024 * 1024 / 5e10)
+    assert cpuops.gemm_rate(r, 512, 1024, 1024, 5e10) == pytest.approx(5e11)
+
+
+MKLDNN = "[[10, 4, 1024], [4096, 1024], [4096, 1024], [4096], [4096], [4, 1024], [4, 1024]]"
+
+
+def test_onednn_s_rnn_layer_is_serial_steps():
+    r = cpu_roofs()
+    step = 2.0 * 4 * 4096 * 1024  # h W_hh, batch 4
+    proj = 2.0 * 40 * 4096 * 1024  # the input projection, 40 rows
+    op = prediction.predict_op(r, 10 * step + proj, 1e6, 1e6, "matrix",
+                               op=cpuops.MKLDNN_RNN, shapes=MKLDNN)
+    rate = lambda m: float(np.interp(math.log(m), np.log([1, 64]), [1e9, 5e10]))  # noqa: E731
+    want = 10 * (step / rate(4) + EAGER) + proj / rate(40)
+    assert op["note"].endswith("10 serial steps") and op["bound"] == "latency"
+    floor = cpuops.op_floor(r, cpuops.MKLDNN_RNN)  # the median floor: not timed for it
+    assert op["predicted_time_s"] == pytest.approx(floor + want)
+    assert cpuops.rnn_serial(r, "[[4, 4]]", 1.0, None) == (0.0, 0)
+
+
+def test_a_depthwise_convolution_reads_its_own_curve_where_calibrated():
+    def conv(shapes, flops, rate):
+        return _row(experiment="op_rates", op="aten::convolution", flops=flops,
+                    flop_per_s=rate, time_s=flops / rate, working_set_bytes=1e6,
+                    params=json.dumps({"input_shapes": shapes}))
+
+    dense = [conv(f"[[{b}, 16, 16, 16], [16, 16, 3, 3], [16]]", b * 1.2e6, 1e11)
+             for b in (2, 8)]
+    depthwise = [conv(f"[[{b}, 96, 16, 16], [96, 1, 3, 3], [96]]", b * 4.4e5, 1e9)
+                 for b in (2, 8)]
+    judged = "[[4, 300, 16, 16], [300, 1, 3, 3], [300]]"
+    flops = 4 * 2.0 * 300 * 256 * 9
+    for rows, rate in ((dense, 1e11), (dense + depthwise, 1e9)):
+        r = cpu_roofs(rows=floor_rows() + rows)
+        op = prediction.predict_op(r, flops, 1e5, 1e5, "matrix", op="aten::convolution",
+                                   shapes=judged)
+        assert op["compute_s"] == pytest.approx(flops / rate)
+    assert op["curve"] == "aten::convolution/conv2d/depthwise"
+    # a dense one never reads the depthwise points
+    r = cpu_roofs(rows=floor_rows() + depthwise)
+    assert prediction.predict_op(r, 1e8, 1e5, 1e5, "matrix", op="aten::convolution",
+                                 shapes="[[4, 64, 16, 16], [64, 64, 3, 3], [64]]")["curve"] == ""
