@@ -29,10 +29,12 @@ def make_linear(batch, dtype, device, generator, **kwargs):
 
 @on_device
 def make_conv1d(batch, dtype, device, generator, **kwargs):
-    """nn.Conv1d(c, c, 3, padding 1) on x [batch, c, length]."""
-    k = _pick(device, kwargs, cpu={"c": 16, "length": 64}, cuda={"c": 512, "length": 4096})
+    """nn.Conv1d(c, c, kernel 3, padding kernel // 2, groups 1) on x [batch, c, length]."""
+    k = _pick(device, kwargs, cpu={"c": 16, "length": 64, "kernel": 3, "groups": 1},
+              cuda={"c": 512, "length": 4096, "kernel": 3, "groups": 1})
     x = _randn((batch, k["c"], k["length"]), dtype, device, generator)
-    return _made(nn.Conv1d(k["c"], k["c"], 3, padding=1), k, device, generator, dtype, x)
+    conv = nn.Conv1d(k["c"], k["c"], k["kernel"], padding=k["kernel"] // 2, groups=k["groups"])
+    return _made(conv, k, device, generator, dtype, x)
 
 
 @on_device
@@ -46,11 +48,13 @@ def make_conv3d(batch, dtype, device, generator, **kwargs):
 
 @on_device
 def make_conv_transpose2d(batch, dtype, device, generator, **kwargs):
-    """nn.ConvTranspose2d(c_in, c_out, 4, stride 2, padding 1): size -> 2 size."""
-    k = _pick(device, kwargs, cpu={"c_in": 8, "c_out": 4, "size": 8},
-              cuda={"c_in": 128, "c_out": 64, "size": 64})
+    """nn.ConvTranspose2d(c_in, c_out, kernel 4, stride 2, padding kernel // 2 - 1): size ->
+    2 size."""
+    k = _pick(device, kwargs, cpu={"c_in": 8, "c_out": 4, "size": 8, "kernel": 4},
+              cuda={"c_in": 128, "c_out": 64, "size": 64, "kernel": 4})
     x = _randn((batch, k["c_in"], k["size"], k["size"]), dtype, device, generator)
-    conv = nn.ConvTranspose2d(k["c_in"], k["c_out"], 4, stride=2, padding=1)
+    conv = nn.ConvTranspose2d(k["c_in"], k["c_out"], k["kernel"], stride=2,
+                              padding=k["kernel"] // 2 - 1)
     return _made(conv, k, device, generator, dtype, x)
 
 
