@@ -10,6 +10,8 @@ GPU, read off the CPU's own calibration.
 - GEMM shapes past the shaped sweep's thin sides: a GEMM whose thin side exceeds the gemv_gemm
   sweep's largest batch runs like a square GEMM of its FLOPs (oneDNN and MKL block it so);
   its rate is the larger of the shaped sweep's edge and the square GEMM sweep's at its FLOPs;
+- contended calibration: a CPU's op-rate point timed while another process held its cores is
+  left out of its class's curve where the class has points timed without (sweeps.py);
 - oneDNN's RNN layer (aten::mkldnn_rnn_layer, one layer and direction an op): its recurrence is
   serial as cuDNN's is, T steps of one [batch, hidden] x [hidden, gates x hidden] GEMM (read off
   the shaped sweep) and the pointwise gates (the eager floor), after the input projection, one
@@ -32,6 +34,15 @@ def is_cpu(rows) -> bool:
     """Whether every row of these (one system's) is a CPU's."""
     kinds = set(rows.device_kind.dropna()) if "device_kind" in rows else set()
     return kinds == {"cpu"}
+
+
+def contended(row) -> bool:
+    """Whether a CPU's row was timed while another process held its cores: a parallel region
+    then waits milliseconds for its other thread, so the point is no rate of the kernel's (a
+    GPU's row: False, its flags say other things)."""
+    flag = getattr(row, "contended", None)
+    return getattr(row, "device_kind", None) == "cpu" and flag is not None and flag == flag \
+        and bool(flag)
 
 
 def floors(rows, dtype: str) -> dict:

@@ -86,7 +86,8 @@ def curves(rows, systems, dtype: str) -> dict:
 def op_rate_points(mine, rows, systems: set, dtype: str) -> dict:
     """class key -> [(x, rate, input shapes)] of the op_rates experiment's ok rows in `dtype`
     (module docstring): `mine` the systems' ok rows; without op rates among them, those of the
-    same device model among all `rows`."""
+    same device model among all `rows`. A CPU's point timed contended is left out where its
+    class has points that were not (cpuops.contended)."""
     def measured(r):
         return r[(r.experiment == "op_rates") & (r.status == "ok") & (r.dtype == dtype)
                  & (r.time_s > 0)]
@@ -100,6 +101,7 @@ def op_rate_points(mine, rows, systems: set, dtype: str) -> dict:
         names = set(rows[rows.system.isin(systems)].device_name.dropna())
         own = measured(rows[rows.device_name.isin(names)])
     out: dict = {}
+    held: dict = {}  # per class, whether each point is a CPU's timed contended
     for r in own.itertuples(index=False):
         p = r.params if isinstance(r.params, dict) else json.loads(r.params or "{}") \
             if isinstance(r.params, str) else {}
@@ -113,7 +115,9 @@ def op_rate_points(mine, rows, systems: set, dtype: str) -> dict:
         if x == x and y == y and x > 0 and y > 0:
             out.setdefault(found[0], []).append(
                 (float(x), float(y), opclass.parse_shapes(p.get("input_shapes"))))
-    return out
+            held.setdefault(found[0], []).append(cpuops.contended(r))
+    return {key: [pt for pt, busy in zip(pts, held[key]) if not busy or all(held[key])]
+            for key, pts in out.items()}
 
 
 def op_rate(r: dict, key: str, x: float, shapes) -> float | None:

@@ -146,3 +146,20 @@ def test_a_depthwise_convolution_reads_its_own_curve_where_calibrated():
     r = cpu_roofs(rows=floor_rows() + depthwise)
     assert prediction.predict_op(r, 1e8, 1e5, 1e5, "matrix", op="aten::convolution",
                                  shapes="[[4, 64, 16, 16], [64, 64, 3, 3], [64]]")["curve"] == ""
+
+
+def test_a_contended_cpu_point_is_no_rate_where_the_class_has_quiet_ones():
+    def ln(b, rate, busy, kind="cpu"):
+        return _row(experiment="op_rates", op="aten::native_layer_norm", working_set_bytes=b,
+                    byte_per_s=rate, time_s=b / rate, contended=busy, device_kind=kind,
+                    params=json.dumps({"input_shapes": f"[[{b}, 64], [64], [64]]"}))
+
+    rows = pd.DataFrame([ln(1e5, 1e10, False), ln(4e5, 2e10, False), ln(2e5, 1e7, True)])
+    pts = sweeps.op_rate_points(rows, rows, {SYS}, "float32")["aten::native_layer_norm"]
+    assert sorted(p[1] for p in pts) == [1e10, 2e10]
+    alone = rows.iloc[[2]]  # only contended points: they stand (nothing better)
+    assert len(sweeps.op_rate_points(alone, alone, {SYS}, "float32")[
+        "aten::native_layer_norm"]) == 1
+    gpu = rows.assign(device_kind="cuda")  # a GPU's flags mean other things: all kept
+    assert len(sweeps.op_rate_points(gpu, gpu, {SYS}, "float32")[
+        "aten::native_layer_norm"]) == 3
