@@ -79,6 +79,7 @@ class OpRatesConfig(ExperimentConfig):
     # more calibration shapes than each factory's own: "module key=value ..." (the factory's
     # keywords, e.g. "conv2d c_in=64 c_out=64 size=28"), each timed at the module's batches
     shapes: list[str] = MISSING
+    own_sizes: bool = MISSING  # false: `shapes` alone, not also each factory's own sizes
     # aten ops whose dispatch floor is timed on a tiny input (experiments/placement/floors.py)
     floor_ops: list[str] = MISSING
     max_call_s: float = MISSING  # skip a point whose predicted call is longer (slow CPUs)
@@ -124,7 +125,8 @@ def parse_shape(text: str) -> tuple[str, dict]:
 
 def shapes_of(cfg: OpRatesConfig, name: str) -> list[dict]:
     """The factory keywords module `name` is timed at: its own sizes ({}), then cfg.shapes'."""
-    return [{}] + [kw for n, kw in map(parse_shape, cfg.shapes) if n == name]
+    own = [{}] if cfg.own_sizes else []
+    return own + [kw for n, kw in map(parse_shape, cfg.shapes) if n == name]
 
 
 def target_of(factory) -> str:

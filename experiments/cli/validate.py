@@ -54,7 +54,7 @@ def settings(args) -> dict:
     cfg = sweep_config().get("validate", {})
     out = {"seed": args.seed if args.seed is not None else cfg.get("seed"),
            "count": args.count if args.count is not None else cfg.get("count"),
-           "max_copies": cfg.get("max_copies", {})}
+           "max_copies": cfg.get("max_copies", {}), "calibrate": cfg.get("calibrate") or {}}
     for key in ("seed", "count"):
         if not isinstance(out[key], int) or (key == "count" and out[key] < 1):
             raise ValueError(f"validate.{key}={out[key]!r}: give an integer"
@@ -70,14 +70,16 @@ def sweep_config() -> dict:
     return yaml.safe_load(shipped("config/config.yaml").read_text()) or {}
 
 
-def calibration(kind: str) -> dict:
-    """op_rates module name -> its calibration batches on this device kind (the sweep's)."""
+def calibration(kind: str, every: bool = False) -> dict:
+    """op_rates module name -> its calibration batches on this device kind (the sweep's; with
+    `every`, those of each module, run or not)."""
     from experiments import experiment_config
+    from experiments.op_rates import MODULES
 
     sweep = sweep_config()
     given = ((sweep.get("experiments") or {}).get("op_rates") or {}).get(kind) or {}
     cfg = experiment_config("op_rates", **given)
-    return {name: list(getattr(cfg, name)) for name in cfg.modules}
+    return {name: list(getattr(cfg, name)) for name in (MODULES if every else cfg.modules)}
 
 
 class HeldoutJob:
@@ -108,22 +110,63 @@ def measure(args, opts: dict, devices: list[str], folder: Path) -> int:
     from experiments.core.config import job_config
     from experiments.core.runner import run_job
     from experiments.models import heldout
+    from experiments.op_rates import parse_shape
 
     for device in devices:
         kind = "cpu" if device == "cpu" else "cuda"
+        extra = [parse_shape(t) for t in opts["calibrate"].get(kind) or []]
+        batches = calibration(kind) | {name: calibration(kind, every=True)[name]
+                                       for name, _ in extra}
         specs = heldout.draw(opts["seed"], opts["count"], kind, heldout.calibration_specs(
-            kind, calibration(kind)))
+            kind, batches, extra))
         base = experiment_config("workload", workload="heldout", target=TARGET, kwargs={},
                                  batches=[1])
         out = folder / f"{device.replace(':', '')}-{DTYPES[kind]}.parquet"
         timing = (sweep_config().get("job") or {}).get(kind) or {}  # the sweep's, per kind
         job = job_config(base, device=device, dtype=DTYPES[kind], out=str(out), host=args.host,
                          **timing)
+        if shapes := calibrating(specs, opts["calibrate"].get(kind) or []):
+            calibrate(device, kind, shapes, folder, args.host, timing)
         copies = int((opts["max_copies"] or {}).get(kind, 2 if kind == "cpu" else 64))
         print(f"rooflab validate: {len(specs)} held-out configurations on {device} "
               f"({DTYPES[kind]}, seed {opts['seed']})", file=sys.stderr, flush=True)
         run_job(job, HeldoutJob(specs, copies))
     return 0
+
+
+# the op_rates module whose rates each held-out kind's classes read
+READS = {"conv1d": "conv1d", "conv2d": "conv2d", "conv_transpose2d": "conv_transpose2d",
+         "layer_norm": "layer_norm", "gelu": "gelu", "softmax": "softmax", "sdpa": "sdpa",
+         "mha": "sdpa", "encoder_layer": "sdpa", "embedding_bag": "embedding_bag"}
+
+
+def calibrating(specs: list[dict], shapes: list[str]) -> list[str]:
+    """The `calibrate` shapes of the modules whose classes the drawn specs contain."""
+    from experiments.op_rates import parse_shape
+
+    read = {READS[s["kind"]] for s in specs if s["kind"] in READS}
+    return [text for text in shapes if parse_shape(text)[0] in read]
+
+
+def calibrate(device: str, kind: str, shapes: list[str], folder: Path, host: str,
+              timing: dict) -> None:
+    """The op_rates experiment at `shapes` alone (each at its module's calibration batches, no
+    factory sizes, no floors: the run's), into folder/calibration-<device>-<dtype>.parquet:
+    its rows join the run's for judging (judge)."""
+    from experiments import all_experiments, experiment_config
+    from experiments.core.config import job_config
+    from experiments.core.runner import run_job
+    from experiments.op_rates import parse_shape
+
+    given = ((sweep_config().get("experiments") or {}).get("op_rates") or {}).get(kind) or {}
+    modules = list(dict.fromkeys(parse_shape(t)[0] for t in shapes))
+    base = experiment_config("op_rates", **(given | {"modules": modules, "shapes": shapes,
+                                                     "floor_ops": [], "own_sizes": False}))
+    out = folder / f"calibration-{device.replace(':', '')}-{DTYPES[kind]}.parquet"
+    print(f"rooflab validate: {len(shapes)} op_rates shapes on {device} for the drawn classes",
+          file=sys.stderr, flush=True)
+    run_job(job_config(base, device=device, dtype=DTYPES[kind], out=str(out), host=host,
+                       **timing), all_experiments()["op_rates"])
 
 
 def judge(results: Path, files: list[str], seed: int) -> tuple:

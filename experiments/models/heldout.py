@@ -122,9 +122,11 @@ def estimate(spec: dict, itemsize: int = 4) -> tuple[float, float]:
 
 # the op_rates experiment's module factories, as held-out specs (experiments/models/modules.py
 # and experiments/models's defaults): a draw equal to one at a calibration batch is redrawn
-def calibration_specs(device_kind: str, batches: dict) -> list[dict]:
+def calibration_specs(device_kind: str, batches: dict, shapes=()) -> list[dict]:
     """The op_rates calibration points expressible as specs: `batches` maps an op_rates module
-    name to its calibration batches (config/config.yaml's op_rates for the device kind)."""
+    name to its calibration batches (config/config.yaml's op_rates for the device kind);
+    `shapes`, (module, keywords) of more calibration shapes (op_rates `shapes`, validate's
+    `calibrate`), each at its module's batches: those of sdpa are specs too."""
     gpu = device_kind == "cuda"
     forms = {
         "conv1d": {"kind": "conv1d", "c_in": 512 if gpu else 16, "c_out": 512 if gpu else 16,
@@ -140,8 +142,12 @@ def calibration_specs(device_kind: str, batches: dict) -> list[dict]:
                               "head_dim": 128 if gpu else 32, "seq": 2048 if gpu else 64,
                               "causal": True},
     }
+    more = [{"kind": "sdpa", "heads": kw["heads"], "head_dim": kw["head_dim"],
+             "seq": kw["seq"], "causal": kw.get("causal", True)} | {"batch": int(b)}
+            for name, kw in shapes if name == "sdpa" and {"heads", "head_dim", "seq"} <= set(kw)
+            for b in batches.get(name, ())]
     return [forms[name] | {"batch": int(b)} for name, bs in batches.items() if name in forms
-            for b in bs]
+            for b in bs] + more
 
 
 def draw(seed: int, count: int, device_kind: str, calibration=()) -> list[dict]:

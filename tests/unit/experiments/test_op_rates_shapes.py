@@ -56,3 +56,13 @@ def test_the_full_preset_s_shapes_build_with_their_factories():
         small = {k: v if isinstance(v, bool) else 2 for k, v in kwargs.items()}
         fn, args = op_rates.MODULES[name](1, torch.float32, "cpu", torch.Generator(), **small)
         assert callable(fn) and args, text
+
+
+def test_without_own_sizes_only_the_shapes_are_timed():
+    from experiments import experiment_config
+
+    cfg = experiment_config("op_rates", modules=["conv2d"], own_sizes=False,
+                            shapes=["conv2d c_in=8 c_out=24 size=12"])
+    assert op_rates.shapes_of(cfg, "conv2d") == [{"c_in": 8, "c_out": 24, "size": 12}]
+    assert op_rates.shapes_of(cfg.__class__(**{**cfg.__dict__, "own_sizes": True}),
+                              "conv2d")[0] == {}

@@ -68,3 +68,27 @@ def test_each_kind_builds_and_runs_on_the_cpu():
             out = fn(*args)
         assert out.shape[0] == s["batch"] and torch.isfinite(out).all(), heldout.name(s)
         assert heldout.name(s).startswith(f"{s['kind']}-b{s['batch']}-")
+
+
+def test_a_calibration_shape_of_sdpa_is_a_spec_never_drawn():
+    shapes = [("sdpa", {"heads": 3, "seq": 100, "head_dim": 64, "causal": False}),
+              ("conv2d", {"c_in": 100, "c_out": 100, "size": 12})]
+    cal = heldout.calibration_specs("cpu", {"sdpa": [2, 8]}, shapes)
+    assert {"kind": "sdpa", "heads": 3, "head_dim": 64, "seq": 100, "causal": False,
+            "batch": 8} in cal and len(cal) == 4  # the factory's own two, the shape's two
+
+
+def test_validate_calibrates_only_the_drawn_classes_off_the_draws_grid():
+    from experiments.cli import validate
+    from experiments.op_rates import parse_shape
+
+    shapes = validate.sweep_config()["validate"]["calibrate"]["cpu"]
+    specs = [{"kind": "mha"}, {"kind": "lstm"}, {"kind": "conv2d"}]
+    chosen = validate.calibrating(specs, shapes)
+    assert chosen and {parse_shape(t)[0] for t in chosen} == {"sdpa", "conv2d"}
+    # channels and widths no draw takes (multiples of 32 from 128): convolutions, norms, GELU
+    for name, kw in map(parse_shape, shapes):
+        if name != "sdpa":
+            sizes = [v for k, v in kw.items() if k in ("c", "c_in", "c_out", "d", "hidden",
+                                                       "seq")]
+            assert not any(v >= 128 and v % 32 == 0 for v in sizes), (name, kw)
