@@ -77,14 +77,15 @@ def op_floor(r: dict, op: str) -> float:
 def gemm_rate(r: dict, m: int, n: int, k: int, shaped: float | None) -> float | None:
     """A CPU GEMM's FLOP/s (module docstring): `shaped`, the gemv_gemm sweep's read, or past its
     thin sides the larger of it and the square GEMM sweep's rate at this GEMM's FLOPs."""
-    from experiments.analysis.sweeps import at
+    import numpy as np
 
     lines, gemm = r.get("shaped"), r.get("gemm")
     if not shaped or not lines or not gemm:
         return shaped
     thin = max(math.exp(x) for _, xs, _ in lines for x in xs)
     past = min(m, n) > thin * (1 + 1e-9)  # the sweep's own largest batch stays its read
-    return max(shaped, at(gemm, 2.0 * m * n * k) or 0.0) if past else shaped
+    square = float(np.interp(math.log(2.0 * m * n * k), *gemm))  # sweeps.at, clamped
+    return max(shaped, square) if past else shaped
 
 
 def rnn_serial(r: dict, shapes, flops: float, gemm_time) -> tuple[float, int]:
