@@ -52,6 +52,7 @@ MODULES = {
     "avg_pool2d": modules.make_avg_pool2d, "embedding_bag": modules.make_embedding_bag,
 }
 FLOOR = "floor"  # the variant of a dispatch floor's row
+GEMM_HOT = "gemm_hot"  # the variant of a hot thin GEMM's row
 DOMINANT = 0.9  # the share of the call's op bytes its one op must move to stand for the call
 OPS = ("op", "input_shapes", "calls", "flops", "bytes", "cold_bytes", "kind", "flops_source",
        "exponentials")  # counting.summarize_ops's columns
@@ -82,6 +83,9 @@ class OpRatesConfig(ExperimentConfig):
     own_sizes: bool = MISSING  # false: `shapes` alone, not also each factory's own sizes
     # aten ops whose dispatch floor is timed on a tiny input (experiments/placement/floors.py)
     floor_ops: list[str] = MISSING
+    # hot thin GEMMs x [side, width] @ W [width, width], timed as a profiled op (CPU only)
+    gemm_sides: list[int] = MISSING
+    gemm_widths: list[int] = MISSING
     max_call_s: float = MISSING  # skip a point whose predicted call is longer (slow CPUs)
     rotate_bytes_factor: float = MISSING  # rotate copies until they span this many LLCs
     max_copies: int = MISSING
@@ -165,9 +169,24 @@ def measure_floor(state: State) -> dict:
                                              "input_shapes": got["input_shapes"]}}
 
 
+def measure_gemm(state: State) -> dict:
+    """A `gemm_hot` row: x [m, n] @ W [n, n] timed hot under the profiler (floors.py)."""
+    ctx, m, n = state.ctx, state.row["m"], state.row["n"]
+    with counting.precision(ctx.dtype):
+        got = floors.measure_gemm(m, n, torch_dtype(ctx.dtype), ctx.device, ctx.generator)
+    flops = 2.0 * m * n * n
+    # the rate of its work: the dispatch, timed apart, is the floor's (cpuops adds it back)
+    return {"time_s": got["profiled_s"], "timer": "torch_profiler", "flops": flops,
+            "flop_per_s": flops / got["work_s"], "check_passed": True,
+            "params": state.row["params"] | {"input_shapes": got["input_shapes"],
+                                             "work_s": got["work_s"]}}
+
+
 def measure(state: State) -> dict:
     if "floor" in state.args:
         return measure_floor(state)
+    if "gemm" in state.args:
+        return measure_gemm(state)
     ctx, cfg, factory, kwargs = state.ctx, state.cfg, state.args["factory"], state.args["kwargs"]
     if ctx.dtype == "float8_e4m3":
         raise Unsupported("float8_e4m3 is a matmul mode: torch's modules run in plain dtypes")
@@ -202,11 +221,14 @@ def measure(state: State) -> dict:
 
 
 def points(cfg: OpRatesConfig, ctx: Context) -> list[Point]:
-    """One per module, shape and batch, smallest batch first; then one per floor op (on a CPU:
-    on a GPU the launch floor holds)."""
+    """One per module, shape and batch, smallest batch first; then on a CPU one per floor op
+    and hot GEMM (a GPU's launch floor holds; its GEMMs run from its sweeps)."""
+    cpu = ctx.device.type == "cpu" and ctx.dtype != "float8_e4m3"
     floor = [Point({"op": op, "variant": FLOOR, "batch": 1, "params": {"module": FLOOR}},
-                   {"floor": op}) for op in cfg.floor_ops] \
-        if ctx.device.type == "cpu" and ctx.dtype != "float8_e4m3" else []
+                   {"floor": op}) for op in cfg.floor_ops] if cpu else []
+    floor += [Point({"op": "aten::addmm", "variant": GEMM_HOT, "batch": 1, "m": s, "n": c,
+                     "k": c, "params": {"module": GEMM_HOT}}, {"gemm": True})
+              for c in cfg.gemm_widths for s in cfg.gemm_sides] if cpu else []
     return [Point({"op": name, "batch": b, "params": {
                        "module": name, "target": target_of(MODULES[name]), "kwargs": kwargs}},
                   {"factory": MODULES[name], "kwargs": kwargs, "index": i})

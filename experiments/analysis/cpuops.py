@@ -7,9 +7,13 @@ GPU, read off the CPU's own calibration.
   host clock for a host-timed call; an op not timed takes the median of those that were. On a
   CPU the same thread dispatches and then runs an op's work, so the floor adds to the work
   (a GPU's launch overlaps the kernel before it: there the latency term is a max);
-- GEMM shapes past the shaped sweep's thin sides: a GEMM whose thin side exceeds the gemv_gemm
-  sweep's largest batch runs like a square GEMM of its FLOPs (oneDNN and MKL block it so);
-  its rate is the larger of the shaped sweep's edge and the square GEMM sweep's at its FLOPs;
+- GEMMs hot: a profiled op repeats its call and a timed call rotates two copies, so a CPU's
+  GEMM reads its weights from cache where the decode sweep's gemv_gemm streams them cold (half
+  the rate or less at thin sides); the op_rates experiment times x [s, C] @ W [C, C] hot as a
+  profiled op (experiments/placement/floors.py), read as the shaped sweep is (sweeps.py);
+- GEMM shapes past those thin sides: a GEMM whose thin side exceeds the largest calibrated
+  runs like a square GEMM of its FLOPs (oneDNN and MKL block it so); its rate is the larger
+  of the thin sides' edge and the square GEMM sweep's at its FLOPs;
 - contended calibration: a CPU's op-rate point timed while another process held its cores is
   left out of its class's curve where the class has points timed without (sweeps.py);
 - oneDNN's RNN layer (aten::mkldnn_rnn_layer, one layer and direction an op): its recurrence is
@@ -27,6 +31,7 @@ import statistics
 from experiments.placement.opclass import parse_shapes
 
 FLOOR = "floor"  # op_rates rows of this variant are dispatch floors (experiments/op_rates.py)
+GEMM_HOT = "gemm_hot"  # and of this, thin GEMMs timed hot
 MKLDNN_RNN = "aten::mkldnn_rnn_layer"
 
 
@@ -74,12 +79,41 @@ def op_floor(r: dict, op: str) -> float:
     return own if own is not None else statistics.median(table.values())
 
 
-def gemm_rate(r: dict, m: int, n: int, k: int, shaped: float | None) -> float | None:
-    """A CPU GEMM's FLOP/s (module docstring): `shaped`, the gemv_gemm sweep's read, or past its
-    thin sides the larger of it and the square GEMM sweep's rate at this GEMM's FLOPs."""
+def hot_lines(rows, dtype: str) -> list:
+    """The op_rates experiment's hot GEMMs (x [s, C] @ W [C, C], variant gemm_hot) as the
+    shaped sweep's lines, [(log C, log s, FLOP/s)] by C; [] without two sides of a C."""
     import numpy as np
 
-    lines, gemm = r.get("shaped"), r.get("gemm")
+    if "variant" not in rows or not {"m", "n"} <= set(rows.columns):
+        return []
+    mine = rows[(rows.experiment == "op_rates") & (rows.variant == GEMM_HOT)
+                & (rows.status == "ok") & (rows.dtype == dtype) & (rows.flop_per_s > 0)]
+    lines = []
+    for c, g in mine.groupby("n"):
+        g = g.groupby("m").flop_per_s.median().sort_index()
+        if len(g) >= 2:
+            lines.append((math.log(c), np.log(g.index.to_numpy(float)), g.to_numpy(float)))
+    return sorted(lines, key=lambda x: x[0])
+
+
+def _read(lines, m: int, n: int, k: int) -> float:
+    """sweeps.shaped_rate's read of these lines (thin side s, width sqrt(K max(M, N)))."""
+    import numpy as np
+
+    s, c = math.log(min(m, n)), 0.5 * math.log(k * max(m, n))
+    rates = [float(np.interp(s, xs, ys)) for _, xs, ys in lines]
+    return float(np.interp(c, [lc for lc, _, _ in lines], rates))
+
+
+def gemm_rate(r: dict, m: int, n: int, k: int, shaped: float | None) -> float | None:
+    """A CPU GEMM's FLOP/s (module docstring): the hot GEMMs' read at its shape (else `shaped`,
+    the gemv_gemm sweep's), or past their thin sides the larger of it and the square GEMM
+    sweep's rate at this GEMM's FLOPs."""
+    import numpy as np
+
+    lines, gemm = r.get("shaped_hot") or r.get("shaped"), r.get("gemm")
+    if r.get("shaped_hot"):
+        shaped = _read(lines, m, n, k)
     if not shaped or not lines or not gemm:
         return shaped
     thin = max(math.exp(x) for _, xs, _ in lines for x in xs)

@@ -80,6 +80,8 @@ def curves(rows, systems, dtype: str) -> dict:
         out["cpu"] = True
         if table := cpuops.floors(mine, dtype):
             out["floors"] = table
+        if lines := cpuops.hot_lines(mine, dtype):
+            out["shaped_hot"] = lines
     return out
 
 
@@ -96,7 +98,7 @@ def op_rate_points(mine, rows, systems: set, dtype: str) -> dict:
         return {}
     own = measured(mine)
     if "variant" in own:  # dispatch floors (cpuops.floors), not rates
-        own = own[own.variant.fillna("") != cpuops.FLOOR]
+        own = own[~own.variant.fillna("").isin((cpuops.FLOOR, cpuops.GEMM_HOT))]
     if own.empty and "device_name" in rows:
         names = set(rows[rows.system.isin(systems)].device_name.dropna())
         own = measured(rows[rows.device_name.isin(names)])

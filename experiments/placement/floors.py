@@ -123,3 +123,40 @@ def _loop(fn, args) -> float:
             fn(*args)
         best, rounds = min(best, (time.perf_counter() - start) / HOST_CALLS), rounds + 1
     return best
+
+
+def measure_gemm(side: int, width: int, dtype, device, gen) -> dict:
+    """{profiled_s, work_s, input_shapes}: x [side, width] @ W [width, width] + b (aten::addmm)
+    timed as a profiled op is, its operands hot (the same call repeated, as profile.profile_ops
+    repeats a call): the least over PROFILES profiles, at the job's threads and at most
+    CONTENDED times one thread's; `work_s` less the same timing of an N x N addmm (its
+    dispatch, which the op model's floor adds back)."""
+    def timed(rows: int, cols: int) -> float:
+        x = torch.randn((rows, cols), generator=gen, device=device).to(dtype)
+        w = torch.randn((cols, cols), generator=gen, device=device).to(dtype)
+        b = torch.randn((cols,), generator=gen, device=device).to(dtype)
+        return _least(lambda: _profiled(F.linear, (x, w, b), "aten::addmm", device))
+
+    t, tiny = timed(side, width), timed(N, N)
+    return {"profiled_s": t, "work_s": max(t - tiny, t / 10),
+            "input_shapes": str([[width], [side, width], [width, width]])}
+
+
+def _profiled(fn, args, op: str, device) -> float:
+    from experiments.placement.profile import profile_ops
+
+    ops = profile_ops(fn, args, device=device)
+    return float(ops[ops.op == op].time_s.iloc[0])
+
+
+def _least(time_one) -> float:
+    """The least of PROFILES timings at the job's threads, at most CONTENDED times one
+    thread's."""
+    threads, best = torch.get_num_threads(), []
+    try:
+        for n in sorted({threads, 1}, reverse=True):
+            torch.set_num_threads(n)
+            best.append(min(time_one() for _ in range(PROFILES)))
+    finally:
+        torch.set_num_threads(threads)
+    return min(best[0], CONTENDED * best[-1])

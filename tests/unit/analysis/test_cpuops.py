@@ -163,3 +163,16 @@ def test_a_contended_cpu_point_is_no_rate_where_the_class_has_quiet_ones():
     gpu = rows.assign(device_kind="cuda")  # a GPU's flags mean other things: all kept
     assert len(sweeps.op_rate_points(gpu, gpu, {SYS}, "float32")[
         "aten::native_layer_norm"]) == 3
+
+
+def test_a_cpu_gemm_reads_the_hot_gemms_where_timed():
+    hot = [_row(experiment="op_rates", op="aten::addmm", variant=cpuops.GEMM_HOT, m=float(s),
+                n=1024.0, flops=2.0 * s * 1024 * 1024, time_s=1.0, flop_per_s=f)
+           for s, f in ((1, 4e9), (64, 2e11))]
+    r = cpu_roofs(rows=floor_rows() + gemm_rows() + hot)
+    assert [round(math.exp(c)) for c, _, _ in r["shaped_hot"]] == [1024]
+    flops = 2.0 * 64 * 1024 * 1024
+    op = prediction.predict_op(r, flops, 1e6, 1e6, "matrix", op="aten::mm",
+                               shapes="[[64, 1024], [1024, 1024]]")
+    assert op["compute_s"] == pytest.approx(flops / 2e11)  # not the cold sweep's 5e10
+    assert sweeps.op_rate_points(pd.DataFrame(hot), pd.DataFrame(hot), {SYS}, "float32") == {}

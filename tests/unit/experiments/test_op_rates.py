@@ -19,7 +19,8 @@ from tests.unit.analysis.test_prediction import DRAM, P, SYS, ceilings, roofs
 
 TINY = ["experiment.modules=[conv2d,layer_norm,embedding_bag,rms_norm]",
         "experiment.conv2d=[1,2]", "experiment.layer_norm=[2]", "experiment.embedding_bag=[3]",
-        "experiment.rms_norm=[2]", "experiment.max_call_s=10", "experiment.floor_ops=[]"]
+        "experiment.rms_norm=[2]", "experiment.max_call_s=10", "experiment.floor_ops=[]",
+        "experiment.gemm_sides=[]"]
 
 
 def test_rows_carry_the_work_the_placement_counter_counts(run_experiment):
@@ -191,7 +192,11 @@ def test_the_placements_file_names_the_curve_a_call_read():
 def test_a_floor_op_is_timed_on_a_tiny_input_both_ways(run_experiment):
     rows = run_experiment("op_rates", "float32", ["experiment.modules=[gelu]",
                                                   "experiment.gelu=[1]",
-                                                  "experiment.floor_ops=[aten::add,aten::clone]"])
+                                                  "experiment.floor_ops=[aten::add,aten::clone]",
+                                                  "experiment.gemm_sides=[1,4]",
+                                                  "experiment.gemm_widths=[40]"])
+    hot = rows[rows.variant == op_rates.GEMM_HOT]
+    assert list(zip(hot.m, hot.n)) == [(1, 40), (4, 40)] and (hot.flop_per_s > 0).all()
     floor = rows[rows.variant == op_rates.FLOOR]
     assert floor.op.tolist() == ["aten::add", "aten::clone"] and (floor.status == "ok").all()
     params = [json.loads(p) for p in floor.params]

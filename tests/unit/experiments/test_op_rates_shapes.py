@@ -27,7 +27,7 @@ def test_a_bad_shape_entry_names_itself(text, says):
 def test_each_shape_is_timed_at_the_module_s_batches(run_experiment):
     rows = run_experiment("op_rates", "float32", [
         "experiment.modules=[conv2d,gelu]", "experiment.conv2d=[1,2]", "experiment.gelu=[2]",
-        "experiment.max_call_s=10", "experiment.floor_ops=[]",
+        "experiment.max_call_s=10", "experiment.floor_ops=[]", "experiment.gemm_sides=[]",
         'experiment.shapes=["conv2d c_in=8 c_out=24 size=12","gelu seq=4 hidden=64"]'])
     kwargs = [json.loads(p)["kwargs"] for p in rows.params]
     conv8 = {"c_in": 8, "c_out": 24, "size": 12}
