@@ -15,7 +15,8 @@ GPU, read off the CPU's own calibration.
   runs like a square GEMM of its FLOPs (oneDNN and MKL block it so); its rate is the larger
   of the thin sides' edge and the square GEMM sweep's at its FLOPs;
 - contended calibration: a CPU's op-rate point timed while another process held its cores is
-  left out of its class's curve where the class has points timed without (sweeps.py);
+  left out of its class's curve (sweeps.py): without a quiet point the class is not calibrated
+  and the roofs predict it;
 - oneDNN's RNN layer (aten::mkldnn_rnn_layer, one layer and direction an op): its recurrence is
   serial as cuDNN's is, T steps of one [batch, hidden] x [hidden, gates x hidden] GEMM (read off
   the shaped sweep) and the pointwise gates (the eager floor), after the input projection, one

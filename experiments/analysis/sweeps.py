@@ -88,8 +88,8 @@ def curves(rows, systems, dtype: str) -> dict:
 def op_rate_points(mine, rows, systems: set, dtype: str) -> dict:
     """class key -> [(x, rate, input shapes)] of the op_rates experiment's ok rows in `dtype`
     (module docstring): `mine` the systems' ok rows; without op rates among them, those of the
-    same device model among all `rows`. A CPU's point timed contended is left out where its
-    class has points that were not (cpuops.contended)."""
+    same device model among all `rows`. A CPU's point timed contended is left out
+    (cpuops.contended)."""
     def measured(r):
         return r[(r.experiment == "op_rates") & (r.status == "ok") & (r.dtype == dtype)
                  & (r.time_s > 0)]
@@ -103,7 +103,6 @@ def op_rate_points(mine, rows, systems: set, dtype: str) -> dict:
         names = set(rows[rows.system.isin(systems)].device_name.dropna())
         own = measured(rows[rows.device_name.isin(names)])
     out: dict = {}
-    held: dict = {}  # per class, whether each point is a CPU's timed contended
     for r in own.itertuples(index=False):
         p = r.params if isinstance(r.params, dict) else json.loads(r.params or "{}") \
             if isinstance(r.params, str) else {}
@@ -114,12 +113,10 @@ def op_rate_points(mine, rows, systems: set, dtype: str) -> dict:
         found = (opclass.fine_key(r.op, p.get("input_shapes")) or found[0], found[1])
         x, y = ((r.flops, r.flop_per_s) if found[1] == opclass.COMPUTE
                 else (r.working_set_bytes, r.byte_per_s))
-        if x == x and y == y and x > 0 and y > 0:
+        if x == x and y == y and x > 0 and y > 0 and not cpuops.contended(r):
             out.setdefault(found[0], []).append(
                 (float(x), float(y), opclass.parse_shapes(p.get("input_shapes"))))
-            held.setdefault(found[0], []).append(cpuops.contended(r))
-    return {key: [pt for pt, busy in zip(pts, held[key]) if not busy or all(held[key])]
-            for key, pts in out.items()}
+    return out
 
 
 def op_rate(r: dict, key: str, x: float, shapes) -> float | None:
