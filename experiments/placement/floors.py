@@ -21,7 +21,7 @@ N = 8  # elements a side: far below any kernel's work, so only the op's fixed co
 # threads, as a model's other ops run between its calls: a hot loop times a floor 2-4x under
 # what the same op pays inside a call
 FLUSH = 1 << 20
-CONTENDED = 4.0
+CONTENDED = 2.5
 PROFILES, HOST_CALLS, HOST_ROUNDS, HOST_S = 3, 20, 3, 0.03
 
 
@@ -59,8 +59,18 @@ def _tiny(op: str, dtype, device, gen) -> tuple:
         "aten::mkldnn_rnn_layer": (nn.LSTM(N, N, batch_first=True).to(device, dtype), (seq,)),
         "aten::_scaled_dot_product_flash_attention_for_cpu": (
             F.scaled_dot_product_attention, (seq[None], seq[None], seq[None])),
+        # the fused inference paths: their many inner ops' dispatch in one op
+        "aten::_native_multi_head_attention": (_mha(device, dtype), (seq,)),
+        "aten::_transformer_encoder_layer_fwd": (
+            nn.TransformerEncoderLayer(N, 2, 2 * N, dropout=0.0, batch_first=True)
+            .to(device, dtype).eval(), (seq,)),
     }
     return calls[op]
+
+
+def _mha(device, dtype):
+    mha = nn.MultiheadAttention(N, 2, batch_first=True).to(device, dtype).eval()
+    return lambda x: mha(x, x, x, need_weights=False)[0]
 
 
 # the ops a floor can be timed for (the held-out and shipped calls' small ops)
@@ -70,7 +80,8 @@ OPS = ("aten::clone", "aten::zeros", "aten::arange", "aten::add", "aten::add_", 
         "aten::transpose_", "aten::copy_", "aten::addmm", "aten::mm", "aten::bmm",
         "aten::_softmax", "aten::native_layer_norm", "aten::gelu", "aten::_embedding_bag",
         "aten::convolution", "aten::mkldnn_rnn_layer",
-        "aten::_scaled_dot_product_flash_attention_for_cpu")
+        "aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_native_multi_head_attention",
+        "aten::_transformer_encoder_layer_fwd")
 
 
 def measure(op: str, dtype, device, gen) -> dict:
