@@ -160,7 +160,7 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
     rated = opclass.op_class(op, shapes)
     fine = opclass.fine_key(op, shapes)
     if rated and fine and (r.get("op_rates") or {}).get(fine):  # its narrower class's curve
-        rated = (fine, rated[1])
+        rated = (fine, opclass.term_of(fine))
     x = (flops if rated and rated[1] == opclass.COMPUTE else nbytes) / calls
     rate = rated and sweeps.op_rate(r, rated[0], x, shapes)
     curve, term = (rated[0], rated[1]) if rate else ("", "")
@@ -216,7 +216,8 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
     terms = {"compute": compute, "memory": memory or 0.0, "latency": latency}
     bound = max(terms, key=terms.get)
     total = terms[bound]
-    if r.get("cpu") and r.get("op_floors"):  # one thread dispatches, then works: they add
+    # one thread dispatches, then works: they add (an op rate timed the op whole, dispatch in)
+    if r.get("cpu") and r.get("op_floors") and not term:
         total = floor * calls + max(compute, memory or 0.0, serial * calls)
     return {"compute_s": compute, "memory_s": memory, "latency_s": latency,
             "predicted_time_s": total if total > 0 else math.nan,

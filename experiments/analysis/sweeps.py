@@ -110,7 +110,8 @@ def op_rate_points(mine, rows, systems: set, dtype: str) -> dict:
         if found is None:
             continue
         # a narrower class's points are its own (op_rate reads them for its ops alone)
-        found = (opclass.fine_key(r.op, p.get("input_shapes")) or found[0], found[1])
+        if fine := opclass.fine_key(r.op, p.get("input_shapes")):
+            found = (fine, opclass.term_of(fine))
         x, y = ((r.flops, r.flop_per_s) if found[1] == opclass.COMPUTE
                 else (r.working_set_bytes, r.byte_per_s))
         if x == x and y == y and x > 0 and y > 0 and not cpuops.contended(r):

@@ -21,7 +21,9 @@ N = 8  # elements a side: far below any kernel's work, so only the op's fixed co
 # threads, as a model's other ops run between its calls: a hot loop times a floor 2-4x under
 # what the same op pays inside a call
 FLUSH = 1 << 20
-CONTENDED = 2.5
+# an op whose parallel region wakes its other thread pays up to ~10x its one-thread floor
+# (zeros' fill: 14 us against 1.4); one whose thread waits on a contended core, ~1000x
+CONTENDED = 10.0
 PROFILES, HOST_CALLS, HOST_ROUNDS, HOST_S = 3, 20, 3, 0.03
 
 

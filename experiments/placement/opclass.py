@@ -59,8 +59,9 @@ DEPTHWISE = "depthwise"  # a class key's suffix: a convolution of one input chan
 
 def fine_key(op: str, shapes) -> str | None:
     """The narrower class an op belongs to where one runs unlike its class (a depthwise
-    convolution: groups = channels, one input channel a filter, `<class key>/depthwise`); the
-    op model reads it where it was calibrated, else the class's. None for any other op."""
+    convolution: groups = channels, one input channel a filter, `<class key>/depthwise`, read
+    as B/s against its working set: term_of); the op model reads it where it was calibrated,
+    else the class's. None for any other op."""
     found = op_class(op, shapes)
     if not found or not found[0].startswith(CONVOLUTION + "/conv"):
         return None
@@ -70,7 +71,10 @@ def fine_key(op: str, shapes) -> str | None:
 
 
 def term_of(key: str) -> str:
-    """The term a class's rate sets: COMPUTE for convolutions and attention, else MEMORY."""
+    """The term a class's rate sets: COMPUTE for convolutions and attention, else MEMORY (a
+    depthwise convolution's too: it streams its activations, a few FLOPs a byte)."""
+    if key.endswith("/" + DEPTHWISE):
+        return MEMORY
     return COMPUTE if key.startswith((CONVOLUTION, ATTENTION_PREFIX)) else MEMORY
 
 

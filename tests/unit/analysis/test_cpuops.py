@@ -125,23 +125,29 @@ def test_onednn_s_rnn_layer_is_serial_steps():
 
 
 def test_a_depthwise_convolution_reads_its_own_curve_where_calibrated():
-    def conv(shapes, flops, rate):
+    def conv(shapes, flops, rate, ws, bw):
         return _row(experiment="op_rates", op="aten::convolution", flops=flops,
-                    flop_per_s=rate, time_s=flops / rate, working_set_bytes=1e6,
+                    flop_per_s=rate, time_s=flops / rate, working_set_bytes=ws, byte_per_s=bw,
                     params=json.dumps({"input_shapes": shapes}))
 
-    dense = [conv(f"[[{b}, 16, 16, 16], [16, 16, 3, 3], [16]]", b * 1.2e6, 1e11)
+    dense = [conv(f"[[{b}, 16, 16, 16], [16, 16, 3, 3], [16]]", b * 1.2e6, 1e11, 1e5, 1e9)
              for b in (2, 8)]
-    depthwise = [conv(f"[[{b}, 96, 16, 16], [96, 1, 3, 3], [96]]", b * 4.4e5, 1e9)
-                 for b in (2, 8)]
+    # depthwise: B/s against the working set (it streams its activations)
+    depthwise = [conv(f"[[{b}, 96, 16, 16], [96, 1, 3, 3], [96]]", b * 4.4e5, 1e9, b * 2e5,
+                      5e9) for b in (2, 8)]
     judged = "[[4, 300, 16, 16], [300, 1, 3, 3], [300]]"
-    flops = 4 * 2.0 * 300 * 256 * 9
-    for rows, rate in ((dense, 1e11), (dense + depthwise, 1e9)):
-        r = cpu_roofs(rows=floor_rows() + rows)
-        op = prediction.predict_op(r, flops, 1e5, 1e5, "matrix", op="aten::convolution",
-                                   shapes=judged)
-        assert op["compute_s"] == pytest.approx(flops / rate)
+    flops, nbytes = 4 * 2.0 * 300 * 256 * 9, 8e5
+    r = cpu_roofs(rows=floor_rows() + dense)
+    op = prediction.predict_op(r, flops, nbytes, nbytes, "matrix", op="aten::convolution",
+                               shapes=judged)
+    assert op["compute_s"] == pytest.approx(flops / 1e11)  # the dense curve, without its own
+    r = cpu_roofs(rows=floor_rows() + dense + depthwise)
+    op = prediction.predict_op(r, flops, nbytes, nbytes, "matrix", op="aten::convolution",
+                               shapes=judged)
     assert op["curve"] == "aten::convolution/conv2d/depthwise"
+    assert op["memory_s"] == pytest.approx(nbytes / 5e9) and op["bound"] == "memory"
+    # an op rate timed the op whole: its dispatch floor is not added again
+    assert op["predicted_time_s"] == pytest.approx(nbytes / 5e9)
     # a dense one never reads the depthwise points
     r = cpu_roofs(rows=floor_rows() + depthwise)
     assert prediction.predict_op(r, 1e8, 1e5, 1e5, "matrix", op="aten::convolution",
