@@ -17,6 +17,9 @@ GPU, read off the CPU's own calibration.
 - contended calibration: a CPU's op-rate point timed while another process held its cores is
   left out of its class's curve (sweeps.py): without a quiet point the class is not calibrated
   and the roofs predict it;
+- attention by the head: a CPU's fused attention runs one (batch, head) problem a task, at a
+  fixed cost each, so its op-rate curve is read at the FLOPs of one (batch, head) problem,
+  calibration points and judged op alike (heads);
 - oneDNN's RNN layer (aten::mkldnn_rnn_layer, one layer and direction an op): its recurrence is
   serial as cuDNN's is, T steps of one [batch, hidden] x [hidden, gates x hidden] GEMM (read off
   the shaped sweep) and the pointwise gates (the eager floor), after the input projection, one
@@ -29,7 +32,7 @@ import json
 import math
 import statistics
 
-from experiments.placement.opclass import parse_shapes
+from experiments.placement.opclass import ATTENTION_PREFIX, parse_shapes
 
 FLOOR = "floor"  # op_rates rows of this variant are dispatch floors (experiments/op_rates.py)
 GEMM_HOT = "gemm_hot"  # and of this, thin GEMMs timed hot
@@ -40,6 +43,16 @@ def is_cpu(rows) -> bool:
     """Whether every row of these (one system's) is a CPU's."""
     kinds = set(rows.device_kind.dropna()) if "device_kind" in rows else set()
     return kinds == {"cpu"}
+
+
+def heads(op: str, shapes) -> int:
+    """batch x heads of a fused attention op (q [batch, heads, seq, head dim]), 1 for any other
+    op: a CPU's attention kernel runs one (batch, head) problem a task, each paying a fixed
+    cost (microseconds, above a short sequence's work), so its rate follows the FLOPs of one."""
+    s = parse_shapes(shapes)
+    if not op.startswith(ATTENTION_PREFIX) or not s or len(s[0]) != 4:
+        return 1
+    return max(int(s[0][0]) * int(s[0][1]), 1)
 
 
 def contended(row) -> bool:

@@ -181,3 +181,24 @@ def test_a_cpu_gemm_reads_the_hot_gemms_where_timed():
                                shapes="[[64, 1024], [1024, 1024]]")
     assert op["compute_s"] == pytest.approx(flops / 2e11)  # not the cold sweep's 5e10
     assert sweeps.op_rate_points(pd.DataFrame(hot), pd.DataFrame(hot), {SYS}, "float32") == {}
+
+
+def test_a_cpu_attention_curve_is_read_by_the_batch_head_problem():
+    def sdpa(b, h, seq, rate):
+        flops = 4.0 * b * h * seq * seq * 64
+        q = f"[{b}, {h}, {seq}, 64]"
+        return _row(experiment="op_rates", op=ATTN, flops=flops, flop_per_s=rate,
+                    time_s=flops / rate,
+                    params=json.dumps({"input_shapes": f"[{q}, {q}, {q}]"}))
+
+    # many short heads run slow, few long ones fast: the (batch, head) problem sets the rate
+    rows = [sdpa(8, 24, 8, 1e10), sdpa(1, 1, 400, 7e10)]
+    r = cpu_roofs(rows=floor_rows() + rows)
+    assert cpuops.heads(ATTN, "[[13, 23, 9, 64], [13, 23, 9, 64], [13, 23, 9, 64]]") == 299
+    many = 4.0 * 13 * 23 * 9 * 9 * 64  # 299 problems of 9 tokens: the short heads' rate
+    op = prediction.predict_op(r, many, 1e5, 1e5, "matrix", op=ATTN,
+                               shapes="[[13, 23, 9, 64], [13, 23, 9, 64], [13, 23, 9, 64]]")
+    assert op["compute_s"] == pytest.approx(many / 1e10, rel=0.2)  # near the short heads
+
+
+ATTN = "aten::_scaled_dot_product_flash_attention_for_cpu"
