@@ -91,7 +91,7 @@ class OpRatesConfig(ExperimentConfig):
     max_copies: int = MISSING
 
     RULES = dict.fromkeys(MODULES, "sizes") | {"max_call_s": "> 0", "rotate_bytes_factor": "> 0",
-                                                "max_copies": "int >= 1"}
+                                                "max_copies": "int >= 1", "own_sizes": "bool"}
 
     def __post_init__(self):
         super().__post_init__()
