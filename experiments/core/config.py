@@ -85,7 +85,7 @@ def yaml_error(path) -> str | None:
 
 def check_rule(key: str, value, rule) -> None:
     """One value against its rule (ExperimentConfig.RULES): "sizes" (or "sizes0", zero allowed),
-    "bool", "> x" or ">= x" (a finite number), "int >= x", or the names a non-empty list may
+    "bool", "> x" or ">= x" (a number, not NaN), "int >= x", or the names a non-empty list may
     hold."""
     if not isinstance(rule, str):  # the names a list may hold (a tuple, or a dict's keys)
         values = list(value)
@@ -100,7 +100,8 @@ def check_rule(key: str, value, rule) -> None:
         return
     *kind, op, bound = rule.split()
     number = not isinstance(value, bool) and isinstance(value, int if kind else (int, float))
-    if not number or not math.isfinite(value) or not (
+    # NaN fails every comparison; inf passes "> 0" (no limit: `place` and `validate` time so)
+    if not number or value != value or not (
             value > float(bound) if op == ">" else value >= float(bound)):
         raise ConfigError(f"{key}={value!r} must be {'an integer' if kind else 'a number'} "
                           f"{op} {bound}")

@@ -30,7 +30,8 @@ def test_a_rule_refuses_a_bad_value(value, rule, message):
 
 
 @pytest.mark.parametrize("value,rule", [([1, 2], "sizes"), ([0], "sizes0"), (False, "bool"),
-                                        (1e-9, "> 0"), (0, ">= 0"), (6, "int >= 6"),
+                                        (1e-9, "> 0"), (float("inf"), "> 0"), (0, ">= 0"),
+                                        (6, "int >= 6"),
                                         (["triad"], ("copy", "triad"))])
 def test_a_rule_lets_a_good_value_through(value, rule):
     check_rule("k", value, rule)
