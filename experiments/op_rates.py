@@ -51,8 +51,7 @@ MODULES = {
     "gelu": modules.make_gelu, "max_pool2d": modules.make_max_pool2d,
     "avg_pool2d": modules.make_avg_pool2d, "embedding_bag": modules.make_embedding_bag,
 }
-FLOOR = "floor"  # the variant of a dispatch floor's row
-GEMM_HOT = "gemm_hot"  # the variant of a hot thin GEMM's row
+FLOOR, GEMM_HOT = opclass.FLOOR, opclass.GEMM_HOT  # the variants of floor and hot-GEMM rows
 DOMINANT = 0.9  # the share of the call's op bytes its one op must move to stand for the call
 OPS = ("op", "input_shapes", "calls", "flops", "bytes", "cold_bytes", "kind", "flops_source",
        "exponentials")  # counting.summarize_ops's columns

@@ -32,10 +32,10 @@ import json
 import math
 import statistics
 
+from experiments.placement import opclass
 from experiments.placement.opclass import ATTENTION_PREFIX, parse_shapes
 
-FLOOR = "floor"  # op_rates rows of this variant are dispatch floors (experiments/op_rates.py)
-GEMM_HOT = "gemm_hot"  # and of this, thin GEMMs timed hot
+FLOOR, GEMM_HOT = opclass.FLOOR, opclass.GEMM_HOT  # op_rates rows: floors, hot thin GEMMs
 MKLDNN_RNN = "aten::mkldnn_rnn_layer"
 
 

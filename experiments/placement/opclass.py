@@ -54,6 +54,9 @@ def conv_variant(shapes) -> str | None:
     return f"{kind}{len(x) - 2}d" if plain or transposed else None
 
 
+# op_rates rows of these variants are a CPU's dispatch floors and hot thin GEMMs (floors.py),
+# read by the op model's CPU terms (analysis/cpuops.py), never a class's rate
+FLOOR, GEMM_HOT = "floor", "gemm_hot"
 DEPTHWISE = "depthwise"  # a class key's suffix: a convolution of one input channel a group
 
 
