@@ -19,7 +19,7 @@ GPU, read off the CPU's own calibration.
   and the roofs predict it;
 - attention by the head: a CPU's fused attention runs one (batch, head) problem a task, at a
   fixed cost each, so its op-rate curve is read at the FLOPs of one (batch, head) problem,
-  calibration points and judged op alike (heads);
+  calibration points and judged op alike (read_at);
 - oneDNN's RNN layer (aten::mkldnn_rnn_layer, one layer and direction an op): its recurrence is
   serial as cuDNN's is, T steps of one [batch, hidden] x [hidden, gates x hidden] GEMM (read off
   the shaped sweep) and the pointwise gates (the eager floor), after the input projection, one
@@ -53,6 +53,12 @@ def heads(op: str, shapes) -> int:
     if not op.startswith(ATTENTION_PREFIX) or not s or len(s[0]) != 4:
         return 1
     return max(int(s[0][0]) * int(s[0][1]), 1)
+
+
+def read_at(x: float, op: str, shapes, cpu: bool) -> float:
+    """Where an op-rate curve is read for an op at x (its FLOPs or bytes), calibration point
+    and judged op alike: on a CPU, a fused attention's x of one (batch, head) problem."""
+    return x / heads(op, shapes) if cpu else x
 
 
 def contended(row) -> bool:

@@ -161,9 +161,8 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
     fine = opclass.fine_key(op, shapes)
     if rated and fine and (r.get("op_rates") or {}).get(fine):  # its narrower class's curve
         rated = (fine, opclass.term_of(fine))
-    x = (flops if rated and rated[1] == opclass.COMPUTE else nbytes) / calls
-    if r.get("cpu"):  # a CPU's attention curve is read by the (batch, head) problem
-        x /= cpuops.heads(op, shapes)
+    x = cpuops.read_at((flops if rated and rated[1] == opclass.COMPUTE else nbytes) / calls,
+                       op, shapes, bool(r.get("cpu")))
     rate = rated and sweeps.op_rate(r, rated[0], x, shapes)
     curve, term = (rated[0], rated[1]) if rate else ("", "")
     outside = [sweeps.outside(r, rated[0], x)] if rated and not rate else []

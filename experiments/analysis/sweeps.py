@@ -114,8 +114,8 @@ def op_rate_points(mine, rows, systems: set, dtype: str) -> dict:
             found = (fine, opclass.term_of(fine))
         x, y = ((r.flops, r.flop_per_s) if found[1] == opclass.COMPUTE
                 else (r.working_set_bytes, r.byte_per_s))
-        if getattr(r, "device_kind", None) == "cpu":  # attention by the head (cpuops.heads)
-            x = x / cpuops.heads(r.op, p.get("input_shapes"))
+        x = cpuops.read_at(x, r.op, p.get("input_shapes"),
+                           getattr(r, "device_kind", None) == "cpu")
         if x == x and y == y and x > 0 and y > 0 and not cpuops.contended(r):
             out.setdefault(found[0], []).append(
                 (float(x), float(y), opclass.parse_shapes(p.get("input_shapes"))))

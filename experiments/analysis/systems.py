@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from experiments.core import layout
+
 
 def read_ceilings(ceilings):
     """A ceilings table from a DataFrame, a path, or None (the default path, if it exists)."""
@@ -36,8 +38,8 @@ def find_system(ceilings, device_name: str, host: str | None = None, system: str
 def no_roofline(device: str) -> str:
     return (f"no fitted roofline for {device} yet: run `snakemake --cores all` (or "
             f"`snakemake --cores all --config 'devices=[\"{device}\"]'` for this device alone) "
-            "to measure it, then pass --ceilings results/roofline/ceilings.parquet")
+            f"to measure it, then pass --ceilings {DEFAULT_CEILINGS}")
 
 
-DEFAULT_CEILINGS = "results/roofline/ceilings.parquet"
+DEFAULT_CEILINGS = str(layout.file("results", "ceilings"))  # a default run's
 

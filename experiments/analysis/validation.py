@@ -15,6 +15,7 @@ from __future__ import annotations
 import pandas as pd
 
 from experiments.analysis import placements
+from experiments.analysis.units import share
 from experiments.placement import opclass
 
 ALL = "all"
@@ -82,10 +83,6 @@ def summary(judged: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=SUMMARY_COLUMNS)
 
 
-def _pct(v) -> str:
-    return f"{100 * v:.0f} %" if v == v else "-"
-
-
 def text(table: pd.DataFrame) -> str:
     """summary() as aligned text: one block per system and dtype, calls then ops."""
     lines = []
@@ -98,7 +95,7 @@ def text(table: pd.DataFrame) -> str:
         order = g.sort_values(["kind", "class"], key=lambda s: s.where(s != ALL, "~"))
         for r in order.to_dict("records"):
             lines.append(f"  {r['kind']:<5} {r['class']:<{width}}  {r['n']:>3}  "
-                         f"{_pct(r['median_abs_error']):>7}  {_pct(r['p90_abs_error']):>7}"
+                         f"{share(r['median_abs_error']):>7}  {share(r['p90_abs_error']):>7}"
                          f"  {r['disturbed']}")
         lines.append("")
     return "\n".join(lines) or "no held-out rows were placed\n"
@@ -117,6 +114,6 @@ def band(table: pd.DataFrame | None, system: str, dtype: str) -> str:
     if mine.empty or not mine.n.iloc[0]:
         return ""
     r = mine.iloc[0]
-    return (f"held out: median {_pct(r.median_abs_error)}, p90 {_pct(r.p90_abs_error)} "
+    return (f"held out: median {share(r.median_abs_error)}, p90 {share(r.p90_abs_error)} "
             f"({int(r.n)} calls)")
 

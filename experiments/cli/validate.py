@@ -70,16 +70,18 @@ def sweep_config() -> dict:
     return yaml.safe_load(shipped("config/config.yaml").read_text()) or {}
 
 
-def calibration(kind: str, every: bool = False) -> dict:
-    """op_rates module name -> its calibration batches on this device kind (the sweep's; with
-    `every`, those of each module, run or not)."""
-    from experiments import experiment_config
-    from experiments.op_rates import MODULES
+def op_rates_keys(kind: str) -> dict:
+    """The sweep's op_rates keys for this device kind (config/config.yaml `experiments:`)."""
+    return ((sweep_config().get("experiments") or {}).get("op_rates") or {}).get(kind) or {}
 
-    sweep = sweep_config()
-    given = ((sweep.get("experiments") or {}).get("op_rates") or {}).get(kind) or {}
-    cfg = experiment_config("op_rates", **given)
-    return {name: list(getattr(cfg, name)) for name in (MODULES if every else cfg.modules)}
+
+def calibration(kind: str, also=()) -> dict:
+    """op_rates module name -> its calibration batches on this device kind: the sweep's modules
+    and the modules `also` names (those validate's `calibrate` shapes run)."""
+    from experiments import experiment_config
+
+    cfg = experiment_config("op_rates", **op_rates_keys(kind))
+    return {name: list(getattr(cfg, name)) for name in dict.fromkeys([*cfg.modules, *also])}
 
 
 class HeldoutJob:
@@ -115,8 +117,7 @@ def measure(args, opts: dict, devices: list[str], folder: Path) -> int:
     for device in devices:
         kind = "cpu" if device == "cpu" else "cuda"
         extra = [parse_shape(t) for t in opts["calibrate"].get(kind) or []]
-        batches = calibration(kind) | {name: calibration(kind, every=True)[name]
-                                       for name, _ in extra}
+        batches = calibration(kind, also=[name for name, _ in extra])
         specs = heldout.draw(opts["seed"], opts["count"], kind, heldout.calibration_specs(
             kind, batches, extra))
         base = experiment_config("workload", workload="heldout", target=TARGET, kwargs={},
@@ -158,9 +159,8 @@ def calibrate(device: str, kind: str, shapes: list[str], folder: Path, host: str
     from experiments.core.runner import run_job
     from experiments.op_rates import parse_shape
 
-    given = ((sweep_config().get("experiments") or {}).get("op_rates") or {}).get(kind) or {}
     modules = list(dict.fromkeys(parse_shape(t)[0] for t in shapes))
-    base = experiment_config("op_rates", **(given | {"modules": modules, "shapes": shapes,
+    base = experiment_config("op_rates", **(op_rates_keys(kind) | {"modules": modules, "shapes": shapes,
                                                      "floor_ops": [], "own_sizes": False}))
     out = folder / f"calibration-{device.replace(':', '')}-{DTYPES[kind]}.parquet"
     print(f"rooflab validate: {len(shapes)} op_rates shapes on {device} for the drawn classes",

@@ -85,11 +85,17 @@ def shapes_key(ins) -> str:
     return str([list(t.shape) for t in ins if t.dim()])
 
 
-def record_ops(fn, args, kwargs=None):
-    """(the call's output, its ops as OpCounter records them)."""
+def record(fn, args, kwargs=None) -> tuple:
+    """(the call's output, the OpCounter that watched it: its ops, the tables it gathered)."""
     counter = OpCounter()
     with counter:
         out = fn(*args, **(kwargs or {}))
+    return out, counter
+
+
+def record_ops(fn, args, kwargs=None):
+    """(the call's output, its ops as OpCounter records them)."""
+    out, counter = record(fn, args, kwargs)
     return out, counter.ops
 
 
@@ -197,9 +203,7 @@ def precision(dtype_name: str):
 def count(fn, args, kwargs=None) -> dict:
     """One call's FLOPs, compulsory bytes and its ops' work; raises TypeError for a call that
     returns no tensor. A call of 0 FLOPs (a gather, a copy) is placed by its bytes alone."""
-    counter = OpCounter()
-    with counter:
-        out = fn(*args, **(kwargs or {}))
+    out, counter = record(fn, args, kwargs)
     ops = counter.ops
     if not tensors(out):
         raise TypeError(f"the call returned {type(out).__name__}, no tensor: nothing to check "

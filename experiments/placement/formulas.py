@@ -183,23 +183,24 @@ def exponentials(name: str, args, kwargs) -> float:
     return 0.0
 
 
+GATHERS = ("embedding", "_embedding_bag", "_embedding_bag_forward_only")
+
+
 def gathered_bytes(name: str, args) -> float | None:
-    """Bytes a gather reads: the table rows its indices name (one row per index, repeats
-    included) and the indices (and embedding_bag's offsets), never the whole table; None for
-    other ops."""
-    if name not in ("embedding", "_embedding_bag", "_embedding_bag_forward_only"):
+    """Bytes a gather reads: the table rows its indices name (gathered_rows) and the indices
+    (and embedding_bag's offsets), never the whole table; None for other ops."""
+    if name not in GATHERS:
         return None
-    table, idx = args[0], args[1]
     indices = args[1:2] if name == "embedding" else args[1:3]  # embedding_bag: and offsets
     index_bytes = sum(_numel(t) * t.element_size() for t in indices
                       if isinstance(t, torch.Tensor))
-    return float(_numel(idx) * table.shape[-1] * table.element_size() + index_bytes)
+    return gathered_rows(name, args) + float(index_bytes)
 
 
 def gathered_rows(name: str, args) -> float:
     """Bytes of the table rows a gather reads (one row per index, repeats included): the part
     of gathered_bytes a call's compulsory traffic counts for its table; 0 for other ops."""
-    if name not in ("embedding", "_embedding_bag", "_embedding_bag_forward_only"):
+    if name not in GATHERS:
         return 0.0
     table, idx = args[0], args[1]
     return float(_numel(idx) * table.shape[-1] * table.element_size())

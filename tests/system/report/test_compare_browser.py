@@ -15,7 +15,7 @@ import pytest
 from experiments.cli import rooflab as cli
 from tests.system.report.test_report_browser import (WIDTHS, box, browser, default_run,  # noqa
                                                      downloads, hover_tips, opened, overlap,
-                                                     point_positions)
+                                                     point_positions, requests_outside)
 
 pytestmark = pytest.mark.system
 
@@ -120,8 +120,4 @@ def test_csv_holds_raw_numbers_the_same_at_every_width(pages):
 
 def test_the_page_requests_nothing_outside_its_file(pages, page_file):
     for page, seen, _ in pages.values():
-        page.locator("details").evaluate_all("(ds) => ds.forEach((d) => { d.open = true; })")
-        page.wait_for_timeout(200)
-        outside = [u for u in seen["requests"]
-                   if not u.startswith(("data:", "blob:")) and u != page_file.as_uri()]
-        assert seen["requests"] and not outside
+        assert not requests_outside(page, seen, page_file)
