@@ -6,6 +6,7 @@
 # in bfloat16 and on the host CPU in float32, placed and judged; then the report with the band.
 #   OUT=/tmp/out bash bench/validate.sh            (about 5 minutes on one H100 or H200)
 #   SEED=1234 COUNT=39 OUT=/tmp/out bash bench/validate.sh   (another draw, more of it)
+#   DEVICE=cuda:0 OUT=/tmp/out bash bench/validate.sh        (the GPU's draws alone)
 # Files under $OUT: validation/ (summary.txt, summary.parquet, judged.parquet, the job files),
 # measurements.parquet, ceilings.parquet, placements.parquet, summary.txt, report.html,
 # sweep.log, validate.log, times.txt (each stage's seconds), tree.sha (the files that ran).
@@ -31,7 +32,8 @@ stage() {  # stage NAME COMMAND...: its output to $OUT/NAME.log, its seconds to 
 }
 stage sweep python3 -m experiments.cli.rooflab run --results "$RES" || tail -30 "$OUT/sweep.log"
 stage validate python3 -m experiments.cli.rooflab validate --results "$RES" \
-  ${SEED:+--seed "$SEED"} ${COUNT:+--count "$COUNT"} || tail -30 "$OUT/validate.log"
+  ${SEED:+--seed "$SEED"} ${COUNT:+--count "$COUNT"} ${DEVICE:+--device "$DEVICE"} \
+  || tail -30 "$OUT/validate.log"
 stage report python3 -m experiments.cli.rooflab report --results "$RES" || tail -30 "$OUT/report.log"
 cp -r "$RES/validation" "$OUT/" 2>/dev/null
 cp "$RES/measurements.parquet" "$RES/roofline/ceilings.parquet" "$RES/placements.parquet" \

@@ -50,6 +50,7 @@ MODULES = {
     "rms_norm": modules.make_rms_norm, "softmax": modules.make_softmax,
     "gelu": modules.make_gelu, "max_pool2d": modules.make_max_pool2d,
     "avg_pool2d": modules.make_avg_pool2d, "embedding_bag": modules.make_embedding_bag,
+    "mha": modules.make_mha, "encoder_layer": modules.make_encoder_layer,
 }
 FLOOR, GEMM_HOT = opclass.FLOOR, opclass.GEMM_HOT  # the variants of floor and hot-GEMM rows
 DOMINANT = 0.9  # the share of the call's op bytes its one op must move to stand for the call
@@ -76,8 +77,11 @@ class OpRatesConfig(ExperimentConfig):
     max_pool2d: list[int] = MISSING
     avg_pool2d: list[int] = MISSING
     embedding_bag: list[int] = MISSING
+    mha: list[int] = MISSING
+    encoder_layer: list[int] = MISSING
     # more calibration shapes than each factory's own: "module key=value ..." (the factory's
-    # keywords, e.g. "conv2d c_in=64 c_out=64 size=28"), each timed at the module's batches
+    # keywords, e.g. "conv2d c_in=64 c_out=64 size=28"), each timed at the module's batches, or
+    # at its own `batch=N` alone
     shapes: list[str] = MISSING
     own_sizes: bool = MISSING  # false: `shapes` alone, not also each factory's own sizes
     # aten ops whose dispatch floor is timed on a tiny input (experiments/placement/floors.py)
@@ -130,6 +134,11 @@ def shapes_of(cfg: OpRatesConfig, name: str) -> list[dict]:
     """The factory keywords module `name` is timed at: its own sizes ({}), then cfg.shapes'."""
     own = [{}] if cfg.own_sizes else []
     return own + [kw for n, kw in map(parse_shape, cfg.shapes) if n == name]
+
+
+def batches_of(cfg: OpRatesConfig, name: str, kwargs: dict) -> list[int]:
+    """The batches a shape is timed at: its own `batch=N`, else the module's, smallest first."""
+    return [kwargs["batch"]] if "batch" in kwargs else sorted(getattr(cfg, name))
 
 
 def target_of(factory) -> str:
@@ -229,7 +238,8 @@ def points(cfg: OpRatesConfig, ctx: Context) -> list[Point]:
                      "k": c, "params": {"module": GEMM_HOT}}, {"gemm": True})
               for c in cfg.gemm_widths for s in cfg.gemm_sides] if cpu else []
     return [Point({"op": name, "batch": b, "params": {
-                       "module": name, "target": target_of(MODULES[name]), "kwargs": kwargs}},
-                  {"factory": MODULES[name], "kwargs": kwargs, "index": i})
+                       "module": name, "target": target_of(MODULES[name]), "kwargs": sized}},
+                  {"factory": MODULES[name], "kwargs": sized, "index": i})
             for name in cfg.modules for kwargs in shapes_of(cfg, name)
-            for i, b in enumerate(sorted(getattr(cfg, name)))] + floor
+            for sized in [{k: v for k, v in kwargs.items() if k != "batch"}]
+            for i, b in enumerate(batches_of(cfg, name, kwargs))] + floor

@@ -136,16 +136,18 @@ def measure(args, opts: dict, devices: list[str], folder: Path) -> int:
 
 
 # the op_rates module whose rates each held-out kind's classes read
-READS = {"conv1d": "conv1d", "conv2d": "conv2d", "conv_transpose2d": "conv_transpose2d",
-         "layer_norm": "layer_norm", "gelu": "gelu", "softmax": "softmax", "sdpa": "sdpa",
-         "mha": "sdpa", "encoder_layer": "sdpa", "embedding_bag": "embedding_bag"}
+READS = {"conv1d": ("conv1d",), "conv2d": ("conv2d",), "conv_transpose2d": ("conv_transpose2d",),
+         "layer_norm": ("layer_norm",), "gelu": ("gelu",), "softmax": ("softmax",),
+         "sdpa": ("sdpa",), "mha": ("sdpa", "mha"),
+         "encoder_layer": ("sdpa", "encoder_layer", "layer_norm"),
+         "embedding_bag": ("embedding_bag",), "linear": (), "lstm": (), "gru": ()}
 
 
 def calibrating(specs: list[dict], shapes: list[str]) -> list[str]:
     """The `calibrate` shapes of the modules whose classes the drawn specs contain."""
     from experiments.op_rates import parse_shape
 
-    read = {READS[s["kind"]] for s in specs if s["kind"] in READS}
+    read = {module for s in specs for module in READS.get(s["kind"], ())}
     return [text for text in shapes if parse_shape(text)[0] in read]
 
 
@@ -160,8 +162,8 @@ def calibrate(device: str, kind: str, shapes: list[str], folder: Path, host: str
     from experiments.op_rates import parse_shape
 
     modules = list(dict.fromkeys(parse_shape(t)[0] for t in shapes))
-    base = experiment_config("op_rates", **(op_rates_keys(kind) | {"modules": modules, "shapes": shapes,
-                                                     "floor_ops": [], "own_sizes": False}))
+    base = experiment_config("op_rates", **(op_rates_keys(kind) | {
+        "modules": modules, "shapes": shapes, "floor_ops": [], "own_sizes": False}))
     out = folder / f"calibration-{device.replace(':', '')}-{DTYPES[kind]}.parquet"
     print(f"rooflab validate: {len(shapes)} op_rates shapes on {device} for the drawn classes",
           file=sys.stderr, flush=True)

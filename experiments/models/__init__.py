@@ -80,11 +80,13 @@ def make_mlp(batch, dtype, device, generator, **kwargs):
 @on_device
 def make_conv2d(batch, dtype, device, generator, **kwargs):
     """3x3 convolution, padding 1, on x [batch, c_in, size, size]: FLOPs 2 b c_out size^2 c_in 9
-    (`kernel` and `groups` other than 3 and 1: padding kernel // 2, FLOPs over groups)."""
-    k = _pick(device, kwargs, cpu={"c_in": 16, "c_out": 16, "size": 16, "kernel": 3, "groups": 1},
-              cuda={"c_in": 256, "c_out": 256, "size": 56, "kernel": 3, "groups": 1})
-    conv = nn.Conv2d(k["c_in"], k["c_out"], k["kernel"], padding=k["kernel"] // 2,
-                     groups=k["groups"])
+    (`kernel`, `groups` and `stride` other than 3, 1 and 1: padding kernel // 2, FLOPs over
+    groups and stride^2)."""
+    k = _pick(device, kwargs, cpu={"c_in": 16, "c_out": 16, "size": 16, "kernel": 3, "groups": 1,
+                                   "stride": 1},
+              cuda={"c_in": 256, "c_out": 256, "size": 56, "kernel": 3, "groups": 1, "stride": 1})
+    conv = nn.Conv2d(k["c_in"], k["c_out"], k["kernel"], stride=k["stride"],
+                     padding=k["kernel"] // 2, groups=k["groups"])
     conv = _init(conv.to(device), generator).to(dtype)
     x = _randn((batch, k["c_in"], k["size"], k["size"]), dtype, device, generator)
     return conv, (x,)

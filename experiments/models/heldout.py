@@ -126,7 +126,8 @@ def calibration_specs(device_kind: str, batches: dict, shapes=()) -> list[dict]:
     """The op_rates calibration points expressible as specs: `batches` maps an op_rates module
     name to its calibration batches (config/config.yaml's op_rates for the device kind);
     `shapes`, (module, keywords) of more calibration shapes (op_rates `shapes`, validate's
-    `calibrate`), each at its module's batches: those of sdpa are specs too."""
+    `calibrate`), each at its own `batch` or its module's batches: those of sdpa are specs
+    too."""
     gpu = device_kind == "cuda"
     forms = {
         "conv1d": {"kind": "conv1d", "c_in": 512 if gpu else 16, "c_out": 512 if gpu else 16,
@@ -145,7 +146,7 @@ def calibration_specs(device_kind: str, batches: dict, shapes=()) -> list[dict]:
     more = [{"kind": "sdpa", "heads": kw["heads"], "head_dim": kw["head_dim"],
              "seq": kw["seq"], "causal": kw.get("causal", True)} | {"batch": int(b)}
             for name, kw in shapes if name == "sdpa" and {"heads", "head_dim", "seq"} <= set(kw)
-            for b in batches.get(name, ())]
+            for b in ([kw["batch"]] if "batch" in kw else batches.get(name, ()))]
     return [forms[name] | {"batch": int(b)} for name, bs in batches.items() if name in forms
             for b in bs] + more
 

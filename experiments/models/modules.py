@@ -29,11 +29,14 @@ def make_linear(batch, dtype, device, generator, **kwargs):
 
 @on_device
 def make_conv1d(batch, dtype, device, generator, **kwargs):
-    """nn.Conv1d(c, c, kernel 3, padding kernel // 2, groups 1) on x [batch, c, length]."""
-    k = _pick(device, kwargs, cpu={"c": 16, "length": 64, "kernel": 3, "groups": 1},
-              cuda={"c": 512, "length": 4096, "kernel": 3, "groups": 1})
+    """nn.Conv1d(c, c_out (c unless given), kernel 3, stride 1, padding kernel // 2, groups 1)
+    on x [batch, c, length]."""
+    k = _pick(device, kwargs, cpu={"c": 16, "length": 64, "kernel": 3, "groups": 1,
+                                   "c_out": 0, "stride": 1},
+              cuda={"c": 512, "length": 4096, "kernel": 3, "groups": 1, "c_out": 0, "stride": 1})
     x = _randn((batch, k["c"], k["length"]), dtype, device, generator)
-    conv = nn.Conv1d(k["c"], k["c"], k["kernel"], padding=k["kernel"] // 2, groups=k["groups"])
+    conv = nn.Conv1d(k["c"], k["c_out"] or k["c"], k["kernel"], stride=k["stride"],
+                     padding=k["kernel"] // 2, groups=k["groups"])
     return _made(conv, k, device, generator, dtype, x)
 
 
@@ -187,9 +190,11 @@ def make_gru(batch, dtype, device, generator, **kwargs):
 
 @on_device
 def make_softmax(batch, dtype, device, generator, **kwargs):
-    """softmax over the last dimension of attention-like scores [batch, heads, seq, seq]."""
-    k = _pick(device, kwargs, cpu={"heads": 2, "seq": 32}, cuda={"heads": 16, "seq": 1024})
-    x = _randn((batch, k["heads"], k["seq"], k["seq"]), dtype, device, generator)
+    """softmax over the last dimension of attention-like scores [batch, heads, seq, width]
+    (width seq unless given)."""
+    k = _pick(device, kwargs, cpu={"heads": 2, "seq": 32, "width": 0},
+              cuda={"heads": 16, "seq": 1024, "width": 0})
+    x = _randn((batch, k["heads"], k["seq"], k["width"] or k["seq"]), dtype, device, generator)
     return nn.Softmax(dim=-1), (x,)
 
 

@@ -7,6 +7,8 @@ A class is a key and the term its rate sets:
   variant conv1d, conv2d, conv3d or conv_transpose1d/2d/3d read off the input and weight shapes;
   fused attention, `<op>/hd<head dim>` (a query of one token, a decode step, is no class: it
   streams its cache and the memory term holds it);
+  torch's fused inference layers (FUSED: multi-head attention, the encoder layer), the key
+  the op's name;
 - `memory` (B/s against the op's working set, its tensors in and out): norms, softmax, GELU,
   pooling and gathers (MEMORY_OPS), the key the op's name.
 Any other op has no class (None): the roofs and sweeps predict it.
@@ -23,6 +25,7 @@ MEMORY_OPS = frozenset({
     "aten::native_layer_norm", "aten::native_group_norm", "aten::_fused_rms_norm",
     "aten::_softmax", "aten::gelu", "aten::max_pool2d_with_indices", "aten::avg_pool2d",
     "aten::_embedding_bag", "aten::_embedding_bag_forward_only"})
+FUSED = frozenset({"aten::_native_multi_head_attention", "aten::_transformer_encoder_layer_fwd"})
 COMPUTE, MEMORY = "compute", "memory"
 
 
@@ -74,11 +77,12 @@ def fine_key(op: str, shapes) -> str | None:
 
 
 def term_of(key: str) -> str:
-    """The term a class's rate sets: COMPUTE for convolutions and attention, else MEMORY (a
-    depthwise convolution's too: it streams its activations, a few FLOPs a byte)."""
+    """The term a class's rate sets: COMPUTE for convolutions, attention and the fused layers,
+    else MEMORY (a depthwise convolution's too: it streams its activations, a few FLOPs a
+    byte)."""
     if key.endswith("/" + DEPTHWISE):
         return MEMORY
-    return COMPUTE if key.startswith((CONVOLUTION, ATTENTION_PREFIX)) else MEMORY
+    return COMPUTE if key.startswith((CONVOLUTION, ATTENTION_PREFIX)) or key in FUSED else MEMORY
 
 
 def op_class(op: str, shapes) -> tuple[str, str] | None:
@@ -92,4 +96,6 @@ def op_class(op: str, shapes) -> tuple[str, str] | None:
         if len(s) < 3 or len(s[0]) != 4 or s[0][2] <= 1:
             return None
         return f"{op}/hd{s[0][3]}", COMPUTE
+    if op in FUSED:
+        return op, COMPUTE
     return (op, MEMORY) if op in MEMORY_OPS else None

@@ -40,7 +40,7 @@ def test_each_shape_is_timed_at_the_module_s_batches(run_experiment):
     assert conv.flops.iloc[3] == pytest.approx(2 * 2 * 24 * 12 * 12 * 8 * 9, rel=0.01)
 
 
-def test_the_full_preset_s_shapes_build_with_their_factories():
+def test_the_full_preset_s_and_validate_s_shapes_build_with_their_factories():
     import torch
     import yaml
 
@@ -49,11 +49,13 @@ def test_the_full_preset_s_shapes_build_with_their_factories():
     full = yaml.safe_load((config_dir() / "presets" / "full.yaml").read_text())
     given = full["experiments"]["op_rates"]
     entries = [t for kind in ("cpu", "cuda") for t in given[kind]["shapes"]]
-    assert len(entries) > 20
+    calibrate = yaml.safe_load((config_dir() / "config.yaml").read_text())["validate"]
+    entries += [t for kind in ("cpu", "cuda") for t in calibrate["calibrate"][kind]]
+    assert len(entries) > 100
     for text in entries:
         name, kwargs = op_rates.parse_shape(text)
         # every keyword its factory's, at small sizes (each int 2): a wrong key raises TypeError
-        small = {k: v if isinstance(v, bool) else 2 for k, v in kwargs.items()}
+        small = {k: v if isinstance(v, bool) else 2 for k, v in kwargs.items() if k != "batch"}
         fn, args = op_rates.MODULES[name](1, torch.float32, "cpu", torch.Generator(), **small)
         assert callable(fn) and args, text
 
@@ -66,3 +68,21 @@ def test_without_own_sizes_only_the_shapes_are_timed():
     assert op_rates.shapes_of(cfg, "conv2d") == [{"c_in": 8, "c_out": 24, "size": 12}]
     assert op_rates.shapes_of(cfg.__class__(**{**cfg.__dict__, "own_sizes": True}),
                               "conv2d")[0] == {}
+
+
+def test_a_shape_s_own_batch_is_the_only_batch_it_is_timed_at():
+    from experiments import experiment_config
+
+    cfg = experiment_config("op_rates", modules=["gelu"], own_sizes=False, gelu=[2, 8],
+                            shapes=["gelu seq=3 hidden=150 batch=5", "gelu seq=4 hidden=100"])
+    got = [(p.row["batch"], p.args["kwargs"]) for p in op_rates.points(cfg, _cuda_ctx())]
+    assert got == [(5, {"seq": 3, "hidden": 150}), (2, {"seq": 4, "hidden": 100}),
+                   (8, {"seq": 4, "hidden": 100})]
+
+
+def _cuda_ctx():
+    import types
+
+    import torch
+
+    return types.SimpleNamespace(device=torch.device("cuda", 0), dtype="bfloat16")
