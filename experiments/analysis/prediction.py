@@ -19,17 +19,21 @@ the slowest of three terms:
   tensors in and out; `level` names the smallest cache whose fitted window holds it, DRAM when
   none does);
 - latency: the floor of one kernel (graph replay or eager launch, as the call was timed) times
-  the kernels the op launches (Nsight Compute's count where it ran, else one per call); a
-  cuDNN RNN's recurrence is serial, so its latency term is layers x directions x T steps, each
-  one small GEMM (h W_hh, its time read off the system's matmul sweep, never below the sweep's
-  smallest GEMM) and one pointwise kernel (the latency floor), plus its input projections at
-  the GEMM roof (the op's definition: cuDNN's standard algorithm launches those two a step);
+  the kernels the op launches (Nsight Compute's count where it ran, else one per call); on a
+  GPU the floor is also, for an op of a calibrated class, the shortest call of that class the
+  op_rates experiment timed (sweeps.op_floor), and for a GEMM the shortest GEMM the matmul and
+  gemv_gemm sweeps timed; a cuDNN RNN's recurrence is serial, so its latency term is layers x
+  directions x T steps, each one thin GEMM (h W_hh, its time read off the gemv_gemm sweep at
+  its shape, never below the shortest GEMM) and one pointwise kernel (the latency floor), plus
+  its input projections at the GEMM roof (the op's definition: cuDNN's standard algorithm
+  launches those two a step);
 - an embedding (gather) reads only the rows its indices name: where a row counted the whole
   table (runs before the counting fix), its bytes are recomputed from its shapes (`gathered`),
   and those are the working set the bandwidth sweep is read at, ncu's bytes or not;
 - op rates: an op of a class the op_rates experiment measured for this system (or its device
   model) and dtype (experiments/placement/opclass.py: convolutions by variant, attention by
-  head dimension, norms, softmax, GELU, pooling, gathers) takes the rate torch's kernel for that
+  head dimension, the fused attention and encoder layers, norms, softmax, GELU, pooling,
+  gathers) takes the rate torch's kernel for that
   class attained instead of the roofs: its compute term FLOPs over the class's FLOP/s at its
   FLOPs per call (no exponentials added: the kernel's rate holds them), or its memory term
   its counted bytes over the class's B/s at its working set (ncu's bytes or not);
@@ -95,7 +99,9 @@ def serial_time(r: dict, op: str, shapes, flops: float) -> tuple[float, int]:
     steps = stacks * seq
     step = 2.0 * batch * gates * hidden * hidden
     rest = max(flops - steps * step, 0.0)
-    t = steps * (gemm_time(r, step) + r["latency"])
+    # h W_hh is a thin GEMM (batch rows) streaming W_hh each step: the shaped sweep's rate
+    one = max(shaped_time(r, step, batch, gates * hidden, hidden), r.get("gemm_floor") or 0.0)
+    t = steps * (one + r["latency"])
     return t + (gemm_time(r, rest / stacks) * stacks if rest else 0.0), steps
 
 
@@ -207,8 +213,11 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
         memory, level = nbytes / rate, cache_level(r, nbytes / calls)[0]  # traffic / bandwidth
         note.append(f"memory: op rates {curve}")
     # each kernel at least the launch floor, the shortest kernel the sweeps timed and, on a
-    # CPU, the op's dispatch floor
+    # CPU, the op's dispatch floor; on a GPU, the shortest call of its class (or GEMM) timed
     floor = max(r["latency"], r.get("floor") or 0.0, cpuops.op_floor(r, op))
+    if not r.get("cpu"):
+        floor = max(floor, sweeps.op_floor(r, curve, shapes) if term else
+                    (r.get("gemm_floor") or 0.0) if kind == "matrix" else 0.0)
     latency = floor * max(calls, int(kernels or 0))
     serial, steps = serial_time(r, op, shapes, flops / calls)
     if serial * calls > latency:

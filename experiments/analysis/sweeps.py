@@ -12,11 +12,12 @@
   experiment: the small-size ramp, the L2 plateau, then DRAM);
 - `op_rates`: per op class (experiments/placement/opclass.py) the rate torch's own kernel for
   that building block attained in the op_rates experiment: FLOP/s against FLOPs per call
-  (convolutions, attention) or B/s against the op's working set (norms, softmax, GELU, pooling,
-  gathers); the system's own rows, else those of the same device model (a machine's
-  characterization, as a published set's). Read linearly in log x, clamped at the calibrated
-  ends, within REACH of them (beyond, no calibration speaks for the op); a calibration point
-  measured at exactly the judged op's input shapes is never read for it (op_rate).
+  (convolutions, attention, the fused layers) or B/s against the op's working set (norms,
+  softmax, GELU, pooling, gathers); the system's own rows, else those of the same device model
+  (a machine's characterization, as a published set's). Read log-log (log rate linear in log
+  x), clamped at the calibrated ends, within REACH of them (beyond, no calibration speaks for
+  the op); a calibration point measured at exactly the judged op's input shapes is never read
+  for it (op_rate); on a GPU the class's shortest timed call floors its ops (op_floor).
 
 Nothing here is fitted to the placed calls: every curve is a microbenchmark of the same dataset.
 """
@@ -74,6 +75,10 @@ def curves(rows, systems, dtype: str) -> dict:
                *mine[mine.experiment == "matmul"].time_s.dropna()]
     if kernels:
         out["floor"] = float(min(kernels))
+    # a GPU's shortest GEMM of this dtype: a cuBLAS call takes it whatever its size
+    gemms = [*mm.time_s, *(gv.time_s if "shaped" in out else ())]
+    if gemms and not cpuops.is_cpu(mine):
+        out["gemm_floor"] = float(min(gemms))
     if rates := op_rate_points(mine, rows, systems, dtype):
         out["op_rates"] = rates
     if cpuops.is_cpu(mine):  # a CPU's own terms (cpuops.py): its dispatch floors
@@ -138,7 +143,18 @@ def op_rate(r: dict, key: str, x: float, shapes) -> float | None:
     if not xs[0] / REACH <= x <= xs[-1] * REACH:
         return None
     ys = [float(np.median([py for px, py in points if px == v])) for v in xs]
-    return float(np.interp(math.log(x), np.log(xs), ys))
+    # log rate in log x: between a launch-bound point (time flat, rate ~ x) and a streaming
+    # one, a linear rate would read the time far too short in the middle
+    return float(np.exp(np.interp(math.log(x), np.log(xs), np.log(ys))))
+
+
+def op_floor(r: dict, key: str, shapes) -> float:
+    """The shortest call of op class `key` its calibration timed (FLOPs or bytes over its rate),
+    the judged op's own shapes left out: a smaller call of that kernel pays its launch and fill
+    all the same (0.0 without points)."""
+    judged = opclass.parse_shapes(shapes)
+    times = [px / py for px, py, ps in (r.get("op_rates") or {}).get(key, ()) if ps != judged]
+    return min(times, default=0.0)
 
 
 def outside(r: dict, key: str, x: float) -> str:

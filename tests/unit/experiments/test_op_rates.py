@@ -81,6 +81,8 @@ def test_a_call_without_a_dominant_classed_op_is_not_applicable():
     ("aten::_scaled_dot_product_cudnn_attention",  # a decode step: its cache, no class
      "[[8, 32, 1, 128], [8, 32, 4096, 128], [8, 32, 4096, 128]]", None),
     ("aten::native_group_norm", "[[8, 256, 56, 56], [256], [256]]", "aten::native_group_norm"),
+    ("aten::_native_multi_head_attention", "[[8, 50, 640], [8, 50, 640], [8, 50, 640]]",
+     "aten::_native_multi_head_attention"),
     ("aten::addmm", "[[4096], [64, 4096], [4096, 4096]]", None)])
 def test_an_op_s_class_from_its_shapes(op, shapes, want):
     found = opclass.op_class(op, shapes)
@@ -94,10 +96,11 @@ S1, S2 = [[1, 64, 8, 8], [64, 64, 3, 3], [64]], [[4, 64, 8, 8], [64, 64, 3, 3], 
 KEY = "aten::convolution/conv2d"
 
 
-def test_the_curve_interpolates_in_log_x_clamps_within_reach_and_skips_the_judged_shapes():
+def test_the_curve_interpolates_log_log_clamps_within_reach_and_skips_the_judged_shapes():
     r = {"op_rates": {KEY: [(1e9, 1e13, S1), (1e11, 3e13, S2), (1e11, 5e13, S2)]}}
     other = [[2, 64, 8, 8], [64, 64, 3, 3], [64]]
-    assert sweeps.op_rate(r, KEY, 1e10, other) == pytest.approx((1e13 + 4e13) / 2)  # median 4e13
+    # log rate linear in log x, half way: the geometric mean (the median of 3e13 and 5e13: 4e13)
+    assert sweeps.op_rate(r, KEY, 1e10, other) == pytest.approx(math.sqrt(1e13 * 4e13))
     assert sweeps.op_rate(r, KEY, 1e9 / 3, other) == pytest.approx(1e13)  # clamped at the end
     assert sweeps.op_rate(r, KEY, 1e9 / 5, other) is None  # past REACH: no calibration speaks
     assert sweeps.op_rate(r, KEY, 3e11, other) == pytest.approx(4e13)
@@ -148,7 +151,7 @@ def test_the_model_reads_the_class_rate_and_falls_back_without_it():
     judged = "[[2, 64, 8, 8], [64, 64, 3, 3], [64]]"
     conv = prediction.predict_op(r, 2e9, 1e6, 1e6, "matrix", op="aten::convolution",
                                  shapes=judged)
-    rate = 1e13 + (2e13 - 1e13) * math.log(2) / math.log(4)  # half way in log FLOPs
+    rate = math.sqrt(1e13 * 2e13)  # half way in log FLOPs: log-log
     assert conv["curve"] == KEY and conv["compute_s"] == pytest.approx(2e9 / rate)
     assert "op rates" in conv["note"] and conv["bound"] == "compute"
     without = prediction.predict_op(plain, 2e9, 1e6, 1e6, "matrix", op="aten::convolution",
@@ -214,3 +217,27 @@ def test_an_unknown_floor_op_is_refused():
 
     with pytest.raises(ConfigError, match="floor_ops"):
         experiment_config("op_rates", floor_ops=["aten::frobnicate"])
+
+
+def test_on_a_gpu_a_small_op_takes_its_class_s_shortest_timed_call_and_a_gemm_the_sweep_s():
+    r = _with_rates()
+    # a conv far below its class's curve's time: its class's shortest call (S1, 1e9 FLOPs at
+    # 1e13 FLOP/s) floors it, and the call reads latency-bound
+    small = prediction.predict_op(r, 3e8, 1e5, 1e5, "matrix", op="aten::convolution",
+                                  shapes="[[1, 64, 4, 4], [64, 64, 3, 3], [64]]")
+    assert small["compute_s"] == pytest.approx(3e8 / 1e13)  # the rate, clamped at its end
+    assert small["bound"] == "latency" and small["predicted_time_s"] == pytest.approx(1e-4)
+    # at S1's own shapes S1 is not read: S2's call (4e9 at 2e13) is the floor
+    own = prediction.predict_op(r, 1.5e9, 1e5, 1e5, "matrix", op="aten::convolution",
+                                shapes=str(S1))
+    assert own["predicted_time_s"] == pytest.approx(2e-4)
+    assert sweeps.op_floor(r, KEY, "[[9, 9]]") == pytest.approx(1e-4)
+    assert sweeps.op_floor(r, "no class", "[[9, 9]]") == 0.0
+    # a GEMM of no class: at least the shortest GEMM the sweeps timed
+    gemm = prediction.predict_op(r | {"gemm_floor": 3e-6}, 2e3, 1e3, 1e3, "matrix",
+                                 op="aten::addmm", shapes="[[8], [1, 8], [8, 8]]")
+    assert gemm["predicted_time_s"] == pytest.approx(3e-6) and gemm["bound"] == "latency"
+    # a CPU's ops keep their own floors (analysis/cpuops.py)
+    cpu = prediction.predict_op(r | {"cpu": True, "gemm_floor": 3e-6}, 2e3, 1e3, 1e3, "matrix",
+                                op="aten::addmm", shapes="[[8], [1, 8], [8, 8]]")
+    assert cpu["predicted_time_s"] < 3e-6
