@@ -20,13 +20,11 @@ the slowest of three terms:
   none does);
 - latency: the floor of one kernel (graph replay or eager launch, as the call was timed) times
   the kernels the op launches (Nsight Compute's count where it ran, else one per call); on a
-  GPU the floor is also, for an op of a calibrated class, the shortest call of that class the
-  op_rates experiment timed (sweeps.op_floor), and for a GEMM the shortest GEMM the matmul and
-  gemv_gemm sweeps timed; a cuDNN RNN's recurrence is serial, so its latency term is layers x
-  directions x T steps, each one thin GEMM (h W_hh, its time read off the gemv_gemm sweep at
-  its shape, never below the shortest GEMM) and one pointwise kernel (the latency floor), plus
-  its input projections at the GEMM roof (the op's definition: cuDNN's standard algorithm
-  launches those two a step);
+  GPU a GEMM's floor is also the shortest GEMM the matmul and gemv_gemm sweeps timed; a cuDNN
+  RNN's recurrence is serial, so its latency term is layers x directions x T steps, each one
+  thin GEMM (h W_hh, its time read off the gemv_gemm sweep at its shape, never below the
+  shortest GEMM) and one pointwise kernel (the latency floor), plus its input projections at
+  the GEMM roof (the op's definition: cuDNN's standard algorithm launches those two a step);
 - an embedding (gather) reads only the rows its indices name: where a row counted the whole
   table (runs before the counting fix), its bytes are recomputed from its shapes (`gathered`),
   and those are the working set the bandwidth sweep is read at, ncu's bytes or not;
@@ -213,11 +211,10 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
         memory, level = nbytes / rate, cache_level(r, nbytes / calls)[0]  # traffic / bandwidth
         note.append(f"memory: op rates {curve}")
     # each kernel at least the launch floor, the shortest kernel the sweeps timed and, on a
-    # CPU, the op's dispatch floor; on a GPU, the shortest call of its class (or GEMM) timed
+    # CPU, the op's dispatch floor; a GPU's GEMM, the shortest GEMM the sweeps timed
     floor = max(r["latency"], r.get("floor") or 0.0, cpuops.op_floor(r, op))
-    if not r.get("cpu"):
-        floor = max(floor, sweeps.op_floor(r, curve, shapes) if term else
-                    (r.get("gemm_floor") or 0.0) if kind == "matrix" else 0.0)
+    if not r.get("cpu") and kind == "matrix" and not term:
+        floor = max(floor, r.get("gemm_floor") or 0.0)
     latency = floor * max(calls, int(kernels or 0))
     serial, steps = serial_time(r, op, shapes, flops / calls)
     if serial * calls > latency:

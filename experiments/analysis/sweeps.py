@@ -17,7 +17,8 @@
   (a machine's characterization, as a published set's). Read log-log (log rate linear in log
   x), clamped at the calibrated ends, within REACH of them (beyond, no calibration speaks for
   the op); a calibration point measured at exactly the judged op's input shapes is never read
-  for it (op_rate); on a GPU the class's shortest timed call floors its ops (op_floor).
+  for it (op_rate). Below its smallest point a curve goes on along its first segment in log
+  time (its slope within [0, 1]): flat where the class's smallest calls were launch-bound.
 
 Nothing here is fitted to the placed calls: every curve is a microbenchmark of the same dataset.
 """
@@ -143,18 +144,14 @@ def op_rate(r: dict, key: str, x: float, shapes) -> float | None:
     if not xs[0] / REACH <= x <= xs[-1] * REACH:
         return None
     ys = [float(np.median([py for px, py in points if px == v])) for v in xs]
+    if x < xs[0] and len(xs) > 1:
+        # below the curve its first segment goes on in log time, its slope kept within [0, 1]:
+        # a smaller call takes no longer, and its time falls no faster than its work
+        rise = math.log(ys[1] / ys[0]) / math.log(xs[1] / xs[0])
+        return x / (xs[0] / ys[0] * (x / xs[0]) ** min(1.0, max(0.0, 1.0 - rise)))
     # log rate in log x: between a launch-bound point (time flat, rate ~ x) and a streaming
     # one, a linear rate would read the time far too short in the middle
     return float(np.exp(np.interp(math.log(x), np.log(xs), np.log(ys))))
-
-
-def op_floor(r: dict, key: str, shapes) -> float:
-    """The shortest call of op class `key` its calibration timed (FLOPs or bytes over its rate),
-    the judged op's own shapes left out: a smaller call of that kernel pays its launch and fill
-    all the same (0.0 without points)."""
-    judged = opclass.parse_shapes(shapes)
-    times = [px / py for px, py, ps in (r.get("op_rates") or {}).get(key, ()) if ps != judged]
-    return min(times, default=0.0)
 
 
 def outside(r: dict, key: str, x: float) -> str:

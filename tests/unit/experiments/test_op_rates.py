@@ -101,7 +101,10 @@ def test_the_curve_interpolates_log_log_clamps_within_reach_and_skips_the_judged
     other = [[2, 64, 8, 8], [64, 64, 3, 3], [64]]
     # log rate linear in log x, half way: the geometric mean (the median of 3e13 and 5e13: 4e13)
     assert sweeps.op_rate(r, KEY, 1e10, other) == pytest.approx(math.sqrt(1e13 * 4e13))
-    assert sweeps.op_rate(r, KEY, 1e9 / 3, other) == pytest.approx(1e13)  # clamped at the end
+    # below the curve: the first segment's slope in log time (rate x4 over x100: 1 - 0.301)
+    slope = 1 - math.log(4) / math.log(100)
+    assert sweeps.op_rate(r, KEY, 1e9 / 3, other) == pytest.approx(
+        1e9 / 3 / (1e9 / 1e13 * (1 / 3) ** slope))
     assert sweeps.op_rate(r, KEY, 1e9 / 5, other) is None  # past REACH: no calibration speaks
     assert sweeps.op_rate(r, KEY, 3e11, other) == pytest.approx(4e13)
     # the judged op's own shapes are never read: S2's points drop out, S1's stands alone
@@ -219,21 +222,21 @@ def test_an_unknown_floor_op_is_refused():
         experiment_config("op_rates", floor_ops=["aten::frobnicate"])
 
 
-def test_on_a_gpu_a_small_op_takes_its_class_s_shortest_timed_call_and_a_gemm_the_sweep_s():
+def test_below_its_curve_a_call_s_time_follows_the_first_segment_and_a_gpu_gemm_its_floor():
+    flat = [[1, 8]]  # a launch-bound class: 1e3 and 1e5 bytes both in 2 us
+    r = {"op_rates": {KEY: [(1e3, 1e3 / 2e-6, flat), (1e5, 1e5 / 2e-6, flat)]}}
+    assert 1e3 / 4 / sweeps.op_rate(r, KEY, 1e3 / 4, "[[2, 8]]") == pytest.approx(2e-6)
+    # a streaming class (time ~ work): below its curve the time keeps falling with the work
+    r = {"op_rates": {KEY: [(1e6, 1e12, flat), (1e7, 1e12, flat)]}}
+    assert sweeps.op_rate(r, KEY, 5e5, "[[2, 8]]") == pytest.approx(1e12)
+    # a rate that falls with size: the time falls no faster than the work (the end's rate)
+    r = {"op_rates": {KEY: [(1e6, 2e12, flat), (1e7, 1e12, flat)]}}
+    assert sweeps.op_rate(r, KEY, 5e5, "[[2, 8]]") == pytest.approx(2e12)
+    # a rate that rises faster than the work: a smaller call takes no longer (time held flat)
+    r = {"op_rates": {KEY: [(1e6, 1e12, flat), (1e7, 2e13, flat)]}}
+    assert 5e5 / sweeps.op_rate(r, KEY, 5e5, "[[2, 8]]") == pytest.approx(1e-6)
+    # a GEMM of no class on a GPU: at least the shortest GEMM the sweeps timed
     r = _with_rates()
-    # a conv far below its class's curve's time: its class's shortest call (S1, 1e9 FLOPs at
-    # 1e13 FLOP/s) floors it, and the call reads latency-bound
-    small = prediction.predict_op(r, 3e8, 1e5, 1e5, "matrix", op="aten::convolution",
-                                  shapes="[[1, 64, 4, 4], [64, 64, 3, 3], [64]]")
-    assert small["compute_s"] == pytest.approx(3e8 / 1e13)  # the rate, clamped at its end
-    assert small["bound"] == "latency" and small["predicted_time_s"] == pytest.approx(1e-4)
-    # at S1's own shapes S1 is not read: S2's call (4e9 at 2e13) is the floor
-    own = prediction.predict_op(r, 1.5e9, 1e5, 1e5, "matrix", op="aten::convolution",
-                                shapes=str(S1))
-    assert own["predicted_time_s"] == pytest.approx(2e-4)
-    assert sweeps.op_floor(r, KEY, "[[9, 9]]") == pytest.approx(1e-4)
-    assert sweeps.op_floor(r, "no class", "[[9, 9]]") == 0.0
-    # a GEMM of no class: at least the shortest GEMM the sweeps timed
     gemm = prediction.predict_op(r | {"gemm_floor": 3e-6}, 2e3, 1e3, 1e3, "matrix",
                                  op="aten::addmm", shapes="[[8], [1, 8], [8, 8]]")
     assert gemm["predicted_time_s"] == pytest.approx(3e-6) and gemm["bound"] == "latency"
