@@ -150,7 +150,12 @@ def measure(state: State) -> dict:
     y.fill_(float("nan"))
     first_s = ctx.first_call(lambda: call(0))
     err = check(ctx.dtype, x, y, fmas)
-    return state.time(call, warm_call_s=first_s) | {"rel_error": err, "check_passed": True}
+    out = state.time(call, warm_call_s=first_s) | {"rel_error": err, "check_passed": True}
+    if cpu_kernel is not None:  # the cores' clock right after, on the same cores (cpu_clock.py)
+        from experiments.kernels import cpu_clock, cpu_team
+        mhz = cpu_clock.team_mhz(cpu_team.team(cpus))
+        out["params"] = state.row["params"] | {"core_mhz": mhz}
+    return out
 
 
 def _variant(ctx: Context, size: int) -> tuple[str, dict]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import statistics
 
 import numpy as np
 from scipy import stats
@@ -95,14 +96,17 @@ def _median(points, column) -> float:
 
 
 def cpu_conditions(points) -> dict:
-    """Of a CPU plateau's points: their median clock and the most physical cores they ran on
-    (params.cores), which the silicon's peak reads (analysis/silicon.py)."""
+    """Of a CPU plateau's points: their median clock (the system's, and `core_mhz`, the one the
+    cores counted after each point: kernels/cpu_clock.py) and the most physical cores they ran
+    on (params.cores), which the silicon's peak reads (analysis/silicon.py)."""
     if points is None or "device_kind" not in points or not (points.device_kind == "cpu").all():
         return {}
-    cores = [json.loads(p).get("cores") if isinstance(p, str) and p else None
-             for p in (points["params"] if "params" in points else ())]
-    cores = [c for c in cores if isinstance(c, int)]
-    return {"cpu_freq_mhz": _median(points, "cpu_freq_mhz"), "cores": max(cores, default=None)}
+    params = [json.loads(p) if isinstance(p, str) and p else {}
+              for p in (points["params"] if "params" in points else ())]
+    cores = [c for c in (p.get("cores") for p in params) if isinstance(c, int)]
+    counted = [m for m in (p.get("core_mhz") for p in params) if isinstance(m, (int, float))]
+    return {"cpu_freq_mhz": _median(points, "cpu_freq_mhz"), "cores": max(cores, default=None),
+            "core_mhz": statistics.median(counted) if counted else math.nan}
 
 
 def ceiling_row(ceiling, value, unit, method, n, dtype=None, ci=(math.nan, math.nan), points=None,

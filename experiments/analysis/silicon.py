@@ -1,5 +1,7 @@
 """Each CPU FMA and GEMM ceiling against the silicon's peak (core/cpu_peak.py), at the clock its
-plateau's points recorded: a repeat on a slower clock gets a lower peak, not a lower fraction."""
+plateau's points recorded (the cores' counted cycles where the kernel has them, else the clock
+the FMA points' cores counted after each point, kernels/cpu_clock.py, else the system's): a
+repeat on a slower clock gets a lower peak, not a lower fraction."""
 
 from __future__ import annotations
 
@@ -22,6 +24,11 @@ def counted(cpu: dict) -> bool:
         source in CLOCK_SOURCES and "aperfmperf" in (cpu.get("flags") or ()))
 
 
+CHAIN_NOTE = ("clock: counted by the cores, a chain of dependent one-cycle integer ops on every "
+              "core after each point (kernels/cpu_clock.py: scalar, so an upper bound on the "
+              "FMA units' clock)")
+
+
 def clock_note(cpu: dict) -> str:
     source = cpu.get("clock_source")
     if source is None:
@@ -42,13 +49,15 @@ def with_physical_peak(rows: list[dict], facts: dict) -> list[dict]:
         if r["ceiling"] not in MATRIX or not finite(r["value"]):
             out.append(r)
             continue
-        mhz = r.get("cpu_freq_mhz")
+        mhz, note = r.get("cpu_freq_mhz"), clock_note(cpu)
+        if not counted(cpu) and finite(r.get("core_mhz")):  # the cores' own count, after
+            mhz, note = r["core_mhz"], CHAIN_NOTE
         p = peak(cpu, r.get("cores") or cores, mhz, r["dtype"], MATRIX[r["ceiling"]])
         share = r["value"] / p.flops if finite(p.flops) else math.nan
-        basis = p.basis + ("; " + clock_note(cpu) if finite(p.flops) else "")
+        basis = p.basis + ("; " + note if finite(p.flops) else "")
         if share > 1:  # the table's ports and lanes hold: the cores ran faster than recorded
             basis += (f"; above 100 %: the cores ran at {share * mhz / 1000:.2f} GHz or more, "
                       "not the recorded clock")
-        out.append(r | {"physical_peak": p.flops, "of_physical_peak": share,
-                        "peak_basis": basis})
+        out.append(r | {"cpu_freq_mhz": mhz, "physical_peak": p.flops,
+                        "of_physical_peak": share, "peak_basis": basis})
     return out

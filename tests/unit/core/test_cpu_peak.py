@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -129,9 +131,11 @@ def test_the_clock_is_read_on_the_job_s_cpus_and_says_from_where(tmp_path):
     assert cpu_clock({1, 2}, root=str(root), cpuinfo=str(info)) == (3500.0, "cpuinfo_avg_freq")
 
 
-def run_file(tmp: Path, clock: float = 1.0, cpu: dict | None = None) -> Path:
+def run_file(tmp: Path, clock: float = 1.0, cpu: dict | None = None,
+             core_mhz: float | None = None) -> Path:
     """tests/data/cpu_run.parquet with its files' device facts given `cpu` (what a run records
-    since the peak exists) and its clocks scaled by `clock`."""
+    since the peak exists), its clocks scaled by `clock` and, given `core_mhz`, its FMA points
+    carrying the clock the cores counted after each (kernels/cpu_clock.py)."""
     table = pq.read_table(RUN)
     meta = json.loads(table.schema.metadata[b"rooflab"])
     for source in meta["sources"].values():
@@ -139,6 +143,10 @@ def run_file(tmp: Path, clock: float = 1.0, cpu: dict | None = None) -> Path:
             source["device_facts"]["extra"]["cpu"] = cpu
     frame = table.to_pandas()
     frame["cpu_freq_mhz"] *= clock
+    if core_mhz is not None:
+        fma = frame.experiment == "intensity"
+        frame.loc[fma, "params"] = [json.dumps(json.loads(p) | {"core_mhz": core_mhz})
+                                    for p in frame.params[fma]]
     out = pa.Table.from_pandas(frame, schema=table.schema, preserve_index=False)
     out = out.replace_schema_metadata({**table.schema.metadata,
                                        b"rooflab": json.dumps(meta).encode()})
@@ -200,3 +208,45 @@ def test_the_clock_is_the_cores_own_only_where_they_count_cycles():
     assert not counted({"clock_source": "cpuinfo", "flags": ["hypervisor"]})  # a VM's estimate
     assert not counted({"clock_source": "scaling_cur_freq", "flags": []})
     assert not counted({"clock_source": None, "flags": ["aperfmperf"]})
+
+
+def test_without_counted_cycles_the_fma_peak_reads_the_clock_the_cores_counted(tmp_path):
+    c = ceilings(tmp_path / "a", cpu=ZEN4_VM, core_mhz=3700.0)
+    fma32 = c.loc[("vector_flops", "float32")]
+    assert fma32.cpu_freq_mhz == pytest.approx(3700.0)
+    assert fma32.physical_peak == pytest.approx(2 * 2 * 8 * 2 * 3700e6)  # 237 GFLOP/s
+    assert "counted by the cores" in fma32.peak_basis and "3.70 GHz" in fma32.peak_basis
+    # the GEMM's points counted nothing: cpuinfo's estimate, and its basis says so
+    gemm = c.loc[("matrix_flops", "float32")]
+    assert gemm.cpu_freq_mhz == pytest.approx(2596.148) and "not the cores'" in gemm.peak_basis
+    # where the kernel counts cycles (APERF/MPERF), that clock stands
+    counted = ceilings(tmp_path / "b", cpu=ZEN4_VM | {"flags": [*ZEN4_VM["flags"], "aperfmperf"]},
+                       core_mhz=3700.0).loc[("vector_flops", "float32")]
+    assert counted.cpu_freq_mhz == pytest.approx(2596.148)
+
+
+def test_the_chain_counts_a_plausible_clock_and_each_worker_keeps_its_fastest_round(
+        monkeypatch):
+    from experiments.kernels import cpu_clock, cpu_team
+
+    mhz = cpu_clock.team_mhz(cpu_team.team([min(os.sched_getaffinity(0))]))
+    assert 300 < mhz < 7000  # any core of this century, loaded or not
+
+    class Team:  # two workers, one after the other; worker 1's first round waits 10 ms
+        cpus, rounds = [0, 1], 0
+
+        def run(self, fn, parts):
+            Team.rounds += 1
+            for (i,) in parts:
+                fn(i)
+
+    real, waited = cpu_clock._chain, []
+
+    def chain(x, n):
+        if x == 3 and not waited:  # worker 1 (x = i + 2): another process's turn on its core
+            waited.append(time.sleep(0.01))
+        return real(x, n)
+
+    monkeypatch.setattr(cpu_clock, "_chain", chain)
+    got = cpu_clock.team_mhz(Team())
+    assert waited and Team.rounds == cpu_clock.ROUNDS and got == pytest.approx(mhz, rel=0.5)
