@@ -4,12 +4,18 @@
 
 (-P: bench/coverage.py would shadow the coverage package numba imports.)
 
-The FMA chain of the intensity experiment (experiments/kernels/cpu_fma.py, float32, cache-
-resident: 64 KiB a worker) on teams of one CPU, of each pair (0, k) and of all CPUs, with the
-clock the cores counted after each (experiments/kernels/cpu_clock.py). Two CPUs that share a
+The FMA chain of the intensity experiment (experiments/kernels/cpu_fma.py, float32, 256 FMAs an
+element: compute-bound) on teams of one CPU, of each pair (0, k) and of all CPUs, with the clock
+the cores counted after each (experiments/kernels/cpu_clock.py). Two CPUs that share a
 core's FMA pipes (SMT siblings, or a VM's vCPUs placed on one core) run a pair at one CPU's
 rate: the silicon's peak then counts that core once. Prints one line per team: its CPUs, its
 FLOP/s, FLOP/s per CPU over one CPU's, the counted clock, and FLOPs per cycle per CPU.
+
+    PYTHONPATH=. python -P bench/cpu_cores.py --lanes 64,128,256
+
+One CPU instead: the chain at each LANES (the elements whose chains a worker steps together:
+cpu_fma.lanes picks one), then torch's float32 GEMM on one thread, each in FLOPs per counted
+cycle: how far the chain is from what the core's FMA pipes do for a GEMM.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import numpy as np
 
 from experiments.kernels import cpu_clock, cpu_fma, cpu_team
 
-PER_WORKER = 16384  # float32s: 64 KiB in, 64 KiB out, in L2 everywhere
+PER_WORKER = 1 << 18  # float32s a worker (1 MiB in, 1 MiB out): ~5 ms a call, past dispatch
 
 
 def rate(cpus: list[int], fmas: int, seconds: float) -> float:
@@ -30,21 +36,52 @@ def rate(cpus: list[int], fmas: int, seconds: float) -> float:
     n = PER_WORKER * len(cpus)
     x = np.random.default_rng(0).uniform(0.5, 1.5, n).astype(np.float32)
     y = np.empty_like(x)
-    cpu_fma.fma_chain(cpus, x, y, fmas, 0.5)  # compile, first-touch
-    best, began = 0.0, time.perf_counter()
+    return best(lambda: cpu_fma.fma_chain(cpus, x, y, fmas, 0.5), 2.0 * fmas * n, seconds)
+
+
+def per_lanes(cpu: int, widths: list[int], fmas: int, seconds: float) -> None:
+    import torch
+
+    os.sched_setaffinity(0, {cpu})
+    one = cpu_team.team([cpu])
+    x = np.random.default_rng(0).uniform(0.5, 1.5, PER_WORKER).astype(np.float32)
+    y = np.empty_like(x)
+    print(f"lanes  GFLOP/s  core MHz  FLOP/cycle  (default: {cpu_fma.lanes(4)})")
+    for width in widths:
+        kernel = cpu_fma.chain_kernel(width)
+        call = lambda: one.run(kernel, [(x, y, 0.5, fmas, 0, x.size)])  # noqa: E731
+        r = best(call, 2.0 * fmas * x.size, seconds)
+        mhz = cpu_clock.team_mhz(one)
+        print(f"{width:5d} {r / 1e9:8.1f} {mhz:9.0f} {r / (mhz * 1e6):11.1f}", flush=True)
+    torch.set_num_threads(1)
+    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    r = best(lambda: a @ b, 2.0 * 2048 ** 3, seconds)
+    mhz = cpu_clock.team_mhz(one)
+    print(f"torch float32 GEMM 2048, one thread: {r / 1e9:.1f} GFLOP/s, {mhz:.0f} MHz, "
+          f"{r / (mhz * 1e6):.1f} FLOP/cycle")
+
+
+def best(call, flops: float, seconds: float) -> float:
+    """The best FLOP/s of `call` (a first call warms it) over `seconds` of calls."""
+    call()
+    top, began = 0.0, time.perf_counter()
     while time.perf_counter() - began < seconds:
         t0 = time.perf_counter()
-        cpu_fma.fma_chain(cpus, x, y, fmas, 0.5)
-        best = max(best, 2.0 * fmas * n / (time.perf_counter() - t0))
-    return best
+        call()
+        top = max(top, flops / (time.perf_counter() - t0))
+    return top
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--fmas", type=int, default=256)
     p.add_argument("--seconds", type=float, default=0.5)
+    p.add_argument("--lanes", help="comma-separated LANES to time on one CPU")
     args = p.parse_args()
     cpus = sorted(os.sched_getaffinity(0))
+    if args.lanes:
+        return per_lanes(cpus[0], [int(w) for w in args.lanes.split(",")], args.fmas,
+                         args.seconds)
     teams = [[cpus[0]]] + [[cpus[0], c] for c in cpus[1:]] + ([cpus] if len(cpus) > 2 else [])
     one = None
     print("team  GFLOP/s  per-CPU/one  core MHz  FLOP/cycle/CPU")
