@@ -92,3 +92,23 @@ def test_validate_calibrates_only_the_drawn_classes_off_the_draws_grid():
             sizes = [v for k, v in kw.items() if k in ("c", "c_in", "c_out", "d", "hidden",
                                                        "seq")]
             assert not any(v >= 128 and v % 32 == 0 for v in sizes), (name, kw)
+
+
+def test_validate_s_gpu_shapes_cover_the_drawn_classes_off_the_grid_at_their_own_batches():
+    from experiments.cli import validate
+    from experiments.op_rates import parse_shape
+
+    shapes = validate.sweep_config()["validate"]["calibrate"]["cuda"]
+    chosen = validate.calibrating([{"kind": "encoder_layer"}, {"kind": "linear"}], shapes)
+    assert {parse_shape(t)[0] for t in chosen} == {"sdpa", "encoder_layer", "layer_norm"}
+    parsed = list(map(parse_shape, shapes))
+    assert all("batch" in kw for _, kw in parsed)  # each timed at its own batch alone
+    for name, kw in parsed:  # the attention layers' widths are heads x head dimension
+        if name not in ("sdpa", "mha", "encoder_layer"):  # one size off the grid: no draw
+            sizes = [v for k, v in kw.items() if k in ("c", "c_in", "c_out", "d", "hidden",
+                                                       "width")]
+            assert not all(v >= 128 and v % 32 == 0 for v in sizes), (name, kw)
+    # an sdpa shape at its own batch is a spec the generator never draws
+    cal = heldout.calibration_specs("cuda", {}, [p for p in parsed if p[0] == "sdpa"])
+    assert {"kind": "sdpa", "heads": 3, "head_dim": 32, "seq": 10, "causal": False,
+            "batch": 1} in cal and len(cal) == sum(p[0] == "sdpa" for p in parsed)
