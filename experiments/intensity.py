@@ -152,9 +152,8 @@ def measure(state: State) -> dict:
     err = check(ctx.dtype, x, y, fmas)
     out = state.time(call, warm_call_s=first_s) | {"rel_error": err, "check_passed": True}
     if cpu_kernel is not None:  # the cores' clock right after, on the same cores (cpu_clock.py)
-        from experiments.kernels import cpu_clock, cpu_team
-        mhz = cpu_clock.team_mhz(cpu_team.team(cpus))
-        out["params"] = state.row["params"] | {"core_mhz": mhz}
+        from experiments.kernels import cpu_clock
+        out["params"] = state.row["params"] | {"core_mhz": cpu_clock.after_point(ctx)}
     return out
 
 

@@ -1,6 +1,6 @@
 """Each CPU FMA and GEMM ceiling against the silicon's peak (core/cpu_peak.py), at the clock its
 plateau's points recorded (the cores' counted cycles where the kernel has them, else the clock
-the FMA points' cores counted after each point, kernels/cpu_clock.py, else the system's): a
+the cores counted after each FMA or GEMM point, kernels/cpu_clock.py, else the system's): a
 repeat on a slower clock gets a lower peak, not a lower fraction."""
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ def counted(cpu: dict) -> bool:
 
 
 CHAIN_NOTE = ("clock: counted by the cores, a chain of dependent one-cycle integer ops on every "
-              "core after each point (kernels/cpu_clock.py: scalar, so an upper bound on the "
-              "FMA units' clock)")
+              "core of the job's team after each point (kernels/cpu_clock.py: scalar, so an "
+              "upper bound on the FMA units' clock)")
 
 
 def clock_note(cpu: dict) -> str:

@@ -32,6 +32,17 @@ def _chain(x, n):
 _chain(1, 1)  # compiled at import, not inside a point's time
 
 
+def after_point(ctx) -> float | None:
+    """The clock the cores of a CPU job's team (device facts `team`, else this process's CPUs)
+    count right after a point: team_mhz on them."""
+    import os
+
+    from experiments.kernels.cpu_team import team
+
+    cpus = list((ctx.facts.extra or {}).get("team") or []) or sorted(os.sched_getaffinity(0))
+    return team_mhz(team(cpus))
+
+
 def team_mhz(team) -> float | None:
     """The median over a team's workers of each one's fastest chain (MHz), run on all at once."""
     fastest = [0.0] * len(team.cpus)

@@ -134,8 +134,8 @@ def test_the_clock_is_read_on_the_job_s_cpus_and_says_from_where(tmp_path):
 def run_file(tmp: Path, clock: float = 1.0, cpu: dict | None = None,
              core_mhz: float | None = None) -> Path:
     """tests/data/cpu_run.parquet with its files' device facts given `cpu` (what a run records
-    since the peak exists), its clocks scaled by `clock` and, given `core_mhz`, its FMA points
-    carrying the clock the cores counted after each (kernels/cpu_clock.py)."""
+    since the peak exists), its clocks scaled by `clock` and, given `core_mhz`, its FMA and GEMM
+    points carrying the clock the cores counted after each (kernels/cpu_clock.py)."""
     table = pq.read_table(RUN)
     meta = json.loads(table.schema.metadata[b"rooflab"])
     for source in meta["sources"].values():
@@ -144,9 +144,11 @@ def run_file(tmp: Path, clock: float = 1.0, cpu: dict | None = None,
     frame = table.to_pandas()
     frame["cpu_freq_mhz"] *= clock
     if core_mhz is not None:
-        fma = frame.experiment == "intensity"
-        frame.loc[fma, "params"] = [json.dumps(json.loads(p) | {"core_mhz": core_mhz})
-                                    for p in frame.params[fma]]
+        for experiment, mhz in (("intensity", core_mhz), ("matmul", core_mhz - 100)):
+            mine = frame.experiment == experiment  # a little slower after a GEMM
+            frame.loc[mine, "params"] = [
+                json.dumps((json.loads(p) if isinstance(p, str) else {}) | {"core_mhz": mhz})
+                for p in frame.params[mine]]
     out = pa.Table.from_pandas(frame, schema=table.schema, preserve_index=False)
     out = out.replace_schema_metadata({**table.schema.metadata,
                                        b"rooflab": json.dumps(meta).encode()})
@@ -216,9 +218,10 @@ def test_without_counted_cycles_the_fma_peak_reads_the_clock_the_cores_counted(t
     assert fma32.cpu_freq_mhz == pytest.approx(3700.0)
     assert fma32.physical_peak == pytest.approx(2 * 2 * 8 * 2 * 3700e6)  # 237 GFLOP/s
     assert "counted by the cores" in fma32.peak_basis and "3.70 GHz" in fma32.peak_basis
-    # the GEMM's points counted nothing: cpuinfo's estimate, and its basis says so
+    # the GEMM's peak reads its own points' count
     gemm = c.loc[("matrix_flops", "float32")]
-    assert gemm.cpu_freq_mhz == pytest.approx(2596.148) and "not the cores'" in gemm.peak_basis
+    assert gemm.cpu_freq_mhz == pytest.approx(3600.0) and "counted by the cores" in gemm.peak_basis
+    assert gemm.physical_peak == pytest.approx(2 * 2 * 8 * 2 * 3600e6)
     # where the kernel counts cycles (APERF/MPERF), that clock stands
     counted = ceilings(tmp_path / "b", cpu=ZEN4_VM | {"flags": [*ZEN4_VM["flags"], "aperfmperf"]},
                        core_mhz=3700.0).loc[("vector_flops", "float32")]

@@ -1,4 +1,5 @@
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -10,6 +11,8 @@ from experiments.core.config import Settings
 from experiments.core.dtypes import torch_dtype
 
 SETTINGS = Settings.defaults()
+# a CPU point ends with its cores' clock (kernels/cpu_clock.py): on this process's CPUs
+FACTS = SimpleNamespace(extra={})
 # a CPU point samples steady_s (0.3 s) at least; these tests read its rows, not its speed
 # (test_a_cpu_gemm_point_samples_at_least_steady_s keeps the rule)
 QUICK = "experiment.steady_s=0"
@@ -136,7 +139,7 @@ def test_sizes_stop_once_the_plateau_shows(rates, plateau_flat, measured):
     sizes = [256, 512, 1024, 2048, 4096]
     rate = dict(zip(sizes, rates))
     ctx = SimpleNamespace(device=SimpleNamespace(type="cuda"), dtype="float32", settings=SETTINGS,
-                          point=lambda base, body: base | {
+                          facts=FACTS, point=lambda base, body: base | {
                               "status": "ok", "time_s": 2.0 * base["n"] ** 3 / rate[base["n"]]})
     cfg = SimpleNamespace(sizes=sizes, steady_s=0.0, max_call_s=1e9, plateau_gain=0.05,
                           plateau_flat=plateau_flat, plateau_past=0)
@@ -154,7 +157,7 @@ def test_no_size_up_to_plateau_past_is_skipped():
     sizes = [256, 512, 1024, 2048, 4096, 8192, 10240]
     rate = dict(zip(sizes, [0.95, 1.34, 1.18, 1.36, 1.37, 2.03, 2.05]))
     ctx = SimpleNamespace(device=SimpleNamespace(type="cpu"), dtype="float32", settings=SETTINGS,
-                          point=lambda base, body: base | {
+                          facts=FACTS, point=lambda base, body: base | {
                               "status": "ok", "time_s": 1.0,
                               "time_s_min": 2.0 * base["n"] ** 3 / (rate[base["n"]] * 1e12)})
     for past, measured in ((0, 4), (8192, 7)):
@@ -200,7 +203,7 @@ def test_a_size_past_max_call_s_runs_while_the_curve_still_rises(monkeypatch, ra
 
     monkeypatch.setattr(matmul, "_gemm", measure)
     ctx = SimpleNamespace(device=SimpleNamespace(type="cpu"), dtype="float32", settings=SETTINGS,
-                          point=lambda base, body: base | {"status": "ok"} | body())
+                          facts=FACTS, point=lambda base, body: base | {"status": "ok"} | body())
     cfg = SimpleNamespace(sizes=sizes, steady_s=0.0, max_call_s=1.5, rising_call_s=4.0,
                           plateau_gain=0.05, plateau_flat=2, plateau_past=8192)
     rows = list(harness.rows(matmul, cfg, ctx))
@@ -227,7 +230,7 @@ def test_a_cpus_plateau_is_judged_at_each_sizes_best_call():
     measured = {}
     for kind in ("cpu", "cuda"):
         ctx = SimpleNamespace(device=SimpleNamespace(type=kind), dtype="float32", settings=SETTINGS,
-                              point=lambda base, body: base | {
+                              facts=FACTS, point=lambda base, body: base | {
                                   "status": "ok",
                                   "time_s": 2.0 * base["n"] ** 3 / median[base["n"]],
                                   "time_s_min": 2.0 * base["n"] ** 3 / 200})
@@ -246,7 +249,7 @@ def test_a_contended_size_neither_gains_nor_counts_toward_the_plateau(kind, flag
     rate = dict(zip(sizes, [100, 200, 201, 202, 203, 204]))
     time = lambda n: 2.0 * n**3 / rate[n]
     ctx = SimpleNamespace(device=SimpleNamespace(type=kind), dtype="float32", settings=SETTINGS,
-                          point=lambda base, body: base | {
+                          facts=FACTS, point=lambda base, body: base | {
                               "status": "ok", flag: base["n"] == 1024,
                               "time_s": time(base["n"]), "time_s_min": time(base["n"])})
     cfg = SimpleNamespace(sizes=sizes, steady_s=0.0, max_call_s=float("inf"), plateau_gain=0.05,
@@ -269,7 +272,7 @@ def test_a_cpu_gemm_point_samples_at_least_steady_s(monkeypatch):
     from experiments.core.config import Settings
     ctx = SimpleNamespace(device=torch.device("cpu"), dtype="float32",
                           settings=Settings.defaults().but(point_budget_s=0.15),
-                          facts=SimpleNamespace(llc_bytes=1 << 20), time=time,
+                          facts=SimpleNamespace(llc_bytes=1 << 20, extra={}), time=time,
                           first_call=lambda f: (f(), 0.0)[1],
                           randn=lambda *shape: torch.randn(*shape, generator=g))
     cfg = SimpleNamespace(check_max=0, rotate_bytes_factor=1.0, steady_s=0.5, sizes=[64],
