@@ -19,7 +19,6 @@ seconds a call, a large share of the job. Each row's n is what it ran over.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import torch
@@ -32,6 +31,7 @@ from experiments.core.dtypes import itemsize, torch_dtype
 from experiments.core.harness import Point, State
 from experiments.core.runner import Context, Unsupported
 from experiments.kernels.chain import A, check, check_block, check_warps
+from experiments.kernels.cpu_team import job_cpus
 
 NAME = "intensity"
 DESCRIPTION = "one fused kernel with 0..1024 FMAs per element read and written once: the roofline"
@@ -93,7 +93,7 @@ def elements_for(fmas: int, n: int, seen: list[tuple[int, int, float]], call_s: 
 
 def team(ctx: Context) -> list[int]:
     """The CPUs of the numba kernel's threads: one per physical core (device facts)."""
-    return list((ctx.facts.extra or {}).get("team") or []) or sorted(os.sched_getaffinity(0))
+    return job_cpus(ctx)
 
 
 def _arrays(ctx: Context, n: int, cache: dict):

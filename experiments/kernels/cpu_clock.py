@@ -33,14 +33,10 @@ _chain(1, 1)  # compiled at import, not inside a point's time
 
 
 def after_point(ctx) -> float | None:
-    """The clock the cores of a CPU job's team (device facts `team`, else this process's CPUs)
-    count right after a point: team_mhz on them."""
-    import os
+    """The clock the cores of a CPU job's team count right after a point: team_mhz on them."""
+    from experiments.kernels.cpu_team import job_cpus, team
 
-    from experiments.kernels.cpu_team import team
-
-    cpus = list((ctx.facts.extra or {}).get("team") or []) or sorted(os.sched_getaffinity(0))
-    return team_mhz(team(cpus))
+    return team_mhz(team(job_cpus(ctx)))
 
 
 def team_mhz(team) -> float | None:

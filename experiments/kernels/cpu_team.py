@@ -84,6 +84,12 @@ def split(n: int, workers: int, align: int) -> list[tuple[int, int]]:
     return list(zip(bounds[:-1], bounds[1:]))
 
 
+def job_cpus(ctx) -> list[int]:
+    """The CPUs of a CPU job's team: one per physical core (device facts `team`), else the
+    CPUs this process may run on."""
+    return list((ctx.facts.extra or {}).get("team") or []) or sorted(os.sched_getaffinity(0))
+
+
 _TEAMS: dict[tuple, Team] = {}
 
 
