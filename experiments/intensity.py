@@ -91,11 +91,6 @@ def elements_for(fmas: int, n: int, seen: list[tuple[int, int, float]], call_s: 
     return max(ALIGN, min(n, int(n * call_s / predicted)) // ALIGN * ALIGN)
 
 
-def team(ctx: Context) -> list[int]:
-    """The CPUs of the numba kernel's threads: one per physical core (device facts)."""
-    return job_cpus(ctx)
-
-
 def _arrays(ctx: Context, n: int, cache: dict):
     """x (random) and y, allocated once per job and reused by every point; on a CPU the team
     fills them (each worker first-touches its slice: its pages lie in the worker's node), on
@@ -107,8 +102,9 @@ def _arrays(ctx: Context, n: int, cache: dict):
             from experiments.bandwidth import in_dram_window
             from experiments.kernels import cpu_stream
             huge = not in_dram_window(2 * n * itemsize(ctx.dtype), ctx.facts.llc_bytes)
-            cache["x"] = cpu_stream.filled(team(ctx), n, dt, ctx.settings.seed + 1, huge_pages=huge)
-            cache["y"] = cpu_stream.filled(team(ctx), n, dt, ctx.settings.seed + 2, index=1,
+            cpus = job_cpus(ctx)
+            cache["x"] = cpu_stream.filled(cpus, n, dt, ctx.settings.seed + 1, huge_pages=huge)
+            cache["y"] = cpu_stream.filled(cpus, n, dt, ctx.settings.seed + 2, index=1,
                                            huge_pages=huge)
         else:
             cache["x"] = ctx.randn(n, dtype=dt)
@@ -145,7 +141,7 @@ def measure(state: State) -> dict:
         call = lambda i: kernel.fma_chain(x, y, fmas, A, block=cfg.block, num_warps=cfg.num_warps,
                                           persistent=cfg.persistent)
     else:
-        cpus, xn, yn = team(ctx), x.numpy(), y.numpy()
+        cpus, xn, yn = job_cpus(ctx), x.numpy(), y.numpy()
         call = lambda i: cpu_kernel.fma_chain(cpus, xn, yn, fmas, A)
     y.fill_(float("nan"))
     first_s = ctx.first_call(lambda: call(0))
@@ -167,7 +163,7 @@ def _variant(ctx: Context, size: int) -> tuple[str, dict]:
         lanes = {"lanes": _cpu_kernel(ctx.dtype).lanes(size)}
     except Unsupported:
         pass  # each point's row says why
-    return variant, lanes | placement(team(ctx))
+    return variant, lanes | placement(job_cpus(ctx))
 
 
 def points(cfg: IntensityConfig, ctx: Context) -> list[Point]:

@@ -99,41 +99,22 @@ def op_floor(r: dict, op: str) -> float:
     return own if own is not None else statistics.median(table.values())
 
 
-def hot_lines(rows, dtype: str) -> list:
-    """The op_rates experiment's hot GEMMs (x [s, C] @ W [C, C], variant gemm_hot) as the
-    shaped sweep's lines, [(log C, log s, FLOP/s)] by C; [] without two sides of a C."""
-    import numpy as np
-
+def hot_rows(rows, dtype: str):
+    """The op_rates experiment's hot GEMMs (x [s, C] @ W [C, C], variant gemm_hot) in `dtype`,
+    the shaped sweep's rows alike (sweeps.gemm_lines)."""
     if "variant" not in rows or not {"m", "n"} <= set(rows.columns):
-        return []
-    mine = rows[(rows.experiment == "op_rates") & (rows.variant == GEMM_HOT)
+        return rows.iloc[:0]
+    return rows[(rows.experiment == "op_rates") & (rows.variant == GEMM_HOT)
                 & (rows.status == "ok") & (rows.dtype == dtype) & (rows.flop_per_s > 0)]
-    lines = []
-    for c, g in mine.groupby("n"):
-        g = g.groupby("m").flop_per_s.median().sort_index()
-        if len(g) >= 2:
-            lines.append((math.log(c), np.log(g.index.to_numpy(float)), g.to_numpy(float)))
-    return sorted(lines, key=lambda x: x[0])
-
-
-def _read(lines, m: int, n: int, k: int) -> float:
-    """sweeps.shaped_rate's read of these lines (thin side s, width sqrt(K max(M, N)))."""
-    import numpy as np
-
-    s, c = math.log(min(m, n)), 0.5 * math.log(k * max(m, n))
-    rates = [float(np.interp(s, xs, ys)) for _, xs, ys in lines]
-    return float(np.interp(c, [lc for lc, _, _ in lines], rates))
 
 
 def gemm_rate(r: dict, m: int, n: int, k: int, shaped: float | None) -> float | None:
-    """A CPU GEMM's FLOP/s (module docstring): the hot GEMMs' read at its shape (else `shaped`,
-    the gemv_gemm sweep's), or past their thin sides the larger of it and the square GEMM
-    sweep's rate at this GEMM's FLOPs."""
+    """A CPU GEMM's FLOP/s (module docstring): `shaped`, the read at its shape of the hot GEMMs'
+    lines (else the gemv_gemm sweep's), or past their thin sides the larger of it and the
+    square GEMM sweep's rate at this GEMM's FLOPs."""
     import numpy as np
 
     lines, gemm = r.get("shaped_hot") or r.get("shaped"), r.get("gemm")
-    if r.get("shaped_hot"):
-        shaped = _read(lines, m, n, k)
     if not shaped or not lines or not gemm:
         return shaped
     thin = max(math.exp(x) for _, xs, _ in lines for x in xs)

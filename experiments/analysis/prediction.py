@@ -103,12 +103,18 @@ def serial_time(r: dict, op: str, shapes, flops: float) -> tuple[float, int]:
     return t + (gemm_time(r, rest / stacks) * stacks if rest else 0.0), steps
 
 
+def shaped_rate(r: dict, m: int, n: int, k: int) -> float | None:
+    """An M x K by K x N GEMM's FLOP/s at its shape: the gemv_gemm sweep's; a CPU's, its hot
+    GEMMs' where timed, past their thin sides cpuops.gemm_rate's. None without the sweep."""
+    if not r.get("cpu"):
+        return sweeps.shaped_rate(r, m, n, k)
+    rate = sweeps.shaped_rate(r, m, n, k, "shaped_hot" if r.get("shaped_hot") else "shaped")
+    return cpuops.gemm_rate(r, m, n, k, rate) if rate else rate
+
+
 def shaped_time(r: dict, flops: float, m: int, n: int, k: int) -> float:
-    """An M x K by K x N GEMM's time at the shaped sweep's rate (a CPU's: cpuops.gemm_rate),
-    gemm_time without that sweep."""
-    rate = sweeps.shaped_rate(r, m, n, k)
-    if rate and r.get("cpu"):
-        rate = cpuops.gemm_rate(r, m, n, k, rate)
+    """An M x K by K x N GEMM's time at its shaped rate, gemm_time without that sweep."""
+    rate = shaped_rate(r, m, n, k)
     return flops / rate if rate else gemm_time(r, flops)
 
 
@@ -178,9 +184,7 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
         P = rate
         note.append(f"compute: op rates {curve}")
     elif dims and r.get("shaped"):  # the GEMM sweep at this shape
-        P = sweeps.shaped_rate(r, *dims) or P
-        if r.get("cpu"):
-            P = cpuops.gemm_rate(r, *dims, P)
+        P = shaped_rate(r, *dims) or P
         note.append("compute: GEMM sweep at {}x{}x{}".format(*dims))
     elif kind == "matrix" and r.get("gemm"):  # the GEMM roof at this size
         P = _at(r["gemm"], flops / calls) or P

@@ -54,16 +54,12 @@ def curves(rows, systems, dtype: str) -> dict:
     if mm.flops.nunique() >= 2:
         g = mm.groupby("flops").flop_per_s.median().sort_index()
         out["gemm"] = (np.log(g.index.to_numpy(float)), g.to_numpy(float))
+    gv = mine.iloc[:0]
     if {"m", "n"} <= set(mine.columns):
         gv = mine[(mine.experiment == "decode") & (mine.op == "gemv_gemm")
                   & (mine.dtype == dtype) & (mine.flop_per_s > 0) & (mine.m > 0) & (mine.n > 0)]
-        lines = []
-        for c, g in gv.groupby("n"):
-            g = g.groupby("m").flop_per_s.median().sort_index()
-            if len(g) >= 2:
-                lines.append((math.log(c), np.log(g.index.to_numpy(float)), g.to_numpy(float)))
-        if lines:
-            out["shaped"] = sorted(lines, key=lambda x: x[0])
+        if lines := gemm_lines(gv):
+            out["shaped"] = lines
     bw = mine[(mine.experiment == "bandwidth") & mine.op.isin(BANDWIDTH_OPS)
               & (mine.working_set_bytes > 0)]
     if bw.working_set_bytes.nunique() >= 2:
@@ -77,7 +73,7 @@ def curves(rows, systems, dtype: str) -> dict:
     if kernels:
         out["floor"] = float(min(kernels))
     # a GPU's shortest GEMM of this dtype: a cuBLAS call takes it whatever its size
-    gemms = [*mm.time_s, *(gv.time_s if "shaped" in out else ())]
+    gemms = [*mm.time_s, *gv.time_s]
     if gemms and not cpuops.is_cpu(mine):
         out["gemm_floor"] = float(min(gemms))
     if rates := op_rate_points(mine, rows, systems, dtype):
@@ -86,9 +82,22 @@ def curves(rows, systems, dtype: str) -> dict:
         out["cpu"] = True
         if table := cpuops.floors(mine, dtype):
             out["floors"] = table
-        if lines := cpuops.hot_lines(mine, dtype):
+        if lines := gemm_lines(cpuops.hot_rows(mine, dtype)):
             out["shaped_hot"] = lines
     return out
+
+
+def gemm_lines(rows) -> list:
+    """GEMM rows x [m, C] @ W [C, C] (m the thin side, n = C) as lines [(log C, log m, FLOP/s)]
+    by C, the median at each m; a C of fewer than two sides is left out."""
+    import numpy as np
+
+    lines = []
+    for c, g in rows.groupby("n"):
+        g = g.groupby("m").flop_per_s.median().sort_index()
+        if len(g) >= 2:
+            lines.append((math.log(c), np.log(g.index.to_numpy(float)), g.to_numpy(float)))
+    return sorted(lines, key=lambda x: x[0])
 
 
 def op_rate_points(mine, rows, systems: set, dtype: str) -> dict:
@@ -227,12 +236,12 @@ def gemm_dims(op: str, shapes) -> tuple[int, int, int] | None:
     return int(a[0]), int(b[1]), int(a[1])
 
 
-def shaped_rate(r: dict, m: int, n: int, k: int) -> float | None:
-    """FLOP/s of an M x K by K x N GEMM read off the gemv_gemm sweep (module docstring), None
-    without that sweep."""
+def shaped_rate(r: dict, m: int, n: int, k: int, key: str = "shaped") -> float | None:
+    """FLOP/s of an M x K by K x N GEMM read off the gemv_gemm sweep (module docstring; `key`
+    "shaped_hot": a CPU's hot GEMMs, read alike), None without those lines."""
     import numpy as np
 
-    lines = r.get("shaped")
+    lines = r.get(key)
     if not lines:
         return None
     s, c = math.log(min(m, n)), 0.5 * math.log(k * max(m, n))
