@@ -93,19 +93,27 @@ def measure(op: str, dtype, device, gen) -> dict:
     HOST_S), at the job's threads; ValueError where the profile holds no `op`. Each at most
     CONTENDED times its time on one thread: a parallel region whose other thread waits for a
     core another process holds takes milliseconds, not the floor."""
-    threads = torch.get_num_threads()
-    try:
-        runs = [_measure(op, dtype, device, gen, n) for n in sorted({threads, 1}, reverse=True)]
-    finally:
-        torch.set_num_threads(threads)
+    runs = _at_job_and_one_thread(lambda: _measure(op, dtype, device, gen))
     return runs[0] | {k: min(runs[0][k], CONTENDED * runs[-1][k])
                       for k in ("profiled_s", "host_s")}
 
 
-def _measure(op: str, dtype, device, gen, threads: int) -> dict:
+def _at_job_and_one_thread(measure_once) -> list:
+    """[measure_once() at the job's threads, then at one thread] (one item on one thread)."""
+    threads = torch.get_num_threads()
+    try:
+        out = []
+        for n in sorted({threads, 1}, reverse=True):
+            torch.set_num_threads(n)
+            out.append(measure_once())
+        return out
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _measure(op: str, dtype, device, gen) -> dict:
     from experiments.placement.profile import profile_ops
 
-    torch.set_num_threads(threads)
     op_fn, args = _tiny(op, dtype, device, gen)
     flush = torch.empty(FLUSH, device=device)
 
@@ -165,11 +173,5 @@ def _profiled(fn, args, op: str, device) -> float:
 def _least(time_one) -> float:
     """The least of PROFILES timings at the job's threads, at most CONTENDED times one
     thread's."""
-    threads, best = torch.get_num_threads(), []
-    try:
-        for n in sorted({threads, 1}, reverse=True):
-            torch.set_num_threads(n)
-            best.append(min(time_one() for _ in range(PROFILES)))
-    finally:
-        torch.set_num_threads(threads)
+    best = _at_job_and_one_thread(lambda: min(time_one() for _ in range(PROFILES)))
     return min(best[0], CONTENDED * best[-1])
