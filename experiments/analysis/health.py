@@ -7,6 +7,7 @@ Rows written before the condition columns existed (the first published H200 set)
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -36,6 +37,15 @@ def _num(rows: pd.DataFrame, name: str) -> pd.Series:
     if name not in rows:
         return pd.Series(np.nan, index=rows.index, dtype=float)
     return pd.to_numeric(rows[name], errors="coerce").astype(float)
+
+
+def _param(rows: pd.DataFrame, name: str) -> pd.Series:
+    """A number in the rows' params (JSON), NaN where a row lacks it."""
+    if "params" not in rows:
+        return pd.Series(np.nan, index=rows.index, dtype=float)
+    got = [(json.loads(p) if isinstance(p, str) and p else {}).get(name) for p in rows.params]
+    return pd.Series([v if isinstance(v, (int, float)) else np.nan for v in got],
+                     index=rows.index, dtype=float)
 
 
 def _flags(rows: pd.DataFrame, name: str) -> pd.Series:
@@ -179,6 +189,8 @@ def system_conditions(rows: pd.DataFrame,
             "max_steal_share": _max(_num(g, "steal_share")),
             "max_team_off_cpu_share": _max(_num(g, "team_off_cpu_share")),
             "median_cpu_freq_mhz": _median(_num(g, "cpu_freq_mhz")),
+            # the clock the cores counted after the FMA and GEMM points (kernels/cpu_clock.py)
+            "median_core_mhz": _median(_param(g, "core_mhz")),
             "median_sm_clock_mhz": _median(_num(g, "sm_clock_mhz")),
             "median_power_w": _median(_num(g, "power_w")),
             "max_temperature_c": _max(_num(g, "temperature_c")),

@@ -154,3 +154,18 @@ def test_energy_table_uses_the_top_plateau_and_dram_rows():
     assert table.loc["matmul", "sm_clock_mhz"] == 1400.0 and table.loc["matmul", "power_w"] == 700.0
     assert table.loc["bandwidth", "unit"] == "pJ/byte" and table.loc["bandwidth", "points"] == 3
     assert table.loc["bandwidth", "value"] == pytest.approx(20.0)
+
+
+def test_the_cpu_s_ran_at_names_the_clock_its_cores_counted_beside_the_system_s():
+    import json
+
+    from experiments.report.glance import _ran_at
+
+    rows = [_row(n=i, cpu_freq_mhz=2596.0, time_s=1.0,
+                 params=json.dumps({"core_mhz": mhz} if mhz else {}))
+            for i, mhz in enumerate([3600.0, 3700.0, 3650.0, None])]
+    c = next(iter(system_conditions(dataset.from_rows(rows).rows).values()))
+    assert c["median_core_mhz"] == 3650.0
+    assert _ran_at(c) == "CPU 2596 MHz and 3650 MHz as the cores counted (medians)"
+    bare = next(iter(system_conditions(dataset.from_rows([_row(n=1, time_s=1.0)]).rows).values()))
+    assert math.isnan(bare["median_core_mhz"]) and "counted" not in _ran_at(bare)
