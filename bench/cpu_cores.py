@@ -13,15 +13,18 @@ FLOP/s, FLOP/s per CPU over one CPU's, the counted clock, and FLOPs per cycle pe
 
     PYTHONPATH=. python -P bench/cpu_cores.py --lanes 64,128,256
 
-One CPU instead: the chain at each LANES (the elements whose chains a worker steps together:
-cpu_fma.lanes picks one), then torch's float32 GEMM on one thread, each in FLOPs per counted
-cycle: how far the chain is from what the core's FMA pipes do for a GEMM.
+The chain at each LANES (the elements whose chains a worker steps together: cpu_fma.lanes picks
+one) on one CPU and on all, with the vector registers its compiled FMAs use and the clock the
+cores and their FMA units counted right after (cpu_clock.py), then torch's float32
+GEMM on one thread and on all, each in FLOPs per counted cycle per CPU: how far the chain is from
+what the cores' FMA pipes do for a GEMM.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import time
 
 import numpy as np
@@ -31,34 +34,48 @@ from experiments.kernels import cpu_clock, cpu_fma, cpu_team
 PER_WORKER = 1 << 18  # float32s a worker (1 MiB in, 1 MiB out): ~5 ms a call, past dispatch
 
 
-def rate(cpus: list[int], fmas: int, seconds: float) -> float:
-    """The best FLOP/s of the chain over `seconds` of calls on this team."""
+def rate(cpus: list[int], fmas: int, seconds: float, kernel=None, width: int = 0) -> float:
+    """The best FLOP/s of the chain (cpu_fma's, or `kernel` over slices of whole `width`s)
+    over `seconds` of calls on this team."""
     n = PER_WORKER * len(cpus)
     x = np.random.default_rng(0).uniform(0.5, 1.5, n).astype(np.float32)
     y = np.empty_like(x)
-    return best(lambda: cpu_fma.fma_chain(cpus, x, y, fmas, 0.5), 2.0 * fmas * n, seconds)
+    if kernel is None:
+        return best(lambda: cpu_fma.fma_chain(cpus, x, y, fmas, 0.5), 2.0 * fmas * n, seconds)
+    crew = cpu_team.team(cpus)
+    parts = [(x, y, 0.5, fmas, lo, hi) for lo, hi in cpu_team.split(n, len(cpus), width)]
+    return best(lambda: crew.run(kernel, parts), 2.0 * fmas * n, seconds)
 
 
-def per_lanes(cpu: int, widths: list[int], fmas: int, seconds: float) -> None:
+def registers(kernel) -> str:
+    """The vector registers the compiled kernel's FMAs name, counted (x86 asm)."""
+    fmas = re.findall(r"vfmadd\w+\s+([^\n]*)", "\n".join(kernel.inspect_asm().values()))
+    return " ".join(f"{r}:{sum(r in f for f in fmas)}" for r in ("zmm", "ymm", "xmm"))
+
+
+def per_lanes(cpus: list[int], widths: list[int], fmas: int, seconds: float) -> None:
     import torch
 
-    os.sched_setaffinity(0, {cpu})
-    one = cpu_team.team([cpu])
-    x = np.random.default_rng(0).uniform(0.5, 1.5, PER_WORKER).astype(np.float32)
-    y = np.empty_like(x)
-    print(f"lanes  GFLOP/s  core MHz  FLOP/cycle  (default: {cpu_fma.lanes(4)})")
+    teams = {"one": [cpus[0]], f"all {len(cpus)}": cpus}
+    print("lanes  team    GFLOP/s  core MHz  FMA MHz  FLOP/cycle/CPU (core, FMA)  FMA registers "
+          f"(default lanes: {cpu_fma.lanes(4)})")
     for width in widths:
         kernel = cpu_fma.chain_kernel(width)
-        call = lambda: one.run(kernel, [(x, y, 0.5, fmas, 0, x.size)])  # noqa: E731
-        r = best(call, 2.0 * fmas * x.size, seconds)
-        mhz = cpu_clock.team_mhz(one)
-        print(f"{width:5d} {r / 1e9:8.1f} {mhz:9.0f} {r / (mhz * 1e6):11.1f}", flush=True)
-    torch.set_num_threads(1)
-    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
-    r = best(lambda: a @ b, 2.0 * 2048 ** 3, seconds)
-    mhz = cpu_clock.team_mhz(one)
-    print(f"torch float32 GEMM 2048, one thread: {r / 1e9:.1f} GFLOP/s, {mhz:.0f} MHz, "
-          f"{r / (mhz * 1e6):.1f} FLOP/cycle")
+        for label, t in teams.items():
+            r = rate(t, fmas, seconds, kernel, width)
+            crew = cpu_team.team(t)
+            mhz, fma = cpu_clock.team_mhz(crew), cpu_clock.fma_mhz(crew, *cpu_clock.host_fma())
+            per = [f"{r / len(t) / (m * 1e6):.1f}" if m else "-" for m in (mhz, fma)]
+            print(f"{width:5d} {label:>6} {r / 1e9:9.1f} {mhz:9.0f} {fma or 0:8.0f} "
+                  f"{per[0]:>12} {per[1]:>6}  {registers(kernel)}", flush=True)
+    a, b = torch.randn(4096, 4096), torch.randn(4096, 4096)
+    for label, t in teams.items():
+        os.sched_setaffinity(0, set(t))
+        torch.set_num_threads(len(t))
+        r = best(lambda: a @ b, 2.0 * 4096 ** 3, seconds)
+        mhz = cpu_clock.team_mhz(cpu_team.team(t))
+        print(f"torch float32 GEMM 4096 on {label}: {r / 1e9:.1f} GFLOP/s, {mhz:.0f} MHz, "
+              f"{r / len(t) / (mhz * 1e6):.1f} FLOP/cycle/CPU", flush=True)
 
 
 def best(call, flops: float, seconds: float) -> float:
@@ -80,7 +97,7 @@ def main() -> None:
     args = p.parse_args()
     cpus = sorted(os.sched_getaffinity(0))
     if args.lanes:
-        return per_lanes(cpus[0], [int(w) for w in args.lanes.split(",")], args.fmas,
+        return per_lanes(cpus, [int(w) for w in args.lanes.split(",")], args.fmas,
                          args.seconds)
     teams = [[cpus[0]]] + [[cpus[0], c] for c in cpus[1:]] + ([cpus] if len(cpus) > 2 else [])
     one = None

@@ -149,7 +149,7 @@ def measure(state: State) -> dict:
     out = state.time(call, warm_call_s=first_s) | {"rel_error": err, "check_passed": True}
     if cpu_kernel is not None:  # the cores' clock right after, on the same cores (cpu_clock.py)
         from experiments.kernels import cpu_clock
-        out["params"] = state.row["params"] | {"core_mhz": cpu_clock.after_point(ctx)}
+        out["params"] = state.row["params"] | cpu_clock.after_point(ctx)
     return out
 
 

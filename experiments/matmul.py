@@ -236,7 +236,7 @@ def measure(state: State) -> dict:
     flag = {"past_max_call_s": True} if rising else {}
     if state.ctx.device.type == "cpu" and row.get("status", "ok") == "ok":
         from experiments.kernels import cpu_clock  # the cores' clock right after (its docstring)
-        flag["core_mhz"] = cpu_clock.after_point(state.ctx)
+        flag |= cpu_clock.after_point(state.ctx)
     return row | {"params": (row.get("params") or {}) | flag | (state.row.get("params") or {})}
 
 

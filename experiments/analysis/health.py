@@ -189,8 +189,10 @@ def system_conditions(rows: pd.DataFrame,
             "max_steal_share": _max(_num(g, "steal_share")),
             "max_team_off_cpu_share": _max(_num(g, "team_off_cpu_share")),
             "median_cpu_freq_mhz": _median(_num(g, "cpu_freq_mhz")),
-            # the clock the cores counted after the FMA and GEMM points (kernels/cpu_clock.py)
+            # the clock the cores and their FMA units counted after the FMA and GEMM points
+            # (kernels/cpu_clock.py)
             "median_core_mhz": _median(_param(g, "core_mhz")),
+            "median_fma_mhz": _median(_param(g, "fma_mhz")),
             "median_sm_clock_mhz": _median(_num(g, "sm_clock_mhz")),
             "median_power_w": _median(_num(g, "power_w")),
             "max_temperature_c": _max(_num(g, "temperature_c")),

@@ -96,17 +96,22 @@ def _median(points, column) -> float:
 
 
 def cpu_conditions(points) -> dict:
-    """Of a CPU plateau's points: their median clock (the system's, and `core_mhz`, the one the
-    cores counted after each point: kernels/cpu_clock.py) and the most physical cores they ran
-    on (params.cores), which the silicon's peak reads (analysis/silicon.py)."""
+    """Of a CPU plateau's points: their median clock (the system's, and `core_mhz` and
+    `fma_mhz`, the ones the cores and their FMA units counted after each point:
+    kernels/cpu_clock.py) and the most physical cores they ran on (params.cores), which the
+    silicon's peak reads (analysis/silicon.py)."""
     if points is None or "device_kind" not in points or not (points.device_kind == "cpu").all():
         return {}
     params = [json.loads(p) if isinstance(p, str) and p else {}
               for p in (points["params"] if "params" in points else ())]
     cores = [c for c in (p.get("cores") for p in params) if isinstance(c, int)]
-    counted = [m for m in (p.get("core_mhz") for p in params) if isinstance(m, (int, float))]
+
+    def counted(key):
+        seen = [m for m in (p.get(key) for p in params) if isinstance(m, (int, float))]
+        return statistics.median(seen) if seen else math.nan
+
     return {"cpu_freq_mhz": _median(points, "cpu_freq_mhz"), "cores": max(cores, default=None),
-            "core_mhz": statistics.median(counted) if counted else math.nan}
+            "core_mhz": counted("core_mhz"), "fma_mhz": counted("fma_mhz")}
 
 
 def ceiling_row(ceiling, value, unit, method, n, dtype=None, ci=(math.nan, math.nan), points=None,

@@ -1,7 +1,7 @@
 """Each CPU FMA and GEMM ceiling against the silicon's peak (core/cpu_peak.py), at the clock its
 plateau's points recorded (the cores' counted cycles where the kernel has them, else the clock
-the cores counted after each FMA or GEMM point, kernels/cpu_clock.py, else the system's): a
-repeat on a slower clock gets a lower peak, not a lower fraction."""
+the FMA units, or else the cores, counted after each FMA or GEMM point, kernels/cpu_clock.py,
+else the system's): a repeat on a slower clock gets a lower peak, not a lower fraction."""
 
 from __future__ import annotations
 
@@ -27,6 +27,9 @@ def counted(cpu: dict) -> bool:
 CHAIN_NOTE = ("clock: counted by the cores, a chain of dependent one-cycle integer ops on every "
               "core of the job's team after each point (kernels/cpu_clock.py: scalar, so an "
               "upper bound on the FMA units' clock)")
+FMA_NOTE = ("clock: the FMA units', a chain of vector FMAs each waiting on the one before (the "
+            "table's latency a step) on every core of the job's team after each point "
+            "(kernels/cpu_clock.py: at half the point's FMA density, so an upper bound)")
 
 
 def clock_note(cpu: dict) -> str:
@@ -50,7 +53,11 @@ def with_physical_peak(rows: list[dict], facts: dict) -> list[dict]:
             out.append(r)
             continue
         mhz, note = r.get("cpu_freq_mhz"), clock_note(cpu)
-        if not counted(cpu) and finite(r.get("core_mhz")):  # the cores' own count, after
+        if not counted(cpu) and finite(r.get("fma_mhz")):  # the FMA units' count, after
+            mhz, note = r["fma_mhz"], FMA_NOTE
+            if finite(r.get("core_mhz")):
+                note += f"; the scalar chain read {r['core_mhz'] / 1000:.2f} GHz"
+        elif not counted(cpu) and finite(r.get("core_mhz")):  # the cores' own count, after
             mhz, note = r["core_mhz"], CHAIN_NOTE
         p = peak(cpu, r.get("cores") or cores, mhz, r["dtype"], MATRIX[r["ceiling"]])
         share = r["value"] / p.flops if finite(p.flops) else math.nan

@@ -22,15 +22,13 @@ numba has no float16/bfloat16 arithmetic on CPUs: those dtypes are not served he
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
+from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 from numba.np.numpy_support import carray
 
 from experiments.kernels.cpu_team import split, team
-from experiments.kernels.numba_host import use_widest_vectors, vector_registers
-
-use_widest_vectors()  # before the first compile
+from experiments.kernels.numba_host import njit, vector_registers
 
 DTYPES = {"float32": np.float32, "float64": np.float64}
 

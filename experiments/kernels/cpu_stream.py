@@ -10,12 +10,9 @@ from __future__ import annotations
 import mmap
 
 import numpy as np
-from numba import njit
 
 from experiments.kernels.cpu_team import split, team
-from experiments.kernels.numba_host import use_widest_vectors
-
-use_widest_vectors()  # before the first compile: kernels/numba_host.py says why
+from experiments.kernels.numba_host import njit
 
 SCALAR = 3.0
 

@@ -6,7 +6,8 @@ kernels here fill half the vector registers with accumulators sized for 512-bit 
 256 bits LLVM needs twice the registers, spills, and takes the FMA's x operand from memory,
 and the FMA roof reads about half of what the cores can do. Turning the tuning off gives zmm
 code everywhere AVX-512 exists; elsewhere nothing changes.
-It must run before numba compiles anything in this process (its target machine is made once).
+It must run before numba compiles anything in this process (its target machine is made once):
+the kernel modules compile through `njit` here, which sets it first, whichever loads first.
 """
 
 from __future__ import annotations
@@ -34,6 +35,15 @@ def use_widest_vectors() -> str:
 
     config.CPU_FEATURES = target_features()
     return config.CPU_FEATURES
+
+
+def njit(*args, **kwargs):
+    """numba.njit with the target set first: a module compiling at import (cpu_clock) before
+    cpu_fma loaded left the whole process at 256-bit FMAs, half the peak of Intel's servers."""
+    import numba
+
+    use_widest_vectors()
+    return numba.njit(*args, **kwargs)
 
 
 def vector_bits(features: str | None = None) -> int:

@@ -79,6 +79,8 @@ def _ran_at(cond: dict) -> str:
         parts.append(f"CPU {cond['median_cpu_freq_mhz']:.0f} MHz")
     if finite(cond.get("median_core_mhz")):  # where the system's is a fixed estimate (a VM)
         parts.append(f"{cond['median_core_mhz']:.0f} MHz as the cores counted")
+    if finite(cond.get("median_fma_mhz")):
+        parts.append(f"{cond['median_fma_mhz']:.0f} MHz as their FMA units counted")
     text = " and ".join(parts) + " (medians)" if parts else ""
     if finite(cond.get("power_capped_share")) and cond["power_capped_share"] > 0:
         text += f"; power cap on {share(cond['power_capped_share'])} of points"

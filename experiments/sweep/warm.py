@@ -131,7 +131,8 @@ def signatures(dtype: str) -> dict:
 
 def cpu_kernels():
     """Compile the numba CPU kernels of the default sweep's CPU jobs, one kernel a step:
-    intensity's in float32 and float64, bandwidth's in float32 (its other default dtype,
+    intensity's in float32 and float64 and the FMA units' clock chain (kernels/cpu_clock.py),
+    bandwidth's in float32 (its other default dtype,
     bfloat16, streams with torch over arrays `_fill_half` draws; a float64 bandwidth job, not in
     it, compiles its own). A job compiled each at its first call (importing numba 0.5 s, each
     kernel 0.1-0.4 s, in every CPU job of bandwidth and intensity); one forked after finds them
@@ -139,13 +140,18 @@ def cpu_kernels():
     load)."""
     import numpy as np
 
-    from experiments.kernels import cpu_fma, cpu_stream
+    from experiments.kernels import cpu_clock, cpu_fma, cpu_stream
+    from experiments.kernels.cpu_clock import fma_lanes
+    from experiments.kernels.numba_host import vector_bits
 
     for dtype in JOB_DTYPES:
         sig = signatures(dtype)
         yield cpu_stream._fill.compile(sig["fill"])  # every CPU job of bandwidth and intensity
         chain = cpu_fma.chain_kernel(cpu_fma.lanes(np.dtype(dtype).itemsize))
         yield chain.compile(sig["chain"])
+    latency, per_cycle = cpu_clock.host_fma()  # the FMA units' clock after each point
+    if lanes := latency and fma_lanes(latency, per_cycle, vector_bits() // 32):
+        yield cpu_fma.chain_kernel(lanes).compile(signatures("float32")["chain"])
     for op, kernel in cpu_stream.KERNELS.items():
         yield kernel.compile(signatures("float32")["stream"])
         yield cpu_stream.one_vector_kernel(op, "float32")  # the DRAM window's

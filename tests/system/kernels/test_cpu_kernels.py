@@ -33,10 +33,11 @@ print(json.dumps(out))
 """
 
 
-def _compiled_for(cpu_name: str, features: str) -> dict:
-    """COMPILE's counts, from a fresh interpreter whose numba targets that CPU."""
+def _compiled_for(cpu_name: str, features: str, first: str = "") -> dict:
+    """COMPILE's counts, from a fresh interpreter whose numba targets that CPU, after the
+    statement `first`."""
     env = os.environ | {"NUMBA_CPU_NAME": cpu_name, "NUMBA_CPU_FEATURES": features}
-    done = subprocess.run([sys.executable, "-c", COMPILE], cwd=ROOT, env=env,
+    done = subprocess.run([sys.executable, "-c", first + "\n" + COMPILE], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.splitlines()[-1])
@@ -53,6 +54,17 @@ def test_fma_chain_is_zmm_register_fmas_on_sapphire_rapids():
         assert found["lanes"] * {"float32": 4, "float64": 8}[dtype] == 16 * 64, (dtype, found)
         assert found["ymm"] == 0 and found["zmm"] >= 16, (dtype, found)
         assert found["memory"] <= 1, (dtype, found)  # x lives in registers, not memory
+
+
+@pytest.mark.system  # a fresh interpreter imports numba and compiles: 2 s
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
+                    reason="compiles for an x86 target")
+def test_fma_chain_is_zmm_after_another_kernel_compiled_first():
+    # cpu_clock compiles its chain at import; loaded before cpu_fma (as bench/cpu_cores.py did),
+    # it fixed numba's target at 256-bit preference and the FMA chain compiled to ymm
+    for dtype, found in _compiled_for("sapphirerapids", SPR,
+                                      "from experiments.kernels import cpu_clock").items():
+        assert found["ymm"] == 0 and found["zmm"] >= 16, (dtype, found)
 
 
 # An AVX2 core (Haswell to Zen 3, most laptops): 16 registers of 256 bits

@@ -169,3 +169,8 @@ def test_the_cpu_s_ran_at_names_the_clock_its_cores_counted_beside_the_system_s(
     assert _ran_at(c) == "CPU 2596 MHz and 3650 MHz as the cores counted (medians)"
     bare = next(iter(system_conditions(dataset.from_rows([_row(n=1, time_s=1.0)]).rows).values()))
     assert math.isnan(bare["median_core_mhz"]) and "counted" not in _ran_at(bare)
+    fma = [_row(n=i, time_s=1.0, params=json.dumps({"core_mhz": 3000.0, "fma_mhz": mhz}))
+           for i, mhz in enumerate([2100.0, 2000.0])]
+    c = next(iter(system_conditions(dataset.from_rows(fma).rows).values()))
+    assert _ran_at(c) == ("3000 MHz as the cores counted and 2050 MHz as their FMA units "
+                          "counted (medians)")

@@ -132,10 +132,11 @@ def test_the_clock_is_read_on_the_job_s_cpus_and_says_from_where(tmp_path):
 
 
 def run_file(tmp: Path, clock: float = 1.0, cpu: dict | None = None,
-             core_mhz: float | None = None) -> Path:
+             core_mhz: float | None = None, fma_mhz: float | None = None) -> Path:
     """tests/data/cpu_run.parquet with its files' device facts given `cpu` (what a run records
-    since the peak exists), its clocks scaled by `clock` and, given `core_mhz`, its FMA and GEMM
-    points carrying the clock the cores counted after each (kernels/cpu_clock.py)."""
+    since the peak exists), its clocks scaled by `clock` and, given `core_mhz` (and
+    `fma_mhz`), its FMA and GEMM points carrying the clock the cores (and their FMA units)
+    counted after each (kernels/cpu_clock.py)."""
     table = pq.read_table(RUN)
     meta = json.loads(table.schema.metadata[b"rooflab"])
     for source in meta["sources"].values():
@@ -144,10 +145,12 @@ def run_file(tmp: Path, clock: float = 1.0, cpu: dict | None = None,
     frame = table.to_pandas()
     frame["cpu_freq_mhz"] *= clock
     if core_mhz is not None:
-        for experiment, mhz in (("intensity", core_mhz), ("matmul", core_mhz - 100)):
+        for experiment, less in (("intensity", 0), ("matmul", 100)):
             mine = frame.experiment == experiment  # a little slower after a GEMM
+            clocks = {"core_mhz": core_mhz - less} | (
+                {"fma_mhz": fma_mhz - less} if fma_mhz else {})
             frame.loc[mine, "params"] = [
-                json.dumps((json.loads(p) if isinstance(p, str) else {}) | {"core_mhz": mhz})
+                json.dumps((json.loads(p) if isinstance(p, str) else {}) | clocks)
                 for p in frame.params[mine]]
     out = pa.Table.from_pandas(frame, schema=table.schema, preserve_index=False)
     out = out.replace_schema_metadata({**table.schema.metadata,
@@ -226,6 +229,39 @@ def test_without_counted_cycles_the_fma_peak_reads_the_clock_the_cores_counted(t
     counted = ceilings(tmp_path / "b", cpu=ZEN4_VM | {"flags": [*ZEN4_VM["flags"], "aperfmperf"]},
                        core_mhz=3700.0).loc[("vector_flops", "float32")]
     assert counted.cpu_freq_mhz == pytest.approx(2596.148)
+
+
+def test_the_fma_units_clock_comes_before_the_scalar_chain_s(tmp_path):
+    # Intel lowers the clock for dense AVX-512: the FMA units' count is the tighter bound
+    c = ceilings(tmp_path, cpu=ZEN4_VM, core_mhz=3700.0, fma_mhz=3000.0)
+    fma32, gemm = c.loc[("vector_flops", "float32")], c.loc[("matrix_flops", "float32")]
+    assert fma32.cpu_freq_mhz == pytest.approx(3000.0)
+    assert fma32.physical_peak == pytest.approx(2 * 2 * 8 * 2 * 3000e6)
+    assert "the FMA units'" in fma32.peak_basis and "scalar chain read 3.70 GHz" in fma32.peak_basis
+    assert gemm.cpu_freq_mhz == pytest.approx(2900.0) and "FMA units'" in gemm.peak_basis
+
+
+def test_the_fma_clock_chains_are_few_enough_that_latency_sets_the_pace():
+    from experiments.kernels.cpu_clock import fma_lanes
+
+    # (latency, vector FMAs a cycle, float32s a vector) -> lanes: fewer chains than latency x
+    # FMAs a cycle, so each FMA waits on the one before; at least 48 lanes (LLVM's vector step)
+    assert fma_lanes(4, 2.0, 16) == 64  # Sapphire Rapids, zmm: 4 chains of the 8 that fill it
+    assert fma_lanes(4, 1.0, 16) == 48  # Zen4, zmm in two passes: 3 of 4
+    assert fma_lanes(5, 2.0, 8) == 48  # Haswell, ymm: 6 of 10
+    assert fma_lanes(5, 1.0, 8) is None  # Zen1, ymm in two passes: 48 lanes would fill it
+
+
+def test_the_fma_units_count_a_clock_no_faster_than_the_cores():
+    from experiments.kernels import cpu_clock, cpu_team
+
+    latency, per_cycle = cpu_clock.host_fma()
+    if latency is None:
+        pytest.skip("this CPU is not in core/cpu_peak.py's table")
+    crew = cpu_team.team([min(os.sched_getaffinity(0))])
+    core, fma = cpu_clock.team_mhz(crew), cpu_clock.fma_mhz(crew, latency, per_cycle)
+    # a chain LLVM shortened or reassociated would read faster than the cores can run
+    assert 300 < fma < 1.3 * core, (fma, core)
 
 
 def test_the_chain_counts_a_plausible_clock_and_each_worker_keeps_its_fastest_round(
