@@ -145,6 +145,7 @@ def _per_op(ctx: Context, cfg: WorkloadConfig, factory, batch: int, row: dict) -
         with counting.precision(ctx.dtype), phase(key, "the profiled call", limit):
             ops = profile.profile_ops(fn, args, device=ctx.device)
         del fn, args
+        profile.with_kernels(row["params"].get("ops"), ops)
     except Exception as exc:  # noqa: BLE001 - the whole-call row stands without its breakdown
         row["params"]["profile_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
         return []

@@ -238,10 +238,11 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
 
 def predict_call(r: dict, ops: list) -> dict:
     """A call from its ops ([op, shapes, calls, FLOPs, bytes, cold bytes, kind, source,
-    exponentials] lists):
+    exponentials] lists, and the kernels a profiled call's op launched, where it was):
     the sum of their predictions; the call's bound is the term that takes most of that sum."""
     parts = [predict_op(r, o[3], o[4], o[5], o[6], o[2],
-                        exponentials=o[8] if len(o) > 8 else 0.0, op=o[0], shapes=o[1])
+                        exponentials=o[8] if len(o) > 8 else 0.0, op=o[0], shapes=o[1],
+                        kernels=o[9] if len(o) > 9 else 0)
              for o in ops]
     parts = [p | {"op": o[0]} for p, o in zip(parts, ops)
              if p["predicted_time_s"] == p["predicted_time_s"]]

@@ -11,13 +11,14 @@ from experiments.placement.counting import (op_name, record_ops, shapes_key,  # 
 LEVELS = ("dram_bytes", "l2_bytes", "l1_bytes")
 
 
-def _profiled_times(prof, counted: set, names: dict, cuda: bool, calls: int) -> dict:
-    """(op, input shapes) -> time per call. Each aten event's self time (device time on a GPU)
-    goes to its outermost ancestor the recorder counted (a cuDNN kernel under aten::convolution
-    goes to aten::convolution, whose FLOPs and bytes were counted); an event with no counted
-    ancestor matches a counted op of its name when that name is unique, else is dropped (views,
-    the profiler's own events)."""
+def _profiled_times(prof, counted: set, names: dict, cuda: bool, calls: int) -> tuple:
+    """(op, input shapes) -> time per call, and -> GPU kernels per call. Each aten event's self
+    time (device time on a GPU) and kernels go to its outermost ancestor the recorder counted (a
+    cuDNN kernel under aten::convolution goes to aten::convolution, whose FLOPs and bytes were
+    counted); an event with no counted ancestor matches a counted op of its name when that name
+    is unique, else is dropped (views, the profiler's own events)."""
     times: dict = {}
+    kernels: dict = {}
     for evt in prof.profiler.function_events:
         if not evt.name.startswith("aten::"):
             continue
@@ -35,12 +36,14 @@ def _profiled_times(prof, counted: set, names: dict, cuda: bool, calls: int) -> 
             node = node.cpu_parent
         if key is not None:
             times[key] = times.get(key, 0.0) + own / 1e6 / calls
-    return times
+            launched = len(getattr(evt, "kernels", None) or ())
+            kernels[key] = kernels.get(key, 0.0) + launched / calls
+    return times, kernels
 
 
 def profile_ops(fn, args, kwargs=None, device=None, calls: int = 3):
     """Per aten op: time on the device per call (torch.profiler; the time of the kernels an op
-    launched, however deep), FLOPs (experiments/placement/counting.py) and the bytes of its own
+    launched, however deep) and, on a GPU, those kernels a call (`profiled_kernels`), FLOPs (experiments/placement/counting.py) and the bytes of its own
     inputs and outputs (`cold_bytes`: those the call did not write itself). Views, allocations
     and the profiler's own events are left out."""
     import pandas as pd
@@ -62,13 +65,25 @@ def profile_ops(fn, args, kwargs=None, device=None, calls: int = 3):
             fn(*args, **kwargs)
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
-    times = _profiled_times(prof, counted, names, dev.type == "cuda", calls)
+    times, kernels = _profiled_times(prof, counted, names, dev.type == "cuda", calls)
     work["time_s"] = [times.get(k, 0.0) for k in zip(work.op, work.input_shapes)]
+    # the kernels each op launched a step (the call's launches, rounded)
+    work["profiled_kernels"] = [round(kernels.get(k, 0.0)) for k in zip(work.op, work.input_shapes)]
     ops = work[work.time_s > 0].copy()
     ops["intensity"] = ops.flops / ops.bytes
     ops["flop_per_s"] = ops.flops / ops.time_s
     ops["byte_per_s"] = ops.bytes / ops.time_s
     return ops.sort_values("time_s", ascending=False, ignore_index=True)
+
+
+def with_kernels(call_ops: list | None, ops) -> None:
+    """Append to each of a call's counted ops ([op, shapes, ..., exponentials], counting.py) the
+    GPU kernels the profiler saw it launch a call, where it saw any: the op model's floor counts
+    them (analysis/prediction.py)."""
+    launched = dict(zip(zip(ops.op, ops.input_shapes), ops.profiled_kernels))
+    for o in call_ops or ():
+        if len(o) == 9 and launched.get((o[0], o[1])):
+            o.append(int(launched[(o[0], o[1])]))
 
 
 def op_rows(ops, workload: str, batch: int, ncu_ops=None) -> list[dict]:
@@ -87,6 +102,8 @@ def op_rows(ops, workload: str, batch: int, ncu_ops=None) -> list[dict]:
                   and r.get("dram_bytes") is not None else "counted"}
         params |= {level: r[level] for level in (*LEVELS, "kernels")
                    if r.get(level) == r.get(level) and r.get(level) is not None}
+        if "kernels" not in params and r.get("profiled_kernels"):  # ncu's count, else this
+            params["kernels"] = int(r["profiled_kernels"])
         flops = r["flops"] if r["flops"] == r["flops"] else 0.0
         nbytes = r["bytes"] if r["bytes"] == r["bytes"] else None
         rows.append({"op": workload, "variant": "aten_op", "batch": batch, "flops": flops,

@@ -289,3 +289,31 @@ def test_lock_wait_names_the_holder(tmp_path, caplog):
         t.join(5)
     got[0][1].release()
     assert f"waiting for the CPU held by PID {os.getpid()}" in caplog.text
+
+
+def test_the_profiler_s_kernels_go_to_the_counted_op_that_launched_them():
+    from types import SimpleNamespace as Event
+
+    from experiments.placement import profile
+
+    mm = Event(name="aten::addmm", input_shapes=[[64], [8, 3584], [3584, 64]], cpu_parent=None,
+               self_device_time_total=0.0, kernels=[])
+    # split-K: the GEMM and its reduction, under a child the recorder did not count
+    inner = Event(name="aten::mm", input_shapes=[[8, 3584], [3584, 64]], cpu_parent=mm,
+                  self_device_time_total=12.0, kernels=["gemm", "reduce"])
+    gelu = Event(name="aten::gelu", input_shapes=[[8, 64]], cpu_parent=None,
+                 self_device_time_total=4.0, kernels=["elementwise"])
+    prof = Event(profiler=Event(function_events=[mm, inner, gelu] * 2))  # two profiled calls
+    counted = {("aten::addmm", "[[64], [8, 3584], [3584, 64]]"), ("aten::gelu", "[[8, 64]]")}
+    times, kernels = profile._profiled_times(prof, counted, {}, True, calls=2)
+    assert kernels == {("aten::addmm", "[[64], [8, 3584], [3584, 64]]"): 2.0,
+                       ("aten::gelu", "[[8, 64]]"): 1.0}
+    assert times[("aten::addmm", "[[64], [8, 3584], [3584, 64]]")] == pytest.approx(12e-6)
+    # the call's counted ops get them appended; an op the profiler did not see is left as is
+    ops = pd.DataFrame({"op": ["aten::addmm", "aten::gelu"],
+                        "input_shapes": ["[[64], [8, 3584], [3584, 64]]", "[[8, 64]]"],
+                        "profiled_kernels": [2, 1]})
+    call = [["aten::addmm", "[[64], [8, 3584], [3584, 64]]", 1, 0, 0, 0, "matrix", "x", 0.0],
+            ["aten::relu", "[[8, 64]]", 1, 0, 0, 0, "vector", "x", 0.0]]
+    profile.with_kernels(call, ops)
+    assert call[0][9] == 2 and len(call[1]) == 9
