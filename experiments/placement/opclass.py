@@ -61,17 +61,23 @@ def conv_variant(shapes) -> str | None:
 # read by the op model's CPU terms (analysis/cpuops.py), never a class's rate
 FLOOR, GEMM_HOT = "floor", "gemm_hot"
 DEPTHWISE = "depthwise"  # a class key's suffix: a convolution of one input channel a group
+# softmax's suffix past a row of WARP_ROW elements: torch's CUDA softmax takes rows up to 1024
+# (of 2- and 4-byte elements) a warp each, longer ones a block each (SoftMax.cu, host_softmax)
+WIDE, WARP_ROW = "wide", 1024
 
 
 def fine_key(op: str, shapes) -> str | None:
     """The narrower class an op belongs to where one runs unlike its class (a depthwise
     convolution: groups = channels, one input channel a filter, `<class key>/depthwise`, read
-    as B/s against its working set: term_of); the op model reads it where it was calibrated,
-    else the class's. None for any other op."""
+    as B/s against its working set: term_of; a softmax over rows longer than WARP_ROW,
+    `aten::_softmax/wide`); the op model reads it where it was calibrated, else the class's.
+    None for any other op."""
     found = op_class(op, shapes)
+    s = parse_shapes(shapes)
+    if found and op == "aten::_softmax" and s and s[0]:
+        return f"{op}/{WIDE}" if s[0][-1] > WARP_ROW else None
     if not found or not found[0].startswith(CONVOLUTION + "/conv"):
         return None
-    s = parse_shapes(shapes)
     depthwise = "transpose" not in found[0] and s[1][1] == 1 and s[0][1] == s[1][0] > 1
     return f"{found[0]}/{DEPTHWISE}" if depthwise else None
 

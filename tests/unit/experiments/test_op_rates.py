@@ -92,6 +92,19 @@ def test_an_op_s_class_from_its_shapes(op, shapes, want):
             opclass.MEMORY if "norm" in op else opclass.COMPUTE)
 
 
+@pytest.mark.parametrize("op, shapes, want", [
+    ("aten::_softmax", "[[2, 16, 1024, 1024], [], []]", None),  # a warp a row
+    ("aten::_softmax", "[[18, 1, 1920], [], []]", "aten::_softmax/wide"),  # a block a row
+    ("aten::convolution", "[[2, 300, 10, 10], [300, 1, 3, 3], [300]]",
+     "aten::convolution/conv2d/depthwise"),
+    ("aten::convolution", "[[2, 300, 10, 10], [300, 300, 3, 3], [300]]", None),
+    ("aten::gelu", "[[4, 4096]]", None)])
+def test_a_narrower_class_where_torch_runs_another_kernel(op, shapes, want):
+    assert opclass.fine_key(op, shapes) == want
+    if want:
+        assert opclass.term_of(want) == opclass.MEMORY
+
+
 S1, S2 = [[1, 64, 8, 8], [64, 64, 3, 3], [64]], [[4, 64, 8, 8], [64, 64, 3, 3], [64]]
 KEY = "aten::convolution/conv2d"
 
