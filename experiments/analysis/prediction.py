@@ -214,12 +214,7 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
     if term == opclass.MEMORY:  # the B/s torch's kernel for this class attained, in place of
         memory, level = nbytes / rate, cache_level(r, nbytes / calls)[0]  # traffic / bandwidth
         note.append(f"memory: op rates {curve}")
-    # each kernel at least the launch floor, the shortest kernel the sweeps timed and, on a
-    # CPU, the op's dispatch floor; a GPU's GEMM, the shortest GEMM the sweeps timed
-    floor = max(r["latency"], r.get("floor") or 0.0, cpuops.op_floor(r, op))
-    if not r.get("cpu") and kind == "matrix" and not term:
-        floor = max(floor, r.get("gemm_floor") or 0.0)
-    latency = floor * max(calls, int(kernels or 0))
+    floor, latency = kernel_floor(r, op, kind, term, calls, kernels)
     serial, steps = serial_time(r, op, shapes, flops / calls)
     if serial * calls > latency:
         latency = serial * calls
@@ -234,6 +229,20 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
             "predicted_time_s": total if total > 0 else math.nan,
             "bound": bound, "level": level if bound == "memory" else None, "curve": curve,
             "note": ", ".join(n for n in note if n), "outside": "; ".join(outside)}
+
+
+def kernel_floor(r: dict, op: str, kind: str, term: str, calls: int,
+                 kernels: int) -> tuple[float, float]:
+    """(one kernel's floor, the op's latency term): each kernel at least the launch floor, the
+    shortest kernel the sweeps timed and, on a CPU, the op's dispatch floor; a GPU's GEMM kernel
+    at least the shortest GEMM the sweeps timed, once a call, its other kernels (a split-K
+    GEMM's reduction) the floor each."""
+    floor = max(r["latency"], r.get("floor") or 0.0, cpuops.op_floor(r, op))
+    launched = max(calls, int(kernels or 0))
+    if not r.get("cpu") and kind == "matrix" and not term and op not in RNN_OPS:
+        gemm = max(floor, r.get("gemm_floor") or 0.0)
+        return gemm, gemm * calls + floor * (launched - calls)
+    return floor, floor * launched
 
 
 def predict_call(r: dict, ops: list) -> dict:

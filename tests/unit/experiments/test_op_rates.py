@@ -257,3 +257,22 @@ def test_below_its_curve_a_call_s_time_follows_the_first_segment_and_a_gpu_gemm_
     cpu = prediction.predict_op(r | {"cpu": True, "gemm_floor": 3e-6}, 2e3, 1e3, 1e3, "matrix",
                                 op="aten::addmm", shapes="[[8], [1, 8], [8, 8]]")
     assert cpu["predicted_time_s"] < 3e-6
+
+
+def test_a_gpu_op_pays_the_floor_for_each_kernel_the_profiler_saw_it_launch():
+    r = _with_rates() | {"gemm_floor": 3e-6}
+    floor = max(r["latency"], r.get("floor") or 0.0)
+    one = dict(flops=2e3, nbytes=1e3, cold_bytes=1e3, kind="matrix", op="aten::addmm",
+               shapes="[[8], [1, 8], [8, 8]]")
+    # a split-K GEMM: the GEMM kernel at the shortest GEMM, its reduction at the kernel floor
+    split = prediction.predict_op(r, **one, kernels=2)
+    assert split["latency_s"] == pytest.approx(3e-6 + floor)
+    assert prediction.predict_op(r, **one)["latency_s"] == pytest.approx(3e-6)
+    # a pointwise op launching three kernels pays three floors
+    three = prediction.predict_op(r, 0.0, 1e3, 1e3, "vector", op="aten::add",
+                                  shapes="[[8], [8]]", kernels=3)
+    assert three["latency_s"] == pytest.approx(3 * floor)
+    # and a call's op carries the count in its tenth field
+    call = prediction.predict_call(r, [["aten::addmm", "[[8], [1, 8], [8, 8]]", 1, 2e3, 1e3,
+                                        1e3, "matrix", "formula", 0.0, 2]])
+    assert call["latency_s"] == pytest.approx(3e-6 + floor)
