@@ -169,11 +169,12 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
         note.append("" if measured else "bytes: gathered rows")
     rated = opclass.op_class(op, shapes)
     fine = opclass.fine_key(op, shapes)
-    if rated and fine and (r.get("op_rates") or {}).get(fine):  # its narrower class's curve
-        rated = (fine, opclass.term_of(fine))
-    x = cpuops.read_at((flops if rated and rated[1] == opclass.COMPUTE else nbytes) / calls,
-                       op, shapes, bool(r.get("cpu")))
-    rate = rated and sweeps.op_rate(r, rated[0], x, shapes)
+    tries = [(fine, opclass.term_of(fine))] if rated and fine else []  # its narrower class's
+    for rated in [*tries, rated]:  # curve where it reaches the op, else the class's
+        x = cpuops.read_at((flops if rated and rated[1] == opclass.COMPUTE else nbytes) / calls,
+                           op, shapes, bool(r.get("cpu")))
+        if rate := rated and sweeps.op_rate(r, rated[0], x, shapes):
+            break
     curve, term = (rated[0], rated[1]) if rate else ("", "")
     outside = [sweeps.outside(r, rated[0], x)] if rated and not rate else []
     P = r["matrix"] if kind == "matrix" else r["vector"]

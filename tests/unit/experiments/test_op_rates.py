@@ -276,3 +276,17 @@ def test_a_gpu_op_pays_the_floor_for_each_kernel_the_profiler_saw_it_launch():
     call = prediction.predict_call(r, [["aten::addmm", "[[8], [1, 8], [8, 8]]", 1, 2e3, 1e3,
                                         1e3, "matrix", "formula", 0.0, 2]])
     assert call["latency_s"] == pytest.approx(3e-6 + floor)
+
+
+def test_a_narrower_class_s_curve_is_read_where_it_reaches_the_op_else_the_class_s():
+    narrow, wide = [[8, 1, 64, 512]], [[8, 1, 64, 4000]]
+    r = _with_rates() | {"op_rates": {
+        "aten::_softmax": [(1e4, 1e10, narrow), (1e6, 1e11, narrow)],
+        "aten::_softmax/wide": [(1e8, 1e12, wide), (1e9, 1e12, wide)]}}
+    big = prediction.predict_op(r, 0.0, 4e8, 4e8, op="aten::_softmax",
+                                shapes="[[16, 1, 100, 2000], [], []]")
+    assert big["curve"] == "aten::_softmax/wide"
+    # a small wide softmax: the wide curve starts 4x past it, the class's reaches it
+    small = prediction.predict_op(r, 0.0, 2e4, 2e4, op="aten::_softmax",
+                                  shapes="[[1, 1, 5, 2000], [], []]")
+    assert small["curve"] == "aten::_softmax" and not small["outside"]
