@@ -43,9 +43,10 @@ def _profiled_times(prof, counted: set, names: dict, cuda: bool, calls: int) -> 
 
 def profile_ops(fn, args, kwargs=None, device=None, calls: int = 3):
     """Per aten op: time on the device per call (torch.profiler; the time of the kernels an op
-    launched, however deep) and, on a GPU, those kernels a call (`profiled_kernels`), FLOPs (experiments/placement/counting.py) and the bytes of its own
-    inputs and outputs (`cold_bytes`: those the call did not write itself). Views, allocations
-    and the profiler's own events are left out."""
+    launched, however deep) and, on a GPU, those kernels a call (`profiled_kernels`), FLOPs
+    (experiments/placement/counting.py) and the bytes of its own inputs and outputs
+    (`cold_bytes`: those the call did not write itself). Views, allocations and the profiler's
+    own events are left out."""
     import pandas as pd
     from torch.profiler import ProfilerActivity, profile
 
