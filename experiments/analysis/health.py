@@ -7,14 +7,13 @@ Rows written before the condition columns existed (the first published H200 set)
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
 import pandas as pd
 
 from experiments.core.config import job_default
-from experiments.analysis.dataset import add_labels, ok
+from experiments.analysis.dataset import add_labels, ok, params
 from experiments.analysis.roofline import cache_windows, fastest_variant, top_plateau
 
 NOT_RECORDED = "not recorded"
@@ -37,15 +36,6 @@ def _num(rows: pd.DataFrame, name: str) -> pd.Series:
     if name not in rows:
         return pd.Series(np.nan, index=rows.index, dtype=float)
     return pd.to_numeric(rows[name], errors="coerce").astype(float)
-
-
-def _param(rows: pd.DataFrame, name: str) -> pd.Series:
-    """A number in the rows' params (JSON), NaN where a row lacks it."""
-    if "params" not in rows:
-        return pd.Series(np.nan, index=rows.index, dtype=float)
-    got = [(json.loads(p) if isinstance(p, str) and p else {}).get(name) for p in rows.params]
-    return pd.Series([v if isinstance(v, (int, float)) else np.nan for v in got],
-                     index=rows.index, dtype=float)
 
 
 def _flags(rows: pd.DataFrame, name: str) -> pd.Series:
@@ -178,6 +168,9 @@ def system_conditions(rows: pd.DataFrame,
         recorded = g.throttle_reasons.dropna() if "throttle_reasons" in g else pd.Series([], dtype=str)
         capped = float(recorded.str.contains("sw_power_cap").mean()) if len(recorded) else math.nan
         judged = share.dropna()
+        # the clocks the cores and their FMA units counted after the FMA and GEMM points
+        # (kernels/cpu_clock.py)
+        counted = params(g) if "params" in g else g.iloc[:, :0]
         out[system] = {
             "device_kind": kind,
             "points": int(len(g)),
@@ -189,10 +182,8 @@ def system_conditions(rows: pd.DataFrame,
             "max_steal_share": _max(_num(g, "steal_share")),
             "max_team_off_cpu_share": _max(_num(g, "team_off_cpu_share")),
             "median_cpu_freq_mhz": _median(_num(g, "cpu_freq_mhz")),
-            # the clock the cores and their FMA units counted after the FMA and GEMM points
-            # (kernels/cpu_clock.py)
-            "median_core_mhz": _median(_param(g, "core_mhz")),
-            "median_fma_mhz": _median(_param(g, "fma_mhz")),
+            "median_core_mhz": _median(_num(counted, "core_mhz")),
+            "median_fma_mhz": _median(_num(counted, "fma_mhz")),
             "median_sm_clock_mhz": _median(_num(g, "sm_clock_mhz")),
             "median_power_w": _median(_num(g, "power_w")),
             "max_temperature_c": _max(_num(g, "temperature_c")),

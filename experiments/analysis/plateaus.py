@@ -5,7 +5,6 @@ row a ceiling (fitted or not) becomes. analysis/roofline.py says the methods."""
 from __future__ import annotations
 
 import inspect
-import json
 import math
 import statistics
 
@@ -102,16 +101,20 @@ def cpu_conditions(points) -> dict:
     silicon's peak reads (analysis/silicon.py)."""
     if points is None or "device_kind" not in points or not (points.device_kind == "cpu").all():
         return {}
-    params = [json.loads(p) if isinstance(p, str) and p else {}
-              for p in (points["params"] if "params" in points else ())]
-    cores = [c for c in (p.get("cores") for p in params) if isinstance(c, int)]
+    import pandas as pd
 
-    def counted(key):
-        seen = [m for m in (p.get(key) for p in params) if isinstance(m, (int, float))]
-        return statistics.median(seen) if seen else math.nan
+    from experiments.analysis.dataset import params
 
-    return {"cpu_freq_mhz": _median(points, "cpu_freq_mhz"), "cores": max(cores, default=None),
-            "core_mhz": counted("core_mhz"), "fma_mhz": counted("fma_mhz")}
+    given = params(points) if "params" in points else points.iloc[:, :0]
+
+    def numbers(key):
+        return pd.to_numeric(given[key], errors="coerce").dropna() if key in given else ()
+
+    cores, core, fma = numbers("cores"), numbers("core_mhz"), numbers("fma_mhz")
+    return {"cpu_freq_mhz": _median(points, "cpu_freq_mhz"),
+            "cores": int(max(cores)) if len(cores) else None,
+            "core_mhz": float(statistics.median(core)) if len(core) else math.nan,
+            "fma_mhz": float(statistics.median(fma)) if len(fma) else math.nan}
 
 
 def ceiling_row(ceiling, value, unit, method, n, dtype=None, ci=(math.nan, math.nan), points=None,

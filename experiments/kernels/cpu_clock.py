@@ -79,44 +79,45 @@ def fma_lanes(latency: int, per_cycle: float, per_vector: int) -> int | None:
     return vectors * per_vector if vectors < latency * per_cycle else None
 
 
-def fma_mhz(team, latency: int | None, per_cycle: float | None) -> float | None:
-    """The median over a team's workers of each one's fastest latency-bound FMA chain (MHz),
-    run on all at once; None without the latency or where no such chain exists here."""
+def fma_chain(latency: int | None, per_cycle: float | None) -> tuple | None:
+    """(the compiled float32 chain, its lanes) of the latency-bound FMA chain for this latency
+    and FMAs a cycle (host_fma's); None where there is none."""
     from experiments.kernels import cpu_fma
     from experiments.kernels.numba_host import vector_bits
 
     lanes = latency and per_cycle and fma_lanes(latency, per_cycle, vector_bits() // 32)
-    if not lanes:
+    return (cpu_fma.chain_kernel(lanes), lanes) if lanes else None
+
+
+def fma_mhz(team, latency: int | None, per_cycle: float | None) -> float | None:
+    """The median over a team's workers of each one's fastest latency-bound FMA chain (MHz),
+    run on all at once; None without the latency or where no such chain exists here."""
+    if not (found := fma_chain(latency, per_cycle)):
         return None
-    kernel = cpu_fma.chain_kernel(lanes)  # float32: the fork server compiles it (sweep/warm.py)
+    kernel, lanes = found  # the fork server compiles it (sweep/warm.py)
     x = np.random.default_rng(0).uniform(0.5, 1.5, STEPS * lanes).astype(np.float32)
     ys = [np.empty_like(x) for _ in team.cpus]
-    fastest = [0.0] * len(team.cpus)
-
-    def one(i: int) -> None:
-        t0 = time.perf_counter_ns()
-        kernel(x, ys[i], 0.5, FMAS, 0, x.size)
-        took = time.perf_counter_ns() - t0
-        if took > 0:
-            fastest[i] = max(fastest[i], STEPS * FMAS * latency / took * 1e3)
-
     kernel(x, ys[0], 0.5, 1, 0, lanes)  # compiled before the rounds
-    for _ in range(ROUNDS):
-        team.run(one, [(i,) for i in range(len(team.cpus))])
-    seen = [f for f in fastest if f > 0]
-    return statistics.median(seen) if seen else None
+    return _median_fastest(team, lambda i: kernel(x, ys[i], 0.5, FMAS, 0, x.size),
+                           STEPS * FMAS * latency)
 
 
 def team_mhz(team) -> float | None:
     """The median over a team's workers of each one's fastest chain (MHz), run on all at once."""
+    return _median_fastest(team, lambda i: _chain(i + 2, ITERATIONS), OPS * ITERATIONS)
+
+
+def _median_fastest(team, run, cycles: float) -> float | None:
+    """The median over a team's workers of each one's fastest of ROUNDS runs of run(worker),
+    all workers at once, as `cycles` over its time (MHz)."""
     fastest = [0.0] * len(team.cpus)
 
     def one(i: int) -> None:
         t0 = time.perf_counter_ns()
-        _chain(i + 2, ITERATIONS)
+        run(i)
         took = time.perf_counter_ns() - t0
         if took > 0:
-            fastest[i] = max(fastest[i], OPS * ITERATIONS / took * 1e3)
+            fastest[i] = max(fastest[i], cycles / took * 1e3)
 
     for _ in range(ROUNDS):
         team.run(one, [(i,) for i in range(len(team.cpus))])

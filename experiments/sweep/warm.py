@@ -141,17 +141,14 @@ def cpu_kernels():
     import numpy as np
 
     from experiments.kernels import cpu_clock, cpu_fma, cpu_stream
-    from experiments.kernels.cpu_clock import fma_lanes
-    from experiments.kernels.numba_host import vector_bits
 
     for dtype in JOB_DTYPES:
         sig = signatures(dtype)
         yield cpu_stream._fill.compile(sig["fill"])  # every CPU job of bandwidth and intensity
         chain = cpu_fma.chain_kernel(cpu_fma.lanes(np.dtype(dtype).itemsize))
         yield chain.compile(sig["chain"])
-    latency, per_cycle = cpu_clock.host_fma()  # the FMA units' clock after each point
-    if lanes := latency and fma_lanes(latency, per_cycle, vector_bits() // 32):
-        yield cpu_fma.chain_kernel(lanes).compile(signatures("float32")["chain"])
+    if clock := cpu_clock.fma_chain(*cpu_clock.host_fma()):  # the FMA units' clock, each point
+        yield clock[0].compile(signatures("float32")["chain"])
     for op, kernel in cpu_stream.KERNELS.items():
         yield kernel.compile(signatures("float32")["stream"])
         yield cpu_stream.one_vector_kernel(op, "float32")  # the DRAM window's
