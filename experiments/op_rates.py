@@ -51,6 +51,7 @@ MODULES = {
     "gelu": modules.make_gelu, "max_pool2d": modules.make_max_pool2d,
     "avg_pool2d": modules.make_avg_pool2d, "embedding_bag": modules.make_embedding_bag,
     "mha": modules.make_mha, "encoder_layer": modules.make_encoder_layer,
+    "add": modules.make_add, "permute_copy": modules.make_permute_copy,
 }
 FLOOR, GEMM_HOT = opclass.FLOOR, opclass.GEMM_HOT  # the variants of floor and hot-GEMM rows
 DOMINANT = 0.9  # the share of the call's op bytes its one op must move to stand for the call
@@ -79,6 +80,8 @@ class OpRatesConfig(ExperimentConfig):
     embedding_bag: list[int] = MISSING
     mha: list[int] = MISSING
     encoder_layer: list[int] = MISSING
+    add: list[int] = MISSING
+    permute_copy: list[int] = MISSING
     # more calibration shapes than each factory's own: "module key=value ..." (the factory's
     # keywords, e.g. "conv2d c_in=64 c_out=64 size=28"), each timed at the module's batches, or
     # at its own `batch=N` alone

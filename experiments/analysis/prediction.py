@@ -31,7 +31,7 @@ the slowest of three terms:
 - op rates: an op of a class the op_rates experiment measured for this system (or its device
   model) and dtype (experiments/placement/opclass.py: convolutions by variant, attention by
   head dimension, the fused attention and encoder layers, norms, softmax, GELU, pooling,
-  gathers) takes the rate torch's kernel for that class attained instead of the roofs: its
+  gathers, the elementwise add and strided copy: those two say nothing where unmeasured) takes the rate torch's kernel for that class attained instead of the roofs: its
   compute term FLOPs over the class's FLOP/s at its FLOPs per call (no exponentials added: the
   kernel's rate holds them), or its memory term its counted bytes over the class's B/s at its
   working set (ncu's bytes or not);
@@ -176,7 +176,9 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
         if rate := rated and sweeps.op_rate(r, rated[0], x, shapes):
             break
     curve, term = (rated[0], rated[1]) if rate else ("", "")
-    outside = [sweeps.outside(r, rated[0], x)] if rated and not rate else []
+    calibrated = rated and (rated[0] not in opclass.QUIET
+                            or rated[0] in (r.get("op_rates") or {}))
+    outside = [sweeps.outside(r, rated[0], x)] if calibrated and not rate else []
     P = r["matrix"] if kind == "matrix" else r["vector"]
     dims = sweeps.gemm_dims(op, shapes) if kind == "matrix" else None
     if dims and r.get("shaped") and not term and (far := sweeps.shaped_outside(r, *dims)):

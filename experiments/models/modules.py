@@ -205,6 +205,34 @@ def make_gelu(batch, dtype, device, generator, **kwargs):
     return nn.GELU(), (_randn((batch, k["seq"], k["hidden"]), dtype, device, generator),)
 
 
+class _Add(nn.Module):
+    def forward(self, x, y):
+        return x + y
+
+
+class _PermuteCopy(nn.Module):
+    def forward(self, x):  # [seq, batch, parts, d] -> [parts, seq, batch, d], laid out afresh
+        return x.permute(2, 0, 1, 3).contiguous()
+
+
+@on_device
+def make_add(batch, dtype, device, generator, **kwargs):
+    """x + y on two [batch, seq, d] tensors (a residual connection's elementwise add)."""
+    k = _pick(device, kwargs, cpu={"seq": 16, "d": 64}, cuda={"seq": 512, "d": 4096})
+    x, y = (_randn((batch, k["seq"], k["d"]), dtype, device, generator) for _ in range(2))
+    return _Add(), (x, y)
+
+
+@on_device
+def make_permute_copy(batch, dtype, device, generator, **kwargs):
+    """x [seq, batch, parts, d] copied to [parts, seq, batch, d] (`.contiguous()` of a permuted
+    view: how unfused multi-head attention splits its packed q, k, v projection)."""
+    k = _pick(device, kwargs, cpu={"seq": 16, "parts": 3, "d": 64},
+              cuda={"seq": 512, "parts": 3, "d": 4096})
+    x = _randn((k["seq"], batch, k["parts"], k["d"]), dtype, device, generator)
+    return _PermuteCopy(), (x,)
+
+
 @on_device
 def make_max_pool2d(batch, dtype, device, generator, **kwargs):
     """nn.MaxPool2d(2) on x [batch, c, size, size]."""

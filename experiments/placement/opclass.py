@@ -10,7 +10,8 @@ A class is a key and the term its rate sets:
   torch's fused inference layers (FUSED: multi-head attention, the encoder layer), the key
   the op's name;
 - `memory` (B/s against the op's working set, its tensors in and out): norms, softmax, GELU,
-  pooling and gathers (MEMORY_OPS), the key the op's name.
+  pooling, gathers, the elementwise add and the strided copy (MEMORY_OPS), the key the op's
+  name.
 Any other op has no class (None): the roofs and sweeps predict it.
 """
 
@@ -24,7 +25,11 @@ MEMORY_OPS = frozenset({
     "aten::native_batch_norm", "aten::_native_batch_norm_legit_no_training",
     "aten::native_layer_norm", "aten::native_group_norm", "aten::_fused_rms_norm",
     "aten::_softmax", "aten::gelu", "aten::max_pool2d_with_indices", "aten::avg_pool2d",
-    "aten::_embedding_bag", "aten::_embedding_bag_forward_only"})
+    "aten::_embedding_bag", "aten::_embedding_bag_forward_only", *{
+        "aten::add", "aten::clone"}})
+# torch's elementwise add and strided copy: classes read where their op rates were measured (a
+# GPU sweep's); with none the roofs predict them, as any op without a class, and say nothing
+QUIET = frozenset({"aten::add", "aten::clone"})
 FUSED = frozenset({"aten::_native_multi_head_attention", "aten::_transformer_encoder_layer_fwd"})
 COMPUTE, MEMORY = "compute", "memory"
 

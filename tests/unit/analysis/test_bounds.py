@@ -91,6 +91,20 @@ def test_an_op_outside_every_calibrated_range_says_so():
     assert prediction.curves_of(prediction.with_curves("x", ["c1"], "far")) == ["c1"]
 
 
+def test_an_add_is_read_at_its_op_rates_where_measured_and_silent_without_them():
+    r = prediction.roofs(ceilings(), SYS, "bfloat16", True)
+    add = ("aten::add", "[[4, 64, 512], [4, 64, 512]]")
+    plain = prediction.predict_op(r, 1.3e5, 7.9e5, 7.9e5, op=add[0], shapes=add[1])
+    assert plain["outside"] == "" and plain["curve"] == ""  # the roofs, as before the class
+    slow = r | {"op_rates": {"aten::add": [(1e5, 1e11, []), (1e7, 1e12, [])]}}
+    rated = prediction.predict_op(slow, 1.3e5, 7.9e5, 7.9e5, op=add[0], shapes=add[1])
+    assert rated["curve"] == "aten::add" and rated["memory_s"] > plain["memory_s"]
+    assert rated["predicted_time_s"] == pytest.approx(7.9e5 / sweeps.op_rate(
+        slow, "aten::add", 7.9e5, add[1]))
+    far = prediction.predict_op(slow, 1e9, 6e9, 6e9, op=add[0], shapes=add[1])
+    assert far["outside"] == "aten::add at 6e+09, calibrated 1e+05-1e+07"
+
+
 def test_a_gemm_beyond_the_shaped_sweep_says_so():
     import numpy as np
 

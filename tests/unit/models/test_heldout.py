@@ -100,7 +100,8 @@ def test_validate_s_gpu_shapes_cover_the_drawn_classes_off_the_grid_at_their_own
 
     shapes = validate.sweep_config()["validate"]["calibrate"]["cuda"]
     chosen = validate.calibrating([{"kind": "encoder_layer"}, {"kind": "linear"}], shapes)
-    assert {parse_shape(t)[0] for t in chosen} == {"sdpa", "encoder_layer", "layer_norm"}
+    assert {parse_shape(t)[0] for t in chosen} == {"sdpa", "encoder_layer", "layer_norm",
+                                                    "permute_copy", "add"}
     parsed = list(map(parse_shape, shapes))
     assert all("batch" in kw for _, kw in parsed)  # each timed at its own batch alone
     for name, kw in parsed:  # the attention layers' widths are heads x head dimension

@@ -67,6 +67,8 @@ CASES = {
             lambda k: 2 * (2 * 8 * B * 3 * 32 * (32 + 32) + 12 * 8 * B * 32)),
     "softmax": ({"heads": 2, "seq": 32}, lambda k: 5 * B * 2 * 32 * 32),
     "gelu": ({"seq": 8, "hidden": 64}, lambda k: B * 8 * 64),
+    "add": ({"seq": 8, "d": 64}, lambda k: B * 8 * 64),
+    "permute_copy": ({"seq": 8, "parts": 3, "d": 64}, lambda k: 0),  # a copy: bytes alone
     "max_pool2d": ({"c": 8, "size": 16}, lambda k: B * 8 * 8 * 8 * 4),  # 4 compares per output
     "avg_pool2d": ({"c": 8, "size": 16}, lambda k: B * 8 * 16 * 16 * 9),
 }
