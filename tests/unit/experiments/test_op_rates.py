@@ -17,15 +17,15 @@ from experiments.placement import counting, opclass
 
 from tests.unit.analysis.test_prediction import DRAM, P, SYS, ceilings, roofs
 
-TINY = ["experiment.modules=[conv2d,layer_norm,embedding_bag,rms_norm]",
+TINY = ["experiment.modules=[conv2d,layer_norm,embedding_bag,rms_norm,add,permute_copy]",
         "experiment.conv2d=[1,2]", "experiment.layer_norm=[2]", "experiment.embedding_bag=[3]",
-        "experiment.rms_norm=[2]", "experiment.max_call_s=10", "experiment.floor_ops=[]",
-        "experiment.gemm_sides=[]"]
+        "experiment.rms_norm=[2]", "experiment.add=[2]", "experiment.permute_copy=[2]",
+        "experiment.max_call_s=10", "experiment.floor_ops=[]", "experiment.gemm_sides=[]"]
 
 
 def test_rows_carry_the_work_the_placement_counter_counts(run_experiment):
     rows = run_experiment("op_rates", "float32", TINY)
-    assert list(rows.batch) == [1, 2, 2, 3, 2]
+    assert list(rows.batch) == [1, 2, 2, 3, 2, 2, 2]
     for r in rows.itertuples():
         p = json.loads(r.params)
         name = p["module"]
@@ -45,6 +45,7 @@ def test_rows_carry_the_work_the_placement_counter_counts(run_experiment):
         assert p["class"] == opclass.op_class(r.op, p["input_shapes"])[0]
     ok = rows[rows.status == "ok"]
     assert ok[ok.op == "aten::convolution"].variant.tolist() == ["conv2d", "conv2d"]
+    assert {"aten::add", "aten::clone"} <= set(ok.op)  # the add, the permuted view's copy
     assert ok[ok.op == "aten::_embedding_bag"].params.map(
         lambda s: json.loads(s)["other_ops"]).tolist() == [["aten::arange"]]
 
