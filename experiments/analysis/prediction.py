@@ -23,7 +23,8 @@ the slowest of three terms:
   GPU a GEMM's floor is also the shortest GEMM the matmul and gemv_gemm sweeps timed; a cuDNN
   RNN's recurrence is serial, so its latency term is layers x directions x T steps, each one
   thin GEMM (h W_hh, its time read off the gemv_gemm sweep at its shape, never below the
-  shortest GEMM) and one pointwise kernel (the latency floor), plus its input projections at
+  shortest GEMM) and one pointwise kernel (GELU's op rate at its bytes where measured, never
+  below the latency floor: cell_time), plus its input projections at
   the GEMM roof (the op's definition: cuDNN's standard algorithm launches those two a step);
 - an embedding (gather) reads only the rows its indices name: where a row counted the whole
   table (runs before the counting fix), its bytes are recomputed from its shapes (`gathered`),
@@ -99,8 +100,16 @@ def serial_time(r: dict, op: str, shapes, flops: float) -> tuple[float, int]:
     rest = max(flops - steps * step, 0.0)
     # h W_hh is a thin GEMM (batch rows) streaming W_hh each step: the shaped sweep's rate
     one = max(shaped_time(r, step, batch, gates * hidden, hidden), r.get("gemm_floor") or 0.0)
-    t = steps * (one + r["latency"])
+    t = steps * (one + cell_time(r, batch * hidden * (gates + 2) * r.get("itemsize", 2), shapes))
     return t + (gemm_time(r, rest / stacks) * stacks if rest else 0.0), steps
+
+
+def cell_time(r: dict, nbytes: float, shapes) -> float:
+    """One step's pointwise kernel (the gates' sigmoids and tanhs over `nbytes` in and out): at
+    GELU's op rate, a transcendental pointwise kernel measured at that working set, where one
+    reaches it; never below the latency floor."""
+    rate = sweeps.op_rate(r, "aten::gelu", nbytes, shapes)
+    return max(r["latency"], nbytes / rate if rate else 0.0)
 
 
 def shaped_rate(r: dict, m: int, n: int, k: int) -> float | None:

@@ -157,6 +157,16 @@ def test_an_rnn_recurrence_is_serial_steps_of_small_gemms():
     assert op["note"] == "256 serial steps" and want > 3 * flops / P
     plain = prediction.predict_op(r, flops, 7e7, 3.5e7, "matrix")  # no shapes: no recurrence
     assert plain["predicted_time_s"] < want / 3
+    # with GELU's op rates measured, each step's pointwise kernel runs at that curve's rate at
+    # the cell's bytes (gates in, state in and out): here 4 us, above the floor
+    cell = 8 * 1024 * (4 + 2) * 2
+    slow = r | {"op_rates": {"aten::gelu": [(cell / 2, cell / 2 / 4e-6, []),
+                                            (cell * 2, cell * 2 / 4e-6, [])]}}
+    assert prediction.cell_time(slow, cell, LSTM) == pytest.approx(4e-6)
+    assert prediction.cell_time(r, cell, LSTM) == LAT  # no curve: the latency floor
+    stepped = prediction.predict_op(slow, flops, 7e7, 3.5e7, "matrix", op="aten::_cudnn_rnn",
+                                    shapes=LSTM)
+    assert stepped["predicted_time_s"] == pytest.approx(want + steps * (4e-6 - LAT))
 
 
 def test_a_gather_reads_the_rows_it_names_not_the_table():
