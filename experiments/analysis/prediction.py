@@ -32,9 +32,10 @@ the slowest of three terms:
 - op rates: an op of a class the op_rates experiment measured for this system (or its device
   model) and dtype (experiments/placement/opclass.py: convolutions by variant, attention by
   head dimension, the fused attention and encoder layers, norms, softmax, GELU, pooling,
-  gathers, the elementwise add and strided copy: those two say nothing where unmeasured) takes the rate torch's kernel for that class attained instead of the roofs: its
-  compute term FLOPs over the class's FLOP/s at its FLOPs per call (no exponentials added: the
-  kernel's rate holds them), or its memory term its counted bytes over the class's B/s at its
+  gathers, the elementwise add and strided copy: those two say nothing where unmeasured)
+  takes the rate torch's kernel for that class attained instead of the roofs: its compute term
+  FLOPs over the class's FLOP/s at its FLOPs per call (no exponentials added: the kernel's
+  rate holds them), or its memory term its counted bytes over the class's B/s at its
   working set (ncu's bytes or not);
   sweeps.op_rate never reads a calibration point at the op's own input shapes. `curve` and
   the row's `predicted_from` name the class; without one, the terms above.

@@ -21,15 +21,14 @@ import ast
 
 CONVOLUTION = "aten::convolution"
 ATTENTION_PREFIX = "aten::_scaled_dot_product_"
-MEMORY_OPS = frozenset({
-    "aten::native_batch_norm", "aten::_native_batch_norm_legit_no_training",
-    "aten::native_layer_norm", "aten::native_group_norm", "aten::_fused_rms_norm",
-    "aten::_softmax", "aten::gelu", "aten::max_pool2d_with_indices", "aten::avg_pool2d",
-    "aten::_embedding_bag", "aten::_embedding_bag_forward_only", *{
-        "aten::add", "aten::clone"}})
 # torch's elementwise add and strided copy: classes read where their op rates were measured (a
 # GPU sweep's); with none the roofs predict them, as any op without a class, and say nothing
 QUIET = frozenset({"aten::add", "aten::clone"})
+MEMORY_OPS = QUIET | frozenset({
+    "aten::native_batch_norm", "aten::_native_batch_norm_legit_no_training",
+    "aten::native_layer_norm", "aten::native_group_norm", "aten::_fused_rms_norm",
+    "aten::_softmax", "aten::gelu", "aten::max_pool2d_with_indices", "aten::avg_pool2d",
+    "aten::_embedding_bag", "aten::_embedding_bag_forward_only"})
 FUSED = frozenset({"aten::_native_multi_head_attention", "aten::_transformer_encoder_layer_fwd"})
 COMPUTE, MEMORY = "compute", "memory"
 
