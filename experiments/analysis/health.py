@@ -170,7 +170,7 @@ def system_conditions(rows: pd.DataFrame,
         judged = share.dropna()
         # the clocks the cores and their FMA units counted after the FMA and GEMM points
         # (kernels/cpu_clock.py)
-        counted = params(g) if "params" in g else g.iloc[:, :0]
+        counted = params(g)
         out[system] = {
             "device_kind": kind,
             "points": int(len(g)),

@@ -105,7 +105,7 @@ def cpu_conditions(points) -> dict:
 
     from experiments.analysis.dataset import params
 
-    given = params(points) if "params" in points else points.iloc[:, :0]
+    given = params(points)
 
     def numbers(key):
         return pd.to_numeric(given[key], errors="coerce").dropna() if key in given else ()
