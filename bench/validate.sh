@@ -7,6 +7,8 @@
 #   OUT=/tmp/out bash bench/validate.sh            (about 5 minutes on one H100 or H200)
 #   SEED=1234 COUNT=39 OUT=/tmp/out bash bench/validate.sh   (another draw, more of it)
 #   DEVICE=cuda:0 OUT=/tmp/out bash bench/validate.sh        (the GPU's draws alone)
+#   DEV_SEED=1207 DEV_COUNT=78 ...  then a development draw on the GPU, on the same sweep, into
+#                                    $OUT/dev (a seed to study misses with, never to report)
 # Files under $OUT: validation/ (summary.txt, summary.parquet, judged.parquet, the job files),
 # measurements.parquet, ceilings.parquet, placements.parquet, summary.txt, report.html,
 # sweep.log, validate.log, times.txt (each stage's seconds), tree.sha (the files that ran).
@@ -38,4 +40,9 @@ stage report python3 -m experiments.cli.rooflab report --results "$RES" || tail 
 cp -r "$RES/validation" "$OUT/" 2>/dev/null
 cp "$RES/measurements.parquet" "$RES/roofline/ceilings.parquet" "$RES/placements.parquet" \
   "$RES/summary.txt" "$RES/report.html" "$OUT/" 2>/dev/null
+if [ -n "${DEV_SEED:-}" ]; then
+  stage dev python3 -m experiments.cli.rooflab validate --results "$RES" --seed "$DEV_SEED" \
+    --count "${DEV_COUNT:-78}" --device "${DEVICE:-cuda:0}" || tail -30 "$OUT/dev.log"
+  mkdir -p "$OUT/dev" && cp "$RES"/validation/* "$OUT/dev/" 2>/dev/null
+fi
 cat "$OUT/times.txt"; cat "$OUT/validation/summary.txt" 2>/dev/null

@@ -12,6 +12,9 @@ physical core). CPU, float16/bfloat16: `unsupported` rows. numba has no half ari
 CPUs, and torch's half ops compute in float32 between conversions: a chain of them times those
 conversions and passes over memory, not the ISA's half FMAs (AVX512-FP16), at 1-2 % of the peak.
 n = 0 (a CPU): x and y together 4x its LLC, so fmas = 0 streams from DRAM.
+A CPU team of several CPUs also runs the longest chain on its first CPU alone (params scope
+"one_cpu", each CPU's share of the last all-CPU point's elements): all N CPUs at less than N times
+one CPU's rate, at the same clock, share FMA units (analysis/silicon.py says so beside the peak).
 A point far past the ridge runs over a prefix of x and y (`call_s`, `elements_for`): its rate is
 its compute, wherever the prefix lies, and beside a large L3 the full arrays cost a small CPU
 seconds a call, a large share of the job. Each row's n is what it ran over.
@@ -27,11 +30,11 @@ from omegaconf import MISSING
 from experiments import kernels
 from experiments.core.config import ConfigError, ExperimentConfig
 from experiments.core.checks import need_host_memory, need_storage_dtype
-from experiments.core.dtypes import itemsize, torch_dtype
+from experiments.core.dtypes import STORAGE, itemsize, torch_dtype
 from experiments.core.harness import Point, State
 from experiments.core.runner import Context, Unsupported
 from experiments.kernels.chain import A, check, check_block, check_warps
-from experiments.kernels.cpu_team import job_cpus
+from experiments.kernels.cpu_team import ONE_CPU, job_cpus
 
 NAME = "intensity"
 DESCRIPTION = "one fused kernel with 0..1024 FMAs per element read and written once: the roofline"
@@ -136,12 +139,13 @@ def measure(state: State) -> dict:
     need_storage_dtype(ctx.dtype)
     cpu_kernel = None if state.args["triton"] else _cpu_kernel(ctx.dtype)
     x, y = (t[:m] for t in _arrays(ctx, elements(cfg, ctx), state.memo))
+    cpus = job_cpus(ctx)[:1] if state.args.get("one_cpu") else job_cpus(ctx)
     if state.args["triton"]:
         kernel = kernels.load("fma_chain")
         call = lambda i: kernel.fma_chain(x, y, fmas, A, block=cfg.block, num_warps=cfg.num_warps,
                                           persistent=cfg.persistent)
     else:
-        cpus, xn, yn = job_cpus(ctx), x.numpy(), y.numpy()
+        xn, yn = x.numpy(), y.numpy()
         call = lambda i: cpu_kernel.fma_chain(cpus, xn, yn, fmas, A)
     y.fill_(float("nan"))
     first_s = ctx.first_call(lambda: call(0))
@@ -149,7 +153,7 @@ def measure(state: State) -> dict:
     out = state.time(call, warm_call_s=first_s) | {"rel_error": err, "check_passed": True}
     if cpu_kernel is not None:  # the cores' clock right after, on the same cores (cpu_clock.py)
         from experiments.kernels import cpu_clock
-        out["params"] = state.row["params"] | cpu_clock.after_point(ctx)
+        out["params"] = state.row["params"] | cpu_clock.after_point(ctx, cpus)
     return out
 
 
@@ -173,17 +177,33 @@ def points(cfg: IntensityConfig, ctx: Context) -> list[Point]:
     gpu = ctx.device.type == "cuda"
     if gpu:
         params = {"block": cfg.block, "num_warps": cfg.num_warps, "persistent": cfg.persistent}
-    return [Point({"op": "fma_chain", "variant": variant, "n": n, "flops": 2.0 * fmas * n,
-                   "bytes": float(2 * n * size), "working_set_bytes": 2 * n * size,
-                   "params": params | {"fmas": fmas}}, args={"fmas": fmas, "triton": gpu})
-            for fmas in cfg.fmas]
+    out = [Point({"op": "fma_chain", "variant": variant, "n": n, "flops": 2.0 * fmas * n,
+                  "bytes": float(2 * n * size), "working_set_bytes": 2 * n * size,
+                  "params": params | {"fmas": fmas}}, args={"fmas": fmas, "triton": gpu})
+           for fmas in cfg.fmas]
+    # only where the chain runs: a dtype without a CPU kernel says so once, in its team's rows
+    if not gpu and "lanes" in params and ctx.dtype in STORAGE and len(job_cpus(ctx)) > 1 \
+            and max(cfg.fmas) > 0:
+        fmas = max(cfg.fmas)
+        from experiments.bandwidth import placement
+        one = params | placement(job_cpus(ctx)[:1]) | {"fmas": fmas, "scope": ONE_CPU}
+        out.append(Point({"op": "fma_chain", "variant": variant, "n": n,
+                          "flops": 2.0 * fmas * n, "bytes": float(2 * n * size),
+                          "working_set_bytes": 2 * n * size, "params": one},
+                         args={"fmas": fmas, "triton": False, "one_cpu": True}))
+    return out
 
 
 def adapt(state: State) -> dict:
-    """The elements a point runs over (elements_for), from the ok rows before it."""
+    """The elements a point runs over (elements_for), from the ok rows before it; the one-CPU
+    point: one CPU's share of the last all-CPU point's."""
     seen = [(r["params"]["fmas"], r["n"], float(r["time_s"])) for r in state.rows
-            if r.get("status") == "ok" and (r.get("time_s") or 0) > 0]
+            if r.get("status") == "ok" and (r.get("time_s") or 0) > 0
+            and r["params"].get("scope") != ONE_CPU]
     n, fmas, size = state.row["n"], state.args["fmas"], itemsize(state.dtype)
     m = elements_for(fmas, n, seen, state.cfg.call_s)
+    if state.args.get("one_cpu"):
+        last = seen[-1][1] if seen else n
+        m = min(last, max(ALIGN, last // len(job_cpus(state.ctx)) // ALIGN * ALIGN))
     return {"n": m, "flops": 2.0 * fmas * m, "bytes": float(2 * m * size),
             "working_set_bytes": 2 * m * size}

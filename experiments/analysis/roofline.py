@@ -48,12 +48,14 @@ from experiments.analysis.dataset import Dataset, ok, reading
 from experiments.analysis.gemm import fit_top
 from experiments.analysis.levels import (AT_RATE, DRAM_PAST, PAST, RESIDENT,  # noqa: F401
                                          RESIDENT_GPU, STEP, cache_windows, fit_bandwidth, fit_l1,
-                                         l1_step, resident)
+                                         l1_step, resident, scope)
 from experiments.analysis.plateaus import (CONDITIONS, HOST_CLOCK, MIN_POINTS, TOP,  # noqa: F401
                                            best_timed, bootstrap_median, ceiling_row as _row,
+                                           cpu_conditions,
                                            missing_row as _missing, plateau_value, repeatable,
                                            top_plateau, top_two)
 from experiments.analysis.units import words
+from experiments.kernels.cpu_team import ONE_CPU
 
 # Rows a fit may use: ok, and not flagged as measured badly (columns absent in old files).
 FLAGS = ("noisy", "contended", "throttled")
@@ -120,8 +122,11 @@ def fastest_variant(g: pd.DataFrame):
 
 
 def fit_roof(rows: pd.DataFrame) -> list[dict]:
-    """Per dtype: vector_flops (P) and the bandwidth the sweep sees (B) from the intensity sweep."""
+    """Per dtype: vector_flops (P) and the bandwidth the sweep sees (B) from the intensity sweep
+    (a CPU's: its team's points; its one-CPU point, `one_cpu`, rides on P's row)."""
     out = []
+    scopes = rows.params.map(scope) if "params" in rows else pd.Series("machine", rows.index)
+    alone, rows = rows[scopes == ONE_CPU], rows[scopes == "machine"]
     for dtype, g in rows[(rows.flop_per_s > 0) & (rows.intensity > 0)].groupby("dtype"):
         g, best = fastest_variant(g)
         x, y = g.intensity.to_numpy(float), g.flop_per_s.to_numpy(float)
@@ -148,9 +153,23 @@ def fit_roof(rows: pd.DataFrame) -> list[dict]:
                 top = top_two(v)  # no interval: the two highest points
             value, ci, method = plateau_value(v[top], host, " of the points on its side")
             variant = f" (variant {best})" if best else ""
+            extra = one_cpu(alone[alone.dtype == dtype]) if name == "vector_flops" else {}
             out.append(_row(name, value, unit, fit + method + variant, int(side.sum()), dtype, ci,
-                            points=g[side][top]))
+                            points=g[side][top], **extra))
     return out
+
+
+def one_cpu(rows: pd.DataFrame) -> dict:
+    """The FMA chain on one CPU of the team: its best FLOP/s and the clocks it ran at
+    (`one_cpu`, `one_cpu_<clock>`: analysis/silicon.py sets it beside the team's); {} without
+    an ok point."""
+    rows = rows[rows.flop_per_s > 0] if "flop_per_s" in rows else rows.iloc[:0]
+    if rows.empty:
+        return {}
+    best = rows.loc[[rows.flop_per_s.idxmax()]]
+    clocks = cpu_conditions(best)
+    return {"one_cpu": float(best.flop_per_s.iloc[0])} | {
+        f"one_cpu_{k}": clocks.get(k, math.nan) for k in ("cpu_freq_mhz", "core_mhz", "fma_mhz")}
 
 
 def ridges(ceilings: list[dict]) -> list[dict]:

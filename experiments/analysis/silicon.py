@@ -1,7 +1,9 @@
 """Each CPU FMA and GEMM ceiling against the silicon's peak (core/cpu_peak.py), at the clock its
 plateau's points recorded (the cores' counted cycles where the kernel has them, else the clock
 the FMA units, or else the cores, counted after each FMA or GEMM point, kernels/cpu_clock.py,
-else the system's): a repeat on a slower clock gets a lower peak, not a lower fraction."""
+else the system's): a repeat on a slower clock gets a lower peak, not a lower fraction. An FMA
+ceiling of several CPUs is set beside the chain on one of them (its share of one core's peak, and
+how the team scales a cycle: CPUs that share FMA units are named, not counted as cores' worth)."""
 
 from __future__ import annotations
 
@@ -12,8 +14,13 @@ from experiments.core.cpu_peak import peak
 from experiments.core.cpu_time import CLOCK_SOURCES
 
 # the ceilings table's columns this adds (null on a GPU, and on files without a CPU identity)
-COLUMNS = ("cpu_freq_mhz", "physical_peak", "of_physical_peak", "peak_basis")
+COLUMNS = ("cpu_freq_mhz", "physical_peak", "of_physical_peak", "peak_basis", "one_cpu_of_peak",
+           "fma_scaling")
 MATRIX = {"vector_flops": False, "matrix_flops": True}  # ceiling -> a GEMM's
+# All N CPUs below this times N times one CPU's FMA rate a cycle: they share FMA units. Separate
+# cores running a compute-bound chain on their own registers scale near 1; two CPUs on one
+# core's pipes scale 0.5
+SHARED = 0.75
 
 
 def counted(cpu: dict) -> bool:
@@ -52,19 +59,52 @@ def with_physical_peak(rows: list[dict], facts: dict) -> list[dict]:
         if r["ceiling"] not in MATRIX or not finite(r["value"]):
             out.append(r)
             continue
-        mhz, note = r.get("cpu_freq_mhz"), clock_note(cpu)
-        if not counted(cpu) and finite(r.get("fma_mhz")):  # the FMA units' count, after
-            mhz, note = r["fma_mhz"], FMA_NOTE
-            if finite(r.get("core_mhz")):
-                note += f"; the scalar chain read {r['core_mhz'] / 1000:.2f} GHz"
-        elif not counted(cpu) and finite(r.get("core_mhz")):  # the cores' own count, after
-            mhz, note = r["core_mhz"], CHAIN_NOTE
-        p = peak(cpu, r.get("cores") or cores, mhz, r["dtype"], MATRIX[r["ceiling"]])
+        mhz, note = clock(r, cpu)
+        n = r.get("cores") or cores
+        p = peak(cpu, n, mhz, r["dtype"], MATRIX[r["ceiling"]])
         share = r["value"] / p.flops if finite(p.flops) else math.nan
         basis = p.basis + ("; " + note if finite(p.flops) else "")
         if share > 1:  # the table's ports and lanes hold: the cores ran faster than recorded
             basis += (f"; above 100 %: the cores ran at {share * mhz / 1000:.2f} GHz or more, "
                       "not the recorded clock")
-        out.append(r | {"cpu_freq_mhz": mhz, "physical_peak": p.flops,
-                        "of_physical_peak": share, "peak_basis": basis})
+        r = r | {"cpu_freq_mhz": mhz, "physical_peak": p.flops, "of_physical_peak": share,
+                 "peak_basis": basis}
+        out.append(r | alone(r, cpu, n) if n else r)
     return out
+
+
+def clock(r: dict, cpu: dict, prefix: str = "") -> tuple[float, str]:
+    """(MHz, its note) a ceiling's peak reads (module docstring); `prefix` "one_cpu_": the
+    clocks of its one-CPU point."""
+    mhz, note = r.get(prefix + "cpu_freq_mhz"), clock_note(cpu)
+    if not counted(cpu) and finite(r.get(prefix + "fma_mhz")):  # the FMA units' count, after
+        mhz, note = r[prefix + "fma_mhz"], FMA_NOTE
+        if finite(r.get(prefix + "core_mhz")):
+            note += f"; the scalar chain read {r[prefix + 'core_mhz'] / 1000:.2f} GHz"
+    elif not counted(cpu) and finite(r.get(prefix + "core_mhz")):  # the cores' count, after
+        mhz, note = r[prefix + "core_mhz"], CHAIN_NOTE
+    return mhz, note
+
+
+def alone(r: dict, cpu: dict, n: int) -> dict:
+    """An FMA ceiling of n > 1 CPUs beside its one-CPU point (roofline.one_cpu): that point's
+    share of one core's peak, the team's FLOPs a cycle over n times one CPU's (fma_scaling),
+    and, below SHARED, why no kernel reaches the n cores' peak here. {} without the point."""
+    if n < 2 or not finite(r.get("one_cpu")):
+        return {}
+    team_mhz, mhz = r.get("cpu_freq_mhz"), clock(r, cpu, "one_cpu_")[0]
+    mhz = mhz if finite(mhz) else team_mhz
+    clocked = finite(mhz) and finite(team_mhz)  # else: per second, the clocks unknown
+    single = peak(cpu, 1, mhz, r["dtype"], False).flops
+    scaling = r["value"] / (n * r["one_cpu"]) * (mhz / team_mhz if clocked else 1.0)
+    of_one = f", {r['one_cpu'] / single:.0%} of one core's peak" if finite(single) else ""
+    basis = (f"; one CPU alone: {r['one_cpu'] / 1e9:.3g} GFLOP/s"
+             + (f" at {mhz / 1000:.2f} GHz" if finite(mhz) else "")
+             + f"{of_one}; all {n} reach {scaling:.2f}x {n} times that a "
+             + ("cycle" if clocked else "second"))
+    if scaling < SHARED:
+        basis += (f": these {n} CPUs share FMA units (SMT siblings the system does not show, "
+                  f"or another tenant's work on the same cores), so no kernel reaches {n} "
+                  "cores' peak here")
+    return {"one_cpu_of_peak": r["one_cpu"] / single, "fma_scaling": scaling,
+            "peak_basis": (r["peak_basis"] or "") + basis}

@@ -44,12 +44,13 @@ def _chain(x, n):
 _chain(1, 1)  # compiled at import, not inside a point's time
 
 
-def after_point(ctx) -> dict:
-    """The clocks the cores of a CPU job's team count right after a point, as params:
-    `core_mhz` (team_mhz) and `fma_mhz` (where this CPU's FMA latency is known)."""
+def after_point(ctx, cpus=None) -> dict:
+    """The clocks the cores of a CPU job's team (or of `cpus`, the point's own) count right
+    after a point, as params: `core_mhz` (team_mhz) and `fma_mhz` (where this CPU's FMA latency
+    is known)."""
     from experiments.kernels.cpu_team import job_cpus, team
 
-    crew = team(job_cpus(ctx))
+    crew = team(cpus or job_cpus(ctx))
     return {"core_mhz": team_mhz(crew), "fma_mhz": fma_mhz(crew, *host_fma())}
 
 

@@ -16,6 +16,9 @@ import time
 
 from experiments.core.cpu_time import record_team_call
 
+# params scope of a point run on a team's first CPU alone, beside the team's own (intensity.py)
+ONE_CPU = "one_cpu"
+
 
 class Team:
     """Worker i runs on cpus[i]; run() hands worker i its arguments and waits for all."""

@@ -10,6 +10,7 @@ from experiments import experiment_names
 from experiments.analysis import claims as claims_mod
 from experiments.analysis import datasheets, health, roofline
 from experiments.analysis.dataset import Dataset, RUN
+from experiments.analysis.silicon import SHARED
 from experiments.analysis.units import count, finite, interval, memory, qty, share
 from experiments.report import provenance
 from experiments.report.interactive import Roofs
@@ -172,9 +173,11 @@ def silicon_share(c) -> str:
     """"71 % of the silicon's peak" of a CPU ceiling with one (analysis/silicon.py). Over 100 %
     the table's ports and lanes say the cores ran faster than their recorded clock (without
     APERF/MPERF, as in most VMs, /proc/cpuinfo reads a fixed estimate)."""
-    of = c.get("of_physical_peak")
+    of, scaling = c.get("of_physical_peak"), c.get("fma_scaling")
     return f"{share(of)} of the silicon's peak" + (
-        " at the recorded clock: the cores ran faster" if finite(of) and of > 1 else "")
+        " at the recorded clock: the cores ran faster" if finite(of) and of > 1 else "") + (
+        f" (its CPUs share FMA units: {scaling:.2f}x a CPU's rate each, one alone "
+        f"{share(c.get('one_cpu_of_peak'))})" if finite(scaling) and scaling < SHARED else "")
 
 
 def silicon_note(c) -> str:

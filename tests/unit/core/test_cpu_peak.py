@@ -18,6 +18,7 @@ import pytest
 from experiments.core import cpu_peak
 from experiments.core.cpu_peak import cpu_identity, microarchitecture, peak
 from experiments.core.cpu_time import cpu_clock, cpuinfo_mhz
+from experiments.report import glance
 from experiments.steps import pipeline
 
 RUN = Path(__file__).resolve().parents[2] / "data" / "cpu_run.parquet"
@@ -132,11 +133,13 @@ def test_the_clock_is_read_on_the_job_s_cpus_and_says_from_where(tmp_path):
 
 
 def run_file(tmp: Path, clock: float = 1.0, cpu: dict | None = None,
-             core_mhz: float | None = None, fma_mhz: float | None = None) -> Path:
+             core_mhz: float | None = None, fma_mhz: float | None = None,
+             one_cpu: float | None = None) -> Path:
     """tests/data/cpu_run.parquet with its files' device facts given `cpu` (what a run records
     since the peak exists), its clocks scaled by `clock` and, given `core_mhz` (and
     `fma_mhz`), its FMA and GEMM points carrying the clock the cores (and their FMA units)
-    counted after each (kernels/cpu_clock.py)."""
+    counted after each (kernels/cpu_clock.py). `one_cpu`: each dtype's last FMA point again on
+    one CPU, at this times the team's rate over its cores (intensity.py's one-CPU point)."""
     table = pq.read_table(RUN)
     meta = json.loads(table.schema.metadata[b"rooflab"])
     for source in meta["sources"].values():
@@ -144,6 +147,16 @@ def run_file(tmp: Path, clock: float = 1.0, cpu: dict | None = None,
             source["device_facts"]["extra"]["cpu"] = cpu
     frame = table.to_pandas()
     frame["cpu_freq_mhz"] *= clock
+    if one_cpu is not None:
+        fma = frame[frame.experiment == "intensity"].groupby("dtype").tail(1).copy()
+        cores = fma.params.map(lambda p: json.loads(p)["cores"])
+        slower = cores * one_cpu  # the one CPU's time over the team's, same work
+        for col in [c for c in frame.columns if c.startswith("time_s") and c != "time_s_std"]:
+            fma[col] *= slower
+        fma["flop_per_s"] /= slower
+        fma["params"] = fma.params.map(lambda p: json.dumps(json.loads(p) | {
+            "scope": "one_cpu", "cores": 1, "threads": 1, "cpus": "0"}))
+        frame = pd.concat([frame, fma], ignore_index=True)
     if core_mhz is not None:
         for experiment, less in (("intensity", 0), ("matmul", 100)):
             mine = frame.experiment == experiment  # a little slower after a GEMM
@@ -197,6 +210,27 @@ def test_the_ceilings_carry_the_silicon_s_peak_at_their_points_clock(tmp_path):
     slow = ceilings(tmp_path / "b", cpu=ZEN4_VM, clock=0.5).loc[("vector_flops", "float32")]
     assert slow.physical_peak == pytest.approx(fma32.physical_peak / 2)
     assert slow.of_physical_peak == pytest.approx(2 * fma32.of_physical_peak)
+
+
+def test_cpus_sharing_fma_units_are_named_beside_the_peak(tmp_path):
+    base = ceilings(tmp_path / "a", cpu=ZEN4_VM).loc[("vector_flops", "float32")]
+    # two CPUs at 0.4x twice one CPU's rate: the one CPU is faster than the team's best point,
+    # and still never the team's ceiling
+    shared = ceilings(tmp_path / "b", cpu=ZEN4_VM, one_cpu=0.4).loc[("vector_flops", "float32")]
+    assert shared.value == pytest.approx(base.value)
+    one = shared.one_cpu_of_peak * shared.physical_peak / 2  # one core's peak: half the two's
+    assert one > shared.value
+    assert shared.fma_scaling == pytest.approx(0.4)  # the team's best point is its last
+    assert "share FMA units" in shared.peak_basis and "one CPU alone" in shared.peak_basis
+    assert "share FMA units" in glance.silicon_share(shared)
+    # the same team at 0.95x: its own cores; the one CPU is still set beside the peak
+    apart = ceilings(tmp_path / "c", cpu=ZEN4_VM, one_cpu=0.95).loc[("vector_flops", "float32")]
+    assert apart.fma_scaling == pytest.approx(0.95)
+    assert "share FMA units" not in apart.peak_basis and "one CPU alone" in apart.peak_basis
+    assert "share" not in glance.silicon_share(apart)
+    # a GEMM ceiling has no one-CPU point
+    assert math.isnan(ceilings(tmp_path / "d", cpu=ZEN4_VM, one_cpu=0.4).loc[
+        ("matrix_flops", "float32")].fma_scaling)
 
 
 def test_files_without_a_cpu_identity_get_no_peak(tmp_path):

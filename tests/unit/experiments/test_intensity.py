@@ -26,6 +26,15 @@ def test_cpu_rows_count_the_work_and_match_float64(run_experiment, dtype):
     # n = 10000 is no multiple of the kernel's lanes per thread: every slice ends in a tail
     rows = run_experiment("intensity", dtype, ["experiment.n=10000", "experiment.fmas=[0,1,3,40]"])
     assert (rows.status == "ok").all(), rows[["status", "message"]]
+    alone = rows.params.map(lambda p: json.loads(p).get("scope")) == "one_cpu"
+    team = json.loads(rows.params.iloc[0])["threads"]
+    # a team of several CPUs runs the longest chain on its first CPU alone as well
+    assert alone.sum() == (team > 1) and (not alone.any() or alone.iloc[-1])
+    if alone.any():
+        one = json.loads(rows.params.iloc[-1])
+        assert one["threads"] == one["cores"] == 1 and one["fmas"] == 40
+        assert rows.n.iloc[-1] == 10000 and rows.check_passed.iloc[-1]
+    rows = rows[~alone]
     fmas = _fmas(rows)
     np.testing.assert_array_equal(fmas, [0, 1, 3, 40])
     np.testing.assert_array_equal(rows.flops, 2 * fmas * 10000)
