@@ -6,11 +6,12 @@ definition), so the sweep walks the roofline from memory-bound (fmas = 0 is a co
 compute-bound.
 The chain's math, its float64 reference and check are experiments/kernels/chain.py.
 GPU: the Triton kernel of experiments/kernels/fma_chain.py (independent chains interleaved per
-thread, packed fp16/bf16 math, one program per tile). CPU, float32/float64: the numba kernel of
-experiments/kernels/cpu_fma.py (the same interleaving, in vector registers, one pinned thread per
-physical core). CPU, float16/bfloat16: `unsupported` rows. numba has no half arithmetic on
-CPUs, and torch's half ops compute in float32 between conversions: a chain of them times those
-conversions and passes over memory, not the ISA's half FMAs (AVX512-FP16), at 1-2 % of the peak.
+thread, packed fp16/bf16 math, one program per tile). CPU: the LLVM IR kernel of
+experiments/kernels/cpu_fma_ir.py (the same interleaving, in vector registers, one pinned thread
+per physical core) in float32, float64 and, where the ISA has half FMAs, float16; else float16
+and bfloat16 get `unsupported` rows: torch's half ops compute in float32 between conversions, so
+a chain of them times those conversions and passes over memory, not half FMAs, at 1-2 % of the
+peak.
 n = 0 (a CPU): x and y together 4x its LLC, so fmas = 0 streams from DRAM.
 A CPU team of several CPUs also runs the longest chain on its first CPU alone (params scope
 "one_cpu", each CPU's share of the last all-CPU point's elements): all N CPUs at less than N times
@@ -116,22 +117,19 @@ def _arrays(ctx: Context, n: int, cache: dict):
 
 
 def _cpu_kernel(dtype: str = "float32"):
-    """The CPU FMA kernel module for dtype: numba's (float32/float64), llvmlite's (float16, where
-    the ISA has half FMAs); Unsupported, saying why, otherwise."""
+    """The CPU FMA kernel module (kernels/cpu_fma_ir.py: float32, float64, and float16 where the
+    ISA has half FMAs); Unsupported, saying why, otherwise."""
     if dtype == "bfloat16":
         raise Unsupported("no bfloat16 FMA kernel for CPUs: x86 (AVX512_BF16, AMX) and ARM have "
                           "bf16 dot products, not bf16 FMAs (the GEMM ceiling measures them)")
     try:
-        if dtype == "float16":
-            from experiments.kernels import cpu_fma_half
-            if not cpu_fma_half.native():
-                raise Unsupported("this CPU has no half-precision FMAs (x86 AVX512-FP16, ARM "
-                                  "FP16): a float16 chain would time its emulation")
-            return cpu_fma_half
-        from experiments.kernels import cpu_fma
+        from experiments.kernels import cpu_fma_ir
     except ImportError as exc:
-        raise Unsupported(f"the CPU FMA kernels are compiled by numba/llvmlite, missing: {exc}")
-    return cpu_fma
+        raise Unsupported(f"the CPU FMA kernel is compiled by llvmlite, missing: {exc}")
+    if dtype == "float16" and not cpu_fma_ir.native():
+        raise Unsupported("this CPU has no half-precision FMAs (x86 AVX512-FP16, ARM FP16): a "
+                          "float16 chain would time its emulation")
+    return cpu_fma_ir
 
 
 def measure(state: State) -> dict:
@@ -161,7 +159,7 @@ def _variant(ctx: Context, size: int) -> tuple[str, dict]:
     if ctx.device.type == "cuda":
         return "triton", {}
     from experiments.bandwidth import placement
-    variant = "llvmlite" if ctx.dtype == "float16" else "numba"
+    variant = "llvmlite"
     lanes = {}
     try:
         lanes = {"lanes": _cpu_kernel(ctx.dtype).lanes(size)}

@@ -40,7 +40,7 @@ def test_cpu_rows_count_the_work_and_match_float64(run_experiment, dtype):
     np.testing.assert_array_equal(rows.flops, 2 * fmas * 10000)
     np.testing.assert_array_equal(rows.bytes, 2 * 10000 * ITEM[dtype])
     np.testing.assert_allclose(rows.intensity, fmas / ITEM[dtype])  # 2k FLOPs per 2 items
-    assert (rows.variant == "numba").all() and rows.check_passed.all()
+    assert (rows.variant == "llvmlite").all() and rows.check_passed.all()
     assert (rows.rel_error <= chain.TOLERANCE[dtype]).all()
     assert rows.rel_error.iloc[0] == 0  # fmas=0 is a copy
     placed = json.loads(rows.params.iloc[0])
@@ -74,8 +74,8 @@ def test_cpu_points_past_call_s_count_the_work_of_their_prefix(run_experiment):
     assert (rows.rel_error <= chain.TOLERANCE["float32"]).all()
 
 def test_cpu_half_chains_say_why_they_are_not_measured(run_experiment, monkeypatch):
-    from experiments.kernels import cpu_fma_half
-    monkeypatch.setattr(cpu_fma_half, "native", lambda features=None: False)
+    from experiments.kernels import cpu_fma_ir
+    monkeypatch.setattr(cpu_fma_ir, "native", lambda features=None: False)
     rows = run_experiment("intensity", "float16", ["experiment.n=1000", "experiment.fmas=[0,4]"])
     assert (rows.status == "unsupported").all()
     assert rows.message.str.contains("no half-precision FMAs").all()
@@ -87,13 +87,13 @@ def test_cpu_half_chains_say_why_they_are_not_measured(run_experiment, monkeypat
 def test_cpu_float16_chain_where_the_isa_has_half_fmas(run_experiment, monkeypatch):
     # the llvmlite kernel's loop logic, run in float32 (this CPU may lack half FMAs); the float16
     # machine code is checked for Sapphire Rapids in test_cpu_kernels.py
-    from experiments.kernels import cpu_fma_half
+    from experiments.kernels import cpu_fma_ir
     x = (np.random.default_rng(0).random(10007) + 0.5).astype(np.float32)
     y = np.full_like(x, np.nan)
-    cpu_fma_half.fma_chain([0], x, y, 40, chain.A)
+    cpu_fma_ir.fma_chain([0], x, y, 40, chain.A)
     ref = chain.reference(torch.from_numpy(x).double(), 40).numpy()
     assert np.max(np.abs(y - ref) / ref) < chain.TOLERANCE["float32"]
-    if not cpu_fma_half.native():
+    if not cpu_fma_ir.native():
         pytest.skip("no half-precision FMAs on this CPU: the float16 kernel cannot run here")
     rows = run_experiment("intensity", "float16", ["experiment.n=10000", "experiment.fmas=[0,3]"])
     assert (rows.status == "ok").all() and (rows.variant == "llvmlite").all()

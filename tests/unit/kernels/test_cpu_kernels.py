@@ -32,10 +32,10 @@ def test_widest_vectors_leave_other_isas_alone():
 def test_half_chain_is_zmm_half_fmas_on_sapphire_rapids():
     import re
 
-    from experiments.kernels import cpu_fma_half
+    from experiments.kernels import cpu_fma_ir
 
-    assert cpu_fma_half.native(SPR) and not cpu_fma_half.native("+avx512f,+f16c")
-    asm = cpu_fma_half.assembly("sapphirerapids", SPR + ",-prefer-256-bit")
+    assert cpu_fma_ir.native(SPR) and not cpu_fma_ir.native("+avx512f,+f16c")
+    asm = cpu_fma_ir.assembly("sapphirerapids", SPR + ",-prefer-256-bit")
     fmas = re.findall(r"(vfmadd\w+)\s+([^\n]*)", asm)
     vector = [ops for op, ops in fmas if op.endswith("ph")]
     # 16 accumulators of 32 halves, one 512-bit FMA each per chain step; the tail is scalar (sh)
@@ -43,6 +43,24 @@ def test_half_chain_is_zmm_half_fmas_on_sapphire_rapids():
     assert {op for op, _ in fmas} <= {"vfmadd213ph", "vfmadd231ph", "vfmadd132ph",
                                        "vfmadd213sh", "vfmadd231sh", "vfmadd132sh"}, fmas
     assert not re.search(r"\bcall", asm)  # no libcalls: native half arithmetic throughout
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
+                    reason="compiles for an x86 target")
+@pytest.mark.parametrize("ty, suffix", [("float", "ps"), ("double", "pd")])
+def test_float_chains_are_register_only_zmm_fmas_on_sapphire_rapids(ty, suffix):
+    import re
+
+    from experiments.kernels import cpu_fma_ir
+
+    asm = cpu_fma_ir.assembly("sapphirerapids", SPR + ",-prefer-256-bit", ty)
+    vector = [ops for op, ops in re.findall(r"(vfmadd\w+)\s+([^\n]*)", asm)
+              if op.endswith(suffix)]
+    # a chain step: 16 accumulators, each one 512-bit FMA, its x operand held in a register
+    # (16 + 16 + the constant a fill 33 of 32: at most one x is read from the stack each step)
+    assert len(vector) == 16 and all("zmm" in ops for ops in vector), vector
+    assert sum("(" in ops for ops in vector) <= 1, vector
+    assert not re.search(r"\bcall", asm)
 
 
 @pytest.mark.parametrize("huge_pages", [True, False])

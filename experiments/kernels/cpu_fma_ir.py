@@ -1,15 +1,19 @@
-"""The CPU FMA chain (kernels/chain.py's math) in float16, for ISAs with half-precision FMAs:
-x86 AVX512-FP16 (Sapphire Rapids and later) and ARMv8.2 FP16.
+"""The CPU FMA chain (kernels/chain.py's math) as LLVM IR, in float32, float64 and, for ISAs with
+half-precision FMAs (x86 AVX512-FP16, Sapphire Rapids and later; ARMv8.2 FP16), float16: the
+intensity experiment's CPU kernel.
 
-numba has no half type on CPUs, so this one kernel is LLVM IR compiled by llvmlite, numba's own
-LLVM binding (no C compiler, no intrinsics of one ISA: LLVM picks the instructions, and the
-vector width comes from the target, as in kernels/cpu_fma.py). It has the same shape as the
-numba kernel: a thread steps NV accumulator vectors (half the vector registers) through the
-chain together, their x operands in the other half; a scalar loop takes the tail. Threads are
-the same pinned team; ctypes releases the GIL for the call.
+numba has no half type on CPUs, so the kernel is LLVM IR compiled by llvmlite, numba's own LLVM
+binding (no C compiler, no intrinsics of one ISA: LLVM picks the instructions, and the vector
+width comes from the target). A thread steps NV accumulator vectors (half the vector registers)
+through the chain together, their x operands held in the other half, so each step is NV
+register-only FMAs; a scalar loop takes the tail. Threads are the pinned team (cpu_team.py);
+ctypes releases the GIL for the call. Why not kernels/cpu_fma.py's numba loop for float32 and
+float64: LLVM keeps its x operands in memory, an FMA with a load each, and on the GPU nodes'
+Xeons it reached less of the peak than this kernel did in float16 in the same run
+(docs/cpu.md).
 
 Without native half FMAs LLVM emulates each step in wider arithmetic (with conversions and a
-libcall): that times emulation, not half FMAs, so `native()` gates the kernel and the row says why.
+libcall): that times emulation, not half FMAs, so `native()` gates float16 and the row says why.
 """
 
 from __future__ import annotations
@@ -34,7 +38,9 @@ def shape(features: str | None = None) -> tuple[int, int]:
     return width // 2, registers // 2
 
 
-TYPES = {"half": ("f16", 2), "float": ("f32", 4)}  # float: the same kernel, for tests anywhere
+TYPES = {"half": ("f16", 2), "float": ("f32", 4), "double": ("f64", 8)}
+BY_DTYPE = {np.dtype(np.float16): "half", np.dtype(np.float32): "float",
+            np.dtype(np.float64): "double"}
 
 
 def ir(vw: int, nv: int, ty: str = "half") -> str:
@@ -42,8 +48,9 @@ def ir(vw: int, nv: int, ty: str = "half") -> str:
     suffix = TYPES[ty][0]
     lanes, vt = vw * nv, f"<{vw} x {ty}>"
     # a comes as a float: x86 converts float to half without a libcall (double needs one)
-    scalar_a = ("  %a = fptrunc float %a32 to half" if ty == "half"
-                else "  %a = fadd float %a32, 0.0")
+    scalar_a = {"half": "  %a = fptrunc float %a32 to half",
+                "float": "  %a = fadd float %a32, 0.0",
+                "double": "  %a = fpext float %a32 to double"}[ty]
     js = range(nv)
     loads = "\n".join(
         f"  %px{j} = getelementptr {ty}, ptr %x, i64 %o{j}\n"
@@ -127,11 +134,12 @@ def target_machine(cpu: str | None = None, features: str | None = None):
                                         features=features or target_features(), opt=3)
 
 
-def assembly(cpu: str, features: str) -> str:
+def assembly(cpu: str, features: str, ty: str = "half") -> str:
     """The kernel's machine code for another CPU (what tests check; nothing runs)."""
     import llvmlite.binding as llvm
 
-    module = llvm.parse_assembly(ir(*shape(features)))
+    halves, nv = shape(features)
+    module = llvm.parse_assembly(ir(halves * 2 // TYPES[ty][1], nv, ty))
     module.verify()
     return target_machine(cpu, features).emit_assembly(module)
 
@@ -157,17 +165,17 @@ def kernel(ty: str = "half"):
 
 
 def lanes(itemsize: int = 2) -> int:
-    """float16 elements a thread steps together (cpu_fma.lanes' signature: the same call)."""
+    """Elements of `itemsize` bytes a thread steps together."""
     halves, nv = shape()
     return halves * nv * 2 // itemsize
 
 
 def fma_chain(cpus, x: np.ndarray, y: np.ndarray, fmas: int, a: float) -> None:
-    """y = f(x) over the team of `cpus`, each worker a contiguous slice (float16; float32 runs
-    the same kernel, so tests check its logic on any CPU)."""
-    ty = {np.dtype(np.float16): "half", np.dtype(np.float32): "float"}.get(x.dtype)
+    """y = f(x) over the team of `cpus`, each worker a contiguous slice."""
+    ty = BY_DTYPE.get(x.dtype)
     if ty is None or y.dtype != x.dtype:
-        raise TypeError(f"float16 (or float32) arrays expected, got {x.dtype} and {y.dtype}")
+        raise TypeError(f"float16, float32 or float64 arrays expected, got {x.dtype} and "
+                        f"{y.dtype}")
     fn, width = kernel(ty)
     px, py = x.ctypes.data, y.ctypes.data
     parts = split(x.size, len(cpus), width)
