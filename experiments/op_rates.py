@@ -168,8 +168,8 @@ def dominant(ops: list[list]) -> dict:
 
 
 def measure_floor(state: State) -> dict:
-    """A `floor` row: one tiny call of the op, its time under the profiler (`time_s`), each of
-    its repeats' there (params `repeat_s`) and by the host clock (params `host_s`)."""
+    """A `floor` row: one tiny call of the op, its time under the profiler (`time_s`) and by the
+    host clock (params `host_s`)."""
     ctx = state.ctx
     with counting.precision(ctx.dtype):
         got = floors.measure(state.args["floor"], torch_dtype(ctx.dtype), ctx.device,
@@ -177,7 +177,6 @@ def measure_floor(state: State) -> dict:
     return {"time_s": got["profiled_s"], "timer": "torch_profiler", "flops": 0.0,
             "bytes": 0.0, "check_passed": True,
             "params": state.row["params"] | {"host_s": got["host_s"],
-                                             "repeat_s": got["repeat_s"],
                                              "input_shapes": got["input_shapes"]}}
 
 

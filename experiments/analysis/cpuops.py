@@ -3,9 +3,8 @@ GPU, read off the CPU's own calibration.
 
 - dispatch floors: each op pays a fixed cost whatever its work (dispatch, allocation, and under
   the profiler its child events' recording), timed on a tiny input per op by the op_rates
-  experiment (experiments/placement/floors.py): under the profiler for a profiled op (its
-  first in a call cold, each repeat after it, an RNN's steps, hot), by the host clock for a
-  host-timed call; an op not timed takes the median of those that were. On a
+  experiment (experiments/placement/floors.py): under the profiler for a profiled op, by the
+  host clock for a host-timed call; an op not timed takes the median of those that were. On a
   CPU the same thread dispatches and then runs an op's work, so the floor adds to the work
   (a GPU's launch overlaps the kernel before it: there the latency term is a max);
 - GEMMs hot: a profiled op repeats its call and a timed call rotates two copies, so a CPU's
@@ -72,31 +71,28 @@ def contended(row) -> bool:
 
 
 def floors(rows, dtype: str) -> dict:
-    """{'profiled': {op: s}, 'repeat': {op: s}, 'host': {op: s}} of the op_rates floor rows
-    (this dtype's, else any dtype's: a dispatch costs alike; `repeat`, each repeat's of a
-    profiled op, where the rows timed it), {} without any."""
+    """{'profiled': {op: s}, 'host': {op: s}} of the op_rates floor rows (this dtype's, else any
+    dtype's: a dispatch costs alike), {} without any."""
     if "variant" not in rows or "params" not in rows:
         return {}
     mine = rows[(rows.experiment == "op_rates") & (rows.variant == FLOOR)
                 & (rows.status == "ok") & (rows.time_s > 0)]
     if (mine.dtype == dtype).any():
         mine = mine[mine.dtype == dtype]
-    out: dict = {"profiled": {}, "repeat": {}, "host": {}}
+    out: dict = {"profiled": {}, "host": {}}
     for r in mine.itertuples(index=False):
         p = r.params if isinstance(r.params, dict) else json.loads(r.params or "{}")
         out["profiled"].setdefault(r.op, []).append(float(r.time_s))
-        for key in ("host", "repeat"):
-            if (t := p.get(f"{key}_s")) and t > 0:
-                out[key].setdefault(r.op, []).append(float(t))
+        if (host := p.get("host_s")) and host > 0:
+            out["host"].setdefault(r.op, []).append(float(host))
     out = {k: {op: min(v) for op, v in d.items()} for k, d in out.items()}
     return out if out["profiled"] else {}
 
 
-def op_floor(r: dict, op: str, key: str = "op_floors") -> float:
+def op_floor(r: dict, op: str) -> float:
     """The dispatch floor of `op` (its own, else the median of the timed ops'; embedding_bag's
-    forward-only variant is embedding_bag's), 0 where no floor was timed. `key`
-    "op_repeat_floors": each of its repeats' in a call."""
-    table = r.get(key) or {}
+    forward-only variant is embedding_bag's), 0 where no floor was timed."""
+    table = r.get("op_floors") or {}
     if not table:
         return 0.0
     own = table.get(op, table.get(op.replace("_forward_only", "")))

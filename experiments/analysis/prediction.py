@@ -151,9 +151,7 @@ def roofs(ceilings, system: str, dtype: str, graph: bool, rows=None, also=()) ->
            or 0.0} | \
         sweeps.curves(rows, {system, *also}, dtype)
     # a CPU's dispatch floors, timed as the predicted rows are: profiled ops, host-timed calls
-    table = out.pop("floors", None) or {}
-    out["op_floors"] = table.get("profiled" if graph else "host")
-    out["op_repeat_floors"] = table.get("repeat") if graph else None  # a host loop's are hot
+    out["op_floors"] = (out.pop("floors", None) or {}).get("profiled" if graph else "host")
     if not out["DRAM"] and out.get("bandwidth"):  # no DRAM fit (a busy CPU): the sweep's
         out["DRAM"] = float(out["bandwidth"][1][-1])  # rate at its largest working set
     return out
@@ -239,20 +237,11 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
     total = terms[bound]
     # one thread dispatches, then works: they add (an op rate timed the op whole, dispatch in)
     if r.get("cpu") and r.get("op_floors") and not term:
-        total = dispatch(r, op, floor, calls) + max(compute, memory or 0.0, serial * calls)
+        total = floor * calls + max(compute, memory or 0.0, serial * calls)
     return {"compute_s": compute, "memory_s": memory, "latency_s": latency,
             "predicted_time_s": total if total > 0 else math.nan,
             "bound": bound, "level": level if bound == "memory" else None, "curve": curve,
             "note": ", ".join(n for n in note if n), "outside": "; ".join(outside)}
-
-
-def dispatch(r: dict, op: str, floor: float, calls: int) -> float:
-    """A CPU op's dispatch over its calls in one call of its module: the first at `floor`, each
-    repeat at its repeat floor (cpuops.op_floor), never below the shortest kernel timed; all
-    at `floor` where no repeat was timed."""
-    again = cpuops.op_floor(r, op, "op_repeat_floors")
-    again = max(again, r.get("floor") or 0.0, r["latency"]) if again else floor
-    return floor + again * (calls - 1)
 
 
 def kernel_floor(r: dict, op: str, kind: str, term: str, calls: int,

@@ -25,9 +25,6 @@ FLUSH = 1 << 20
 # (zeros' fill: 14 us against 1.4); one whose thread waits on a contended core, ~1000x
 CONTENDED = 10.0
 PROFILES, HOST_CALLS, HOST_ROUNDS, HOST_S = 3, 20, 3, 0.03
-# the op again this many times back to back in one profiled call, after one flush: what each of
-# an op's repeats inside a call pays (an RNN's steps: its code and data are hot)
-REPEATS = 8
 
 
 def _tiny(op: str, dtype, device, gen) -> tuple:
@@ -90,16 +87,15 @@ OPS = ("aten::clone", "aten::zeros", "aten::arange", "aten::add", "aten::add_", 
 
 
 def measure(op: str, dtype, device, gen) -> dict:
-    """{op, profiled_s, repeat_s, host_s, input_shapes}: the least time per call over PROFILES
-    profiles of a flush and the op (profile.profile_ops's: the op's self time and its
-    children's), the least per op of a flush and REPEATS of the op alike (`repeat_s`), and
+    """{op, profiled_s, host_s, input_shapes}: the least time per call over PROFILES profiles
+    of a flush and the op (profile.profile_ops's: the op's self time and its children's), and
     over up to HOST_ROUNDS loops of HOST_CALLS calls of the op by the host clock (fewer past
     HOST_S), at the job's threads; ValueError where the profile holds no `op`. Each at most
     CONTENDED times its time on one thread: a parallel region whose other thread waits for a
     core another process holds takes milliseconds, not the floor."""
     runs = _at_job_and_one_thread(lambda: _measure(op, dtype, device, gen))
     return runs[0] | {k: min(runs[0][k], CONTENDED * runs[-1][k])
-                      for k in ("profiled_s", "repeat_s", "host_s")}
+                      for k in ("profiled_s", "host_s")}
 
 
 def _at_job_and_one_thread(measure_once) -> list:
@@ -121,24 +117,21 @@ def _measure(op: str, dtype, device, gen) -> dict:
     op_fn, args = _tiny(op, dtype, device, gen)
     flush = torch.empty(FLUSH, device=device)
 
-    def fn(*a, repeats=1):
+    def fn(*a):
         flush.fill_(1.0)
-        for _ in range(repeats):
-            out = op_fn(*a)
-        return out
+        return op_fn(*a)
 
-    times, repeated, shapes = [], [], None
+    times, shapes = [], None
     for _ in range(PROFILES):
-        for repeats, into in ((1, times), (REPEATS, repeated)):
-            ops = profile_ops(fn, args, {"repeats": repeats}, device=device)
-            # a module's op may carry a suffix (embedding_bag's _forward_only)
-            mine = ops[ops.op.str.startswith(op)]
-            if mine.empty:
-                raise ValueError(f"{op}: the tiny call's profile holds {sorted(set(ops.op))}")
-            into.append(float(mine.time_s.iloc[0]) / max(int(mine.calls.iloc[0]), 1))
-            shapes = str(mine.input_shapes.iloc[0])
-    return {"op": op, "profiled_s": min(times), "repeat_s": min(repeated),
-            "host_s": _loop(op_fn, args), "input_shapes": shapes}
+        ops = profile_ops(fn, args, device=device)
+        # a module's op may carry a suffix (embedding_bag's _forward_only)
+        mine = ops[ops.op.str.startswith(op)]
+        if mine.empty:
+            raise ValueError(f"{op}: the tiny call's profile holds {sorted(set(ops.op))}")
+        times.append(float(mine.time_s.iloc[0]))
+        shapes = str(mine.input_shapes.iloc[0])
+    return {"op": op, "profiled_s": min(times), "host_s": _loop(op_fn, args),
+            "input_shapes": shapes}
 
 
 def _loop(fn, args) -> float:

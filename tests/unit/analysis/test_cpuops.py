@@ -1,6 +1,5 @@
 """The op model's CPU terms (experiments/analysis/cpuops.py), from synthetic rows: each op's
-dispatch floor (profiled or host-timed, the median for an op not timed; its repeats in a call
-at their hot floor) added to its work, a
+dispatch floor (profiled or host-timed, the median for an op not timed) added to its work, a
 GEMM past the shaped sweep's thin sides at the square sweep's rate, oneDNN's RNN layer as serial
 steps, a depthwise convolution read off its own curve; none of it on a GPU."""
 
@@ -69,21 +68,6 @@ def test_each_op_pays_its_own_dispatch_floor_timed_as_it_is_timed():
     # an op no floor was timed for: the median of those that were, each of its calls
     other = prediction.predict_op(prof, 64.0, 512.0, 512.0, op="aten::relu", calls=2)
     assert other["predicted_time_s"] == pytest.approx(2 * 8e-6 + 512 / DRAM)
-
-
-def test_an_op_s_repeats_in_a_call_pay_its_hot_floor():
-    rows = [r | {"params": json.dumps(json.loads(r["params"]) | {"repeat_s": 2e-6})}
-            for r in floor_rows()] + gemm_rows()
-    prof, host = cpu_roofs(graph=True, rows=rows), cpu_roofs(graph=False, rows=rows)
-    # an RNN's 22 steps of one add: the first cold (4 us), the other 21 hot (2 us)
-    steps = prediction.predict_op(prof, 0.0, 512.0, 512.0, op="aten::add", calls=22)
-    assert steps["predicted_time_s"] == pytest.approx(4e-6 + 21 * 2e-6 + 512 / DRAM)
-    # a host-timed call's floors are hot loops already: each call pays its own
-    assert prediction.predict_op(host, 0.0, 512.0, 512.0, op="aten::add", calls=22)[
-        "predicted_time_s"] == pytest.approx(22 * 1e-6 + 512 / DRAM)
-    # rows without the repeats' timing: every call at the cold floor
-    assert prediction.predict_op(cpu_roofs(), 0.0, 512.0, 512.0, op="aten::add", calls=22)[
-        "predicted_time_s"] == pytest.approx(22 * 4e-6 + 512 / DRAM)
 
 
 def test_on_a_cpu_the_floor_adds_to_the_work():

@@ -221,7 +221,6 @@ def test_a_floor_op_is_timed_on_a_tiny_input_both_ways(run_experiment):
     assert floor.op.tolist() == ["aten::add", "aten::clone"] and (floor.status == "ok").all()
     params = [json.loads(p) for p in floor.params]
     assert all(p["host_s"] > 0 and p["input_shapes"].startswith("[[8, 8]") for p in params)
-    assert all(p["repeat_s"] > 0 for p in params)  # each repeat's, in a profile of several
     assert (floor.time_s > 0).all() and set(floor.timer) == {"torch_profiler"}
     # floor rows are no class's rates
     rates = sweeps.op_rate_points(rows.assign(system=SYS), rows.assign(system=SYS), {SYS},
