@@ -130,8 +130,9 @@ def signatures(dtype: str) -> dict:
 
 
 def cpu_kernels():
-    """Compile the numba CPU kernels of the default sweep's CPU jobs, one kernel a step:
-    intensity's in float32 and float64 and the FMA units' clock chain (kernels/cpu_clock.py),
+    """Compile the CPU kernels of the default sweep's CPU jobs, one kernel a step: intensity's
+    in float32 and float64 (LLVM IR: kernels/cpu_fma_ir.py), the numba ones: the FMA units' clock
+    chain (kernels/cpu_clock.py),
     bandwidth's in float32 (its other default dtype,
     bfloat16, streams with torch over arrays `_fill_half` draws; a float64 bandwidth job, not in
     it, compiles its own). A job compiled each at its first call (importing numba 0.5 s, each
@@ -140,13 +141,12 @@ def cpu_kernels():
     load)."""
     import numpy as np
 
-    from experiments.kernels import cpu_clock, cpu_fma, cpu_stream
+    from experiments.kernels import cpu_clock, cpu_fma_ir, cpu_stream
 
     for dtype in JOB_DTYPES:
         sig = signatures(dtype)
         yield cpu_stream._fill.compile(sig["fill"])  # every CPU job of bandwidth and intensity
-        chain = cpu_fma.chain_kernel(cpu_fma.lanes(np.dtype(dtype).itemsize))
-        yield chain.compile(sig["chain"])
+        yield cpu_fma_ir.kernel(cpu_fma_ir.BY_DTYPE[np.dtype(dtype)])
     if clock := cpu_clock.fma_chain(*cpu_clock.host_fma()):  # the FMA units' clock, each point
         yield clock[0].compile(signatures("float32")["chain"])
     for op, kernel in cpu_stream.KERNELS.items():
