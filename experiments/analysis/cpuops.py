@@ -4,7 +4,8 @@ GPU, read off the CPU's own calibration.
 - dispatch floors: each op pays a fixed cost whatever its work (dispatch, allocation, and under
   the profiler its child events' recording), timed on a tiny input per op by the op_rates
   experiment (experiments/placement/floors.py): under the profiler for a profiled op, by the
-  host clock for a host-timed call; an op not timed takes the median of those that were. On a
+  host clock for a host-timed call; an op not timed takes the median of those that were; an op
+  whose input passes torch's parallel grain at least a parallel region's (an add past it). On a
   CPU the same thread dispatches and then runs an op's work, so the floor adds to the work
   (a GPU's launch overlaps the kernel before it: there the latency term is a max);
 - GEMMs hot: a profiled op repeats its call and a timed call rotates two copies, so a CPU's
@@ -96,7 +97,24 @@ def op_floor(r: dict, op: str) -> float:
     if not table:
         return 0.0
     own = table.get(op, table.get(op.replace("_forward_only", "")))
-    return own if own is not None else statistics.median(table.values())
+    return own if own is not None else statistics.median(
+        [t for key, t in table.items() if "/" not in key] or table.values())
+
+
+# in-place ops that change a tensor's shape or strides alone: no kernel, no parallel region
+METADATA_OPS = frozenset({"aten::transpose_", "aten::t_", "aten::squeeze_", "aten::unsqueeze_",
+                          "aten::as_strided_", "aten::swapdims_", "aten::swapaxes_"})
+
+
+def parallel_floor(r: dict, op: str, shapes) -> float:
+    """A parallel region's floor (an add past torch's grain, opclass.PARALLEL) for an op whose
+    largest input passes that grain, 0 otherwise, for a metadata op, or where it was not
+    timed."""
+    table = r.get("op_floors") or {}
+    if op in METADATA_OPS:
+        return 0.0
+    largest = max((math.prod(s) for s in parse_shapes(shapes)), default=0)
+    return table.get(opclass.PARALLEL, 0.0) if largest > opclass.GRAIN else 0.0
 
 
 def hot_rows(rows, dtype: str):

@@ -16,7 +16,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from experiments.placement.opclass import GRAIN, PARALLEL
+
 N = 8  # elements a side: far below any kernel's work, so only the op's fixed cost is timed
+# PARALLEL: an add of twice torch's parallel grain, the floor of a parallel region (opclass.py)
 # each profiled call first fills this many float32s (4 MB, past a core's L2) on the job's
 # threads, as a model's other ops run between its calls: a hot loop times a floor 2-4x under
 # what the same op pays inside a call
@@ -33,6 +36,8 @@ def _tiny(op: str, dtype, device, gen) -> tuple:
         return torch.randn(shape, generator=gen, device=device).to(dtype)
 
     x, y, w, b = randn(N, N), randn(N, N), randn(N, N), randn(N)
+    if op == PARALLEL:
+        return torch.add, (randn(2 * GRAIN), randn(2 * GRAIN))
     ids = torch.randint(0, N, (2, 4), generator=gen, device=device)
     seq = randn(2, 4, N)
     calls = {
@@ -83,7 +88,7 @@ OPS = ("aten::clone", "aten::zeros", "aten::arange", "aten::add", "aten::add_", 
         "aten::_softmax", "aten::native_layer_norm", "aten::gelu", "aten::_embedding_bag",
         "aten::convolution", "aten::mkldnn_rnn_layer",
         "aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_native_multi_head_attention",
-        "aten::_transformer_encoder_layer_fwd")
+        "aten::_transformer_encoder_layer_fwd", PARALLEL)
 
 
 def measure(op: str, dtype, device, gen) -> dict:
@@ -125,7 +130,7 @@ def _measure(op: str, dtype, device, gen) -> dict:
     for _ in range(PROFILES):
         ops = profile_ops(fn, args, device=device)
         # a module's op may carry a suffix (embedding_bag's _forward_only)
-        mine = ops[ops.op.str.startswith(op)]
+        mine = ops[ops.op.str.startswith(op.split("/")[0])]
         if mine.empty:
             raise ValueError(f"{op}: the tiny call's profile holds {sorted(set(ops.op))}")
         times.append(float(mine.time_s.iloc[0]))

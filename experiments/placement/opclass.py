@@ -64,6 +64,10 @@ def conv_variant(shapes) -> str | None:
 # op_rates rows of these variants are a CPU's dispatch floors and hot thin GEMMs (floors.py),
 # read by the op model's CPU terms (analysis/cpuops.py), never a class's rate
 FLOOR, GEMM_HOT = "floor", "gemm_hot"
+# torch runs an elementwise op past GRAIN elements as a parallel region over its threads
+# (at::internal::GRAIN_SIZE); the floor row PARALLEL, an add of twice that, times the region's
+# fork and join, which such an op pays at least (analysis/cpuops.py)
+GRAIN, PARALLEL = 32768, "aten::add/parallel"
 DEPTHWISE = "depthwise"  # a class key's suffix: a convolution of one input channel a group
 # softmax's suffix past a row of WARP_ROW elements: torch's CUDA softmax takes rows up to 1024
 # (of 2- and 4-byte elements) a warp each, longer ones a block each (SoftMax.cu, host_softmax)

@@ -70,6 +70,27 @@ def test_each_op_pays_its_own_dispatch_floor_timed_as_it_is_timed():
     assert other["predicted_time_s"] == pytest.approx(2 * 8e-6 + 512 / DRAM)
 
 
+def test_an_elementwise_op_past_the_parallel_grain_pays_a_parallel_region():
+    rows = floor_rows() + [_row(experiment="op_rates", op="aten::add/parallel",
+                                variant=cpuops.FLOOR, time_s=30e-6,
+                                params=json.dumps({"host_s": 25e-6}))] + gemm_rows()
+    r = cpu_roofs(rows=rows)
+    big, small = "[[4, 161, 128], [4, 161, 128]]", "[[4, 16, 128], [4, 16, 128]]"
+    # 82432 elements, past 32768: the region's 30 us, not add's 4 us
+    assert prediction.predict_op(r, 0.0, 512.0, 512.0, op="aten::add", shapes=big)[
+        "predicted_time_s"] == pytest.approx(30e-6 + 512 / DRAM)
+    assert prediction.predict_op(r, 0.0, 512.0, 512.0, op="aten::add", shapes=small)[
+        "predicted_time_s"] == pytest.approx(4e-6 + 512 / DRAM)
+    # a metadata op and a GEMM run no parallel region of torch's elementwise kind
+    assert prediction.predict_op(r, 0.0, 512.0, 512.0, op="aten::transpose_",
+                                 shapes="[[2, 39, 448]]")["predicted_time_s"] < 30e-6
+    gemm = prediction.predict_op(r, 2 * 64 * 1024 * 1024.0, 1e6, 1e6, kind="matrix",
+                                 op="aten::mm", shapes="[[64, 1024], [1024, 1024]]")
+    assert gemm["latency_s"] < 30e-6
+    # the median floor of ops not timed leaves the region's out
+    assert cpuops.op_floor(r, "aten::relu") == pytest.approx(8e-6)
+
+
 def test_on_a_cpu_the_floor_adds_to_the_work():
     r = cpu_roofs()
     big = prediction.predict_op(r, 0.0, 1e8, 1e8, op="aten::add")  # 1 ms of DRAM traffic

@@ -212,15 +212,18 @@ def test_the_placements_file_names_the_curve_a_call_read():
 def test_a_floor_op_is_timed_on_a_tiny_input_both_ways(run_experiment):
     rows = run_experiment("op_rates", "float32", ["experiment.modules=[gelu]",
                                                   "experiment.gelu=[1]",
-                                                  "experiment.floor_ops=[aten::add,aten::clone]",
+                                                  "experiment.floor_ops=[aten::add,aten::clone,"
+                                                  "aten::add/parallel]",
                                                   "experiment.gemm_sides=[1,4]",
                                                   "experiment.gemm_widths=[40]"])
     hot = rows[rows.variant == op_rates.GEMM_HOT]
     assert list(zip(hot.m, hot.n)) == [(1, 40), (4, 40)] and (hot.flop_per_s > 0).all()
     floor = rows[rows.variant == op_rates.FLOOR]
-    assert floor.op.tolist() == ["aten::add", "aten::clone"] and (floor.status == "ok").all()
+    assert floor.op.tolist() == ["aten::add", "aten::clone", "aten::add/parallel"]
+    assert (floor.status == "ok").all()
     params = [json.loads(p) for p in floor.params]
-    assert all(p["host_s"] > 0 and p["input_shapes"].startswith("[[8, 8]") for p in params)
+    assert all(p["host_s"] > 0 and p["input_shapes"].startswith("[[8, 8]") for p in params[:2])
+    assert params[2]["input_shapes"] == "[[65536], [65536]]"  # twice torch's parallel grain
     assert (floor.time_s > 0).all() and set(floor.timer) == {"torch_profiler"}
     # floor rows are no class's rates
     rates = sweeps.op_rate_points(rows.assign(system=SYS), rows.assign(system=SYS), {SYS},
