@@ -251,9 +251,8 @@ def kernel_floor(r: dict, op: str, kind: str, term: str, calls: int,
     """(one kernel's floor, the op's latency term): each kernel at least the launch floor, the
     shortest kernel the sweeps timed and, on a CPU, the op's dispatch floor (given `shapes`,
     an elementwise op's past torch's parallel grain, a parallel region's:
-    cpuops.parallel_floor); a GPU's
-    GEMM kernel at least the shortest GEMM the sweeps timed, once a call, its other kernels (a
-    split-K GEMM's reduction) the floor each."""
+    cpuops.parallel_floor); a GPU's GEMM kernel at least the shortest GEMM the sweeps timed,
+    once a call, its other kernels (a split-K GEMM's reduction) the floor each."""
     floor = max(r["latency"], r.get("floor") or 0.0, cpuops.op_floor(r, op),
                 cpuops.parallel_floor(r, op, shapes))
     launched = max(calls, int(kernels or 0))

@@ -19,7 +19,6 @@ import torch.nn.functional as F
 from experiments.placement.opclass import GRAIN, PARALLEL
 
 N = 8  # elements a side: far below any kernel's work, so only the op's fixed cost is timed
-# PARALLEL: an add of twice torch's parallel grain, the floor of a parallel region (opclass.py)
 # each profiled call first fills this many float32s (4 MB, past a core's L2) on the job's
 # threads, as a model's other ops run between its calls: a hot loop times a floor 2-4x under
 # what the same op pays inside a call

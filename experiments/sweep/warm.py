@@ -131,11 +131,10 @@ def signatures(dtype: str) -> dict:
 
 def cpu_kernels():
     """Compile the CPU kernels of the default sweep's CPU jobs, one kernel a step: intensity's
-    in float32 and float64 (LLVM IR: kernels/cpu_fma_ir.py), the numba ones: the FMA units' clock
-    chain (kernels/cpu_clock.py),
-    bandwidth's in float32 (its other default dtype,
-    bfloat16, streams with torch over arrays `_fill_half` draws; a float64 bandwidth job, not in
-    it, compiles its own). A job compiled each at its first call (importing numba 0.5 s, each
+    in float32 and float64 (LLVM IR: kernels/cpu_fma_ir.py) and, numba's, the FMA units' clock
+    chain (kernels/cpu_clock.py) and bandwidth's in float32 (its other default dtype, bfloat16,
+    streams with torch over arrays `_fill_half` draws; a float64 bandwidth job, not in it,
+    compiles its own). A job compiled each at its first call (importing numba 0.5 s, each
     kernel 0.1-0.4 s, in every CPU job of bandwidth and intensity); one forked after finds them
     compiled: the same code, for the same signatures and CPU features (set when the modules
     load)."""
