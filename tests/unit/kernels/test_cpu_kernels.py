@@ -48,7 +48,7 @@ def test_half_chain_is_zmm_half_fmas_on_sapphire_rapids():
 @pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
                     reason="compiles for an x86 target")
 @pytest.mark.parametrize("ty, suffix", [("float", "ps"), ("double", "pd")])
-def test_float_chains_are_register_only_zmm_fmas_on_sapphire_rapids(ty, suffix):
+def test_float_chains_hold_x_in_zmm_registers_on_sapphire_rapids(ty, suffix):
     import re
 
     from experiments.kernels import cpu_fma_ir
