@@ -98,7 +98,7 @@ def op_floor(r: dict, op: str) -> float:
         return 0.0
     own = table.get(op, table.get(op.replace("_forward_only", "")))
     return own if own is not None else statistics.median(
-        [t for key, t in table.items() if "/" not in key] or table.values())
+        [t for key, t in table.items() if key != opclass.PARALLEL] or table.values())
 
 
 # in-place ops that change a tensor's shape or strides alone: no kernel, no parallel region

@@ -227,9 +227,10 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
     if term == opclass.MEMORY:  # the B/s torch's kernel for this class attained, in place of
         memory, level = nbytes / rate, cache_level(r, nbytes / calls)[0]  # traffic / bandwidth
         note.append(f"memory: op rates {curve}")
-    # a parallel region: an op of the CPU's elementwise kind that moves data (not a view)
-    spread = r.get("cpu") and not term and kind != "matrix" and nbytes > 0
-    floor, latency = kernel_floor(r, op, kind, term, calls, kernels, shapes if spread else None)
+    # a parallel region: a CPU op of the elementwise kind (no class, no GEMM) that moves data
+    parallel = cpuops.parallel_floor(r, op, shapes) if r.get("cpu") and not term \
+        and kind != "matrix" and nbytes > 0 else 0.0
+    floor, latency = kernel_floor(r, op, kind, term, calls, kernels, parallel)
     serial, steps = serial_time(r, op, shapes, flops / calls)
     if serial * calls > latency:
         latency = serial * calls
@@ -247,14 +248,13 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
 
 
 def kernel_floor(r: dict, op: str, kind: str, term: str, calls: int,
-                 kernels: int, shapes=None) -> tuple[float, float]:
+                 kernels: int, parallel: float = 0.0) -> tuple[float, float]:
     """(one kernel's floor, the op's latency term): each kernel at least the launch floor, the
-    shortest kernel the sweeps timed and, on a CPU, the op's dispatch floor (given `shapes`,
-    an elementwise op's past torch's parallel grain, a parallel region's:
-    cpuops.parallel_floor); a GPU's GEMM kernel at least the shortest GEMM the sweeps timed,
-    once a call, its other kernels (a split-K GEMM's reduction) the floor each."""
-    floor = max(r["latency"], r.get("floor") or 0.0, cpuops.op_floor(r, op),
-                cpuops.parallel_floor(r, op, shapes))
+    shortest kernel the sweeps timed and, on a CPU, the op's dispatch floor and `parallel` (a
+    parallel region's: cpuops.parallel_floor); a GPU's GEMM kernel at least the shortest GEMM
+    the sweeps timed, once a call, its other kernels (a split-K GEMM's reduction) the floor
+    each."""
+    floor = max(r["latency"], r.get("floor") or 0.0, cpuops.op_floor(r, op), parallel)
     launched = max(calls, int(kernels or 0))
     if not r.get("cpu") and kind == "matrix" and not term and op not in RNN_OPS:
         gemm = max(floor, r.get("gemm_floor") or 0.0)

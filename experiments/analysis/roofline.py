@@ -163,7 +163,7 @@ def one_cpu(rows: pd.DataFrame) -> dict:
     """The FMA chain on one CPU of the team: its best FLOP/s and the clocks it ran at
     (`one_cpu`, `one_cpu_<clock>`: analysis/silicon.py sets it beside the team's); {} without
     an ok point."""
-    rows = rows[rows.flop_per_s > 0] if "flop_per_s" in rows else rows.iloc[:0]
+    rows = rows[rows.flop_per_s > 0]
     if rows.empty:
         return {}
     best = rows.loc[[rows.flop_per_s.idxmax()]]

@@ -69,7 +69,7 @@ def with_physical_peak(rows: list[dict], facts: dict) -> list[dict]:
                       "not the recorded clock")
         r = r | {"cpu_freq_mhz": mhz, "physical_peak": p.flops, "of_physical_peak": share,
                  "peak_basis": basis}
-        out.append(r | alone(r, cpu, n) if n else r)
+        out.append(r | alone(r, cpu, n))
     return out
 
 
@@ -90,7 +90,7 @@ def alone(r: dict, cpu: dict, n: int) -> dict:
     """An FMA ceiling of n > 1 CPUs beside its one-CPU point (roofline.one_cpu): that point's
     share of one core's peak, the team's FLOPs a cycle over n times one CPU's (fma_scaling),
     and, below SHARED, why no kernel reaches the n cores' peak here. {} without the point."""
-    if n < 2 or not finite(r.get("one_cpu")):
+    if not n or n < 2 or not finite(r.get("one_cpu")):
         return {}
     team_mhz, mhz = r.get("cpu_freq_mhz"), clock(r, cpu, "one_cpu_")[0]
     mhz = mhz if finite(mhz) else team_mhz
@@ -107,4 +107,4 @@ def alone(r: dict, cpu: dict, n: int) -> dict:
                   f"or another tenant's work on the same cores), so no kernel reaches {n} "
                   "cores' peak here")
     return {"one_cpu_of_peak": r["one_cpu"] / single, "fma_scaling": scaling,
-            "peak_basis": (r["peak_basis"] or "") + basis}
+            "peak_basis": r["peak_basis"] + basis}
