@@ -8,9 +8,8 @@ width comes from the target). A thread steps NV accumulator vectors (half the ve
 through the chain together, their x operands held in the other half, so each step is NV
 register-only FMAs; a scalar loop takes the tail. Threads are the pinned team (cpu_team.py);
 ctypes releases the GIL for the call. Why not kernels/cpu_fma.py's numba loop for float32 and
-float64: LLVM keeps its x operands in memory, an FMA with a load each, and on the GPU nodes'
-Xeons it reached less of the peak than this kernel did in float16 in the same run
-(docs/cpu.md).
+float64: LLVM keeps its x operands in memory, an FMA with a load each, and it reads less of the
+peak (docs/cpu.md, "Kernels").
 
 Without native half FMAs LLVM emulates each step in wider arithmetic (with conversions and a
 libcall): that times emulation, not half FMAs, so `native()` gates float16 and the row says why.
