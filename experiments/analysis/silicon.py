@@ -34,9 +34,10 @@ def counted(cpu: dict) -> bool:
 CHAIN_NOTE = ("clock: counted by the cores, a chain of dependent one-cycle integer ops on every "
               "core of the job's team after each point (kernels/cpu_clock.py: scalar, so an "
               "upper bound on the FMA units' clock)")
-FMA_NOTE = ("clock: the FMA units', a chain of vector FMAs each waiting on the one before (the "
-            "table's latency a step) on every core of the job's team after each point "
-            "(kernels/cpu_clock.py: at half the point's FMA density, so an upper bound)")
+FMA_NOTE = ("clock: the FMA units', a chain of one-cycle integer ops stepped beside vector FMAs "
+            "in the point's dtype (two thirds of the pipes' rate, dense enough for Intel's "
+            "AVX-512 licence) on every core of the job's team after each point "
+            "(kernels/cpu_clock.py)")
 
 
 def clock_note(cpu: dict) -> str:

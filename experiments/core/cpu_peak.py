@@ -22,38 +22,36 @@ PEAK_FLAGS = {"fma", "avx", "avx2", "avx512f", "avx512_fp16", "avx512_bf16", "f1
 
 @dataclass(frozen=True)
 class Uarch:
-    """FMA units of one microarchitecture: `ports` pipes per core, each `bits` wide, an FMA's
-    result `latency` cycles after it starts (vendors' optimization manuals, Agner Fog's tables;
-    kernels/cpu_clock.py times the FMA units' clock by it). A wider instruction runs in parts
-    (Zen4 takes a 512-bit FMA in two 256-bit passes). `ports` 0: it depends on the part (by_part
-    says how many)."""
+    """FMA units of one microarchitecture: `ports` pipes per core, each `bits` wide (vendors'
+    optimization manuals, Agner Fog's tables). A wider instruction runs in parts (Zen4 takes a
+    512-bit FMA in two 256-bit passes). `ports` 0: it depends on the part (by_part says how
+    many)."""
 
     name: str
     ports: int
     bits: int
-    latency: int
 
 
 # (vendor, family, model ranges, Uarch). AMD's ranges are Linux's Zen generations
 # (arch/x86/kernel/cpu/amd.c, bsp_init_amd); Intel's models are intel-family.h's.
 TABLE = (
-    (AMD, 0x17, ((0x00, 0x2F), (0x50, 0x5F)), Uarch("Zen1", 2, 128, 5)),
-    (AMD, 0x17, ((0x30, 0x4F), (0x60, 0x7F), (0x90, 0x91), (0xA0, 0xAF)), Uarch("Zen2", 2, 256, 5)),
-    (AMD, 0x19, ((0x00, 0x0F), (0x20, 0x5F)), Uarch("Zen3", 2, 256, 4)),
-    (AMD, 0x19, ((0x10, 0x1F), (0x60, 0xAF)), Uarch("Zen4", 2, 256, 4)),
+    (AMD, 0x17, ((0x00, 0x2F), (0x50, 0x5F)), Uarch("Zen1", 2, 128)),
+    (AMD, 0x17, ((0x30, 0x4F), (0x60, 0x7F), (0x90, 0x91), (0xA0, 0xAF)), Uarch("Zen2", 2, 256)),
+    (AMD, 0x19, ((0x00, 0x0F), (0x20, 0x5F)), Uarch("Zen3", 2, 256)),
+    (AMD, 0x19, ((0x10, 0x1F), (0x60, 0xAF)), Uarch("Zen4", 2, 256)),
     # server (Turin) and desktop (Granite Ridge) parts have 512-bit pipes, mobile ones 256-bit
-    (AMD, 0x1A, ((0x00, 0x1F), (0x40, 0x4F)), Uarch("Zen5", 2, 512, 4)),
-    (AMD, 0x1A, ((0x20, 0x2F),), Uarch("Zen5 mobile", 2, 256, 4)),
-    (INTEL, 6, ((0x3C, 0x3C), (0x3F, 0x3F), (0x45, 0x46)), Uarch("Haswell", 2, 256, 5)),
+    (AMD, 0x1A, ((0x00, 0x1F), (0x40, 0x4F)), Uarch("Zen5", 2, 512)),
+    (AMD, 0x1A, ((0x20, 0x2F),), Uarch("Zen5 mobile", 2, 256)),
+    (INTEL, 6, ((0x3C, 0x3C), (0x3F, 0x3F), (0x45, 0x46)), Uarch("Haswell", 2, 256)),
     (INTEL, 6, ((0x3D, 0x3D), (0x47, 0x47), (0x4F, 0x4F), (0x56, 0x56)),
-     Uarch("Broadwell", 2, 256, 5)),
+     Uarch("Broadwell", 2, 256)),
     (INTEL, 6, ((0x4E, 0x4E), (0x5E, 0x5E), (0x8E, 0x8E), (0x9E, 0x9E), (0xA5, 0xA6)),
-     Uarch("Skylake client", 2, 256, 4)),
-    (INTEL, 6, ((0x55, 0x55),), Uarch("Skylake-SP/Cascade Lake", 0, 512, 4)),
-    (INTEL, 6, ((0x6A, 0x6A),), Uarch("Ice Lake-SP", 2, 512, 4)),
-    (INTEL, 6, ((0x8F, 0x8F),), Uarch("Sapphire Rapids", 2, 512, 4)),
-    (INTEL, 6, ((0xCF, 0xCF),), Uarch("Emerald Rapids", 2, 512, 4)),
-    (INTEL, 6, ((0xAD, 0xAE),), Uarch("Granite Rapids", 2, 512, 4)),
+     Uarch("Skylake client", 2, 256)),
+    (INTEL, 6, ((0x55, 0x55),), Uarch("Skylake-SP/Cascade Lake", 0, 512)),
+    (INTEL, 6, ((0x6A, 0x6A),), Uarch("Ice Lake-SP", 2, 512)),
+    (INTEL, 6, ((0x8F, 0x8F),), Uarch("Sapphire Rapids", 2, 512)),
+    (INTEL, 6, ((0xCF, 0xCF),), Uarch("Emerald Rapids", 2, 512)),
+    (INTEL, 6, ((0xAD, 0xAE),), Uarch("Granite Rapids", 2, 512)),
 )
 ELEMENT_BITS = {"float64": 64, "float32": 32, "float16": 16}
 # Matrix units that multiply a dtype outside the vector FMA pipes: a GEMM on them can pass

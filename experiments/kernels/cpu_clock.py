@@ -9,17 +9,17 @@ runs scalar, so an FMA unit's own lower clock (Intel's AVX-512 licence) reads as
 peak it gives is an upper bound, the fraction a lower one. A worker kept off its core reads a
 slower clock, never a faster one: each worker keeps its fastest of ROUNDS.
 
-The FMA units' own clock (fma_mhz): the FMA chain of kernels/cpu_fma.py with few enough chains a
-step that each FMA waits on the one before (latency, not the pipes, sets the pace: half the
-chains that would fill them), run the same way. Each step then takes the microarchitecture's
-FMA latency in cycles (core/cpu_peak.py's table). It runs vector FMAs at the point's width, so
-a clock that Intel lowers for dense AVX-512 reads lower here than the scalar chain; still at
-half the point's density, so again an upper bound.
+The FMA units' own clock (fma_mhz): Intel lowers the clock for dense AVX-512 FMAs (its licence),
+which a scalar chain never sees. So the intensity experiment's FMA chain (kernels/cpu_fma_ir.py)
+in the point's dtype runs again with an integer chain in each step, 1.5x as many one-cycle ops
+as the step's FMAs need cycles at full rate: the integer chain sets the pace while the FMAs fill
+two thirds of the pipes, and its ops over its time is the clock the cores kept under dense FMAs.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import statistics
 import time
 
@@ -30,8 +30,9 @@ from experiments.kernels.numba_host import njit
 OPS = 3  # per iteration: the shift, the xor and the add, each on the last one's result
 ITERATIONS = 300_000  # ~0.25 ms at 3.5 GHz: long beside the timer, short beside a point
 ROUNDS = 4
-FMAS = 1024  # a chain's FMAs; a worker steps STEPS groups of them: ~0.25 ms at 4 cycles each
-STEPS = 192
+FMAS = 1024  # steps a block of the FMA units' clock chain takes
+CYCLES = 1_000_000  # of that chain a round: ~0.3 ms at 3.5 GHz
+TICKS_OVER = 1.5  # its integer ops a step over the cycles the step's FMAs need at full rate
 
 
 @njit(nogil=True)
@@ -46,18 +47,18 @@ _chain(1, 1)  # compiled at import, not inside a point's time
 
 def after_point(ctx, cpus=None) -> dict:
     """The clocks the cores of a CPU job's team (or of `cpus`, the point's own) count right
-    after a point, as params: `core_mhz` (team_mhz) and `fma_mhz` (where this CPU's FMA latency
-    is known)."""
+    after a point, as params: `core_mhz` (team_mhz) and `fma_mhz` (where this CPU's FMA pipes
+    are known)."""
     from experiments.kernels.cpu_team import job_cpus, team
 
     crew = team(cpus or job_cpus(ctx))
-    return {"core_mhz": team_mhz(crew), "fma_mhz": fma_mhz(crew, *host_fma())}
+    return {"core_mhz": team_mhz(crew), "fma_mhz": fma_mhz(crew, fma_per_cycle(), ctx.dtype)}
 
 
 @functools.cache
-def host_fma() -> tuple[int | None, float | None]:
-    """(FMA latency in cycles, vector FMAs a core starts a cycle at the kernels' width) of this
-    host's microarchitecture (core/cpu_peak.py); Nones where the table lacks it."""
+def fma_per_cycle() -> float | None:
+    """Vector FMAs a core of this host starts a cycle at the kernels' width (core/cpu_peak.py's
+    table); None where the table lacks it."""
     from experiments.core import cpu_peak
     from experiments.kernels.numba_host import vector_bits
 
@@ -66,41 +67,42 @@ def host_fma() -> tuple[int | None, float | None]:
     ports = uarch and cpu_peak.by_part(uarch, cpu.get("model_name") or "")
     bits = uarch and min(uarch.bits, cpu_peak.isa_bits(cpu.get("flags") or ()))
     if not (ports and bits):
-        return None, None
-    return uarch.latency, ports * min(1.0, bits / vector_bits())
-
-
-def fma_lanes(latency: int, per_cycle: float, per_vector: int) -> int | None:
-    """float32 lanes a worker steps together so that latency sets the pace: chains for half of
-    what fills the pipes (latency x FMAs a cycle), at least cpu_fma.MIN_LANES (fewer, and LLVM
-    leaves the step scalar); None where that many would fill them."""
-    from experiments.kernels.cpu_fma import MIN_LANES
-
-    vectors = max(-(-MIN_LANES // per_vector), int(latency * per_cycle // 2))
-    return vectors * per_vector if vectors < latency * per_cycle else None
-
-
-def fma_chain(latency: int | None, per_cycle: float | None) -> tuple | None:
-    """(the compiled float32 chain, its lanes) of the latency-bound FMA chain for this latency
-    and FMAs a cycle (host_fma's); None where there is none."""
-    from experiments.kernels import cpu_fma
-    from experiments.kernels.numba_host import vector_bits
-
-    lanes = latency and per_cycle and fma_lanes(latency, per_cycle, vector_bits() // 32)
-    return (cpu_fma.chain_kernel(lanes), lanes) if lanes else None
-
-
-def fma_mhz(team, latency: int | None, per_cycle: float | None) -> float | None:
-    """The median over a team's workers of each one's fastest latency-bound FMA chain (MHz),
-    run on all at once; None without the latency or where no such chain exists here."""
-    if not (found := fma_chain(latency, per_cycle)):
         return None
-    kernel, lanes = found  # the fork server compiles it (sweep/warm.py)
-    x = np.random.default_rng(0).uniform(0.5, 1.5, STEPS * lanes).astype(np.float32)
+    return ports * min(1.0, bits / vector_bits())
+
+
+def tick_ops(per_cycle: float, vectors: int) -> int:
+    """Integer ops a step of the FMA units' clock chain takes beside its `vectors` FMAs."""
+    return math.ceil(TICKS_OVER * vectors / per_cycle)
+
+
+def fma_kernel(per_cycle: float | None, dtype: str = "float32") -> tuple | None:
+    """(the compiled clock chain, its lanes, its integer ops a step, its element type) for the
+    point's dtype (float32's for a dtype with no FMA kernel here); None without the pipes'
+    rate."""
+    from experiments.kernels import cpu_fma_ir
+
+    if not per_cycle:
+        return None
+    half = dtype == "float16" and cpu_fma_ir.native()
+    element = np.dtype(np.float16 if half else np.float64 if dtype == "float64" else np.float32)
+    ticks = tick_ops(per_cycle, cpu_fma_ir.shape()[1])
+    fn, lanes = cpu_fma_ir.kernel(cpu_fma_ir.BY_DTYPE[element], ticks)
+    return fn, lanes, ticks, element
+
+
+def fma_mhz(team, per_cycle: float | None, dtype: str = "float32") -> float | None:
+    """The median over a team's workers of each one's fastest run of the FMA units' clock chain
+    (MHz), run on all at once; None without the pipes' rate."""
+    if not (found := fma_kernel(per_cycle, dtype)):
+        return None
+    fn, lanes, ticks, element = found  # the fork server compiles it (sweep/warm.py)
+    blocks = max(1, round(CYCLES / (FMAS * ticks)))
+    x = np.random.default_rng(0).uniform(0.5, 1.5, blocks * lanes).astype(element)
     ys = [np.empty_like(x) for _ in team.cpus]
-    kernel(x, ys[0], 0.5, 1, 0, lanes)  # compiled before the rounds
-    return _median_fastest(team, lambda i: kernel(x, ys[i], 0.5, FMAS, 0, x.size),
-                           STEPS * FMAS * latency)
+    ends = [np.zeros(1, np.int64) for _ in team.cpus]
+    return _median_fastest(team, lambda i: fn(x.ctypes.data, ys[i].ctypes.data, 0, x.size, FMAS,
+                                              0.75, ends[i].ctypes.data), blocks * FMAS * ticks)
 
 
 def team_mhz(team) -> float | None:

@@ -42,8 +42,10 @@ BY_DTYPE = {np.dtype(np.float16): "half", np.dtype(np.float32): "float",
             np.dtype(np.float64): "double"}
 
 
-def ir(vw: int, nv: int, ty: str = "half") -> str:
-    """The kernel as LLVM IR: chain(x, y, lo, hi, fmas, a) over elements [lo, hi) of `ty`."""
+def ir(vw: int, nv: int, ty: str = "half", ticks: int = 0) -> str:
+    """The kernel as LLVM IR: chain(x, y, lo, hi, fmas, a, ticks) over elements [lo, hi) of `ty`.
+    With `ticks`, each step also runs a chain of that many dependent one-cycle integer ops (xor,
+    add), its end stored to ticks: the FMA units' clock (kernels/cpu_clock.py)."""
     suffix = TYPES[ty][0]
     lanes, vt = vw * nv, f"<{vw} x {ty}>"
     # a comes as a float: x86 converts float to half without a libcall (double needs one)
@@ -60,11 +62,15 @@ def ir(vw: int, nv: int, ty: str = "half") -> str:
                       f"{vt} %x{j})" for j in js)
     stores = "\n".join(f"  %py{j} = getelementptr {ty}, ptr %y, i64 %o{j}\n"
                        f"  store {vt} %acc{j}, ptr %py{j}, align 2" for j in js)
+    tick_phi = f"  %c0 = phi i64 [%s, %body], [%c{ticks}, %step]" if ticks else ""
+    tick_ops = "\n".join(f"  %c{i} = {'xor' if i % 2 else 'add'} i64 %c{i - 1}, {0x5BD1E995 + i}"
+                         for i in range(1, ticks + 1))
+    tick_out = "  store i64 %c0, ptr %ticks" if ticks else ""
     return f"""
 declare {vt} @llvm.fma.v{vw}{suffix}({vt}, {vt}, {vt})
 declare {ty} @llvm.fma.{suffix}({ty}, {ty}, {ty})
 
-define void @chain(ptr %x, ptr %y, i64 %lo, i64 %hi, i64 %fmas, float %a32) {{
+define void @chain(ptr %x, ptr %y, i64 %lo, i64 %hi, i64 %fmas, float %a32, ptr %ticks) {{
 entry:
 {scalar_a}
   %a0 = insertelement {vt} poison, {ty} %a, i32 0
@@ -85,14 +91,17 @@ body:
 loop:
   %k = phi i64 [0, %body], [%k1, %step]
 {phis}
+{tick_phi}
   %go = icmp ult i64 %k, %fmas
   br i1 %go, label %step, label %done
 step:
 {steps}
+{tick_ops}
   %k1 = add i64 %k, 1
   br label %loop
 done:
 {stores}
+{tick_out}
   %s1 = add i64 %s, {lanes}
   br label %next
 tail:
@@ -133,34 +142,34 @@ def target_machine(cpu: str | None = None, features: str | None = None):
                                         features=features or target_features(), opt=3)
 
 
-def assembly(cpu: str, features: str, ty: str = "half") -> str:
+def assembly(cpu: str, features: str, ty: str = "half", ticks: int = 0) -> str:
     """The kernel's machine code for another CPU (what tests check; nothing runs)."""
     import llvmlite.binding as llvm
 
     halves, nv = shape(features)
-    module = llvm.parse_assembly(ir(halves * 2 // TYPES[ty][1], nv, ty))
+    module = llvm.parse_assembly(ir(halves * 2 // TYPES[ty][1], nv, ty, ticks))
     module.verify()
     return target_machine(cpu, features).emit_assembly(module)
 
 
 _KERNEL: dict = {}
 _SIGNATURE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
-                              ctypes.c_int64, ctypes.c_int64, ctypes.c_float)
+                              ctypes.c_int64, ctypes.c_int64, ctypes.c_float, ctypes.c_void_p)
 
 
-def kernel(ty: str = "half"):
+def kernel(ty: str = "half", ticks: int = 0):
     """(the compiled chain for this host, elements per step), compiled once per process."""
-    if ty not in _KERNEL:
+    if (ty, ticks) not in _KERNEL:
         import llvmlite.binding as llvm
 
         width, nv = shape()
         vw = width * 2 // TYPES[ty][1]
-        module = llvm.parse_assembly(ir(vw, nv, ty))
+        module = llvm.parse_assembly(ir(vw, nv, ty, ticks))
         module.verify()
         engine = llvm.create_mcjit_compiler(module, target_machine())
         engine.finalize_object()  # the engine owns the code: keep it alive beside the pointer
-        _KERNEL[ty] = (engine, _SIGNATURE(engine.get_function_address("chain")), vw * nv)
-    return _KERNEL[ty][1], _KERNEL[ty][2]
+        _KERNEL[ty, ticks] = (engine, _SIGNATURE(engine.get_function_address("chain")), vw * nv)
+    return _KERNEL[ty, ticks][1], _KERNEL[ty, ticks][2]
 
 
 def lanes(itemsize: int = 2) -> int:
@@ -178,4 +187,4 @@ def fma_chain(cpus, x: np.ndarray, y: np.ndarray, fmas: int, a: float) -> None:
     fn, width = kernel(ty)
     px, py = x.ctypes.data, y.ctypes.data
     parts = split(x.size, len(cpus), width)
-    team(cpus).run(fn, [(px, py, lo, hi, fmas, float(a)) for lo, hi in parts])
+    team(cpus).run(fn, [(px, py, lo, hi, fmas, float(a), None) for lo, hi in parts])

@@ -125,14 +125,13 @@ def signatures(dtype: str) -> dict:
         # a half array's bits: x, lo, hi, seed, 1.0's bits, shift
         "fill_half": "void(uint16[::1], int64, int64, int64, int64, int64)",
         "stream": f"void({array}, {array}, {array}, int64, int64, int64)",  # a, b, out, lo, hi, reps
-        "chain": f"void({array}, {array}, float64, int64, int64, int64)",  # x, y, a, fmas, lo, hi
     }
 
 
 def cpu_kernels():
     """Compile the CPU kernels of the default sweep's CPU jobs, one kernel a step: intensity's
-    in float32 and float64 (LLVM IR: kernels/cpu_fma_ir.py) and, numba's, the FMA units' clock
-    chain (kernels/cpu_clock.py) and bandwidth's in float32 (its other default dtype, bfloat16,
+    in float32 and float64 and the FMA units' clock chains (LLVM IR: kernels/cpu_fma_ir.py,
+    kernels/cpu_clock.py), and numba's: bandwidth's in float32 (its other default dtype, bfloat16,
     streams with torch over arrays `_fill_half` draws; a float64 bandwidth job, not in it,
     compiles its own). A job compiled each at its first call (importing numba 0.5 s, each
     kernel 0.1-0.4 s, in every CPU job of bandwidth and intensity); one forked after finds them
@@ -146,8 +145,9 @@ def cpu_kernels():
         sig = signatures(dtype)
         yield cpu_stream._fill.compile(sig["fill"])  # every CPU job of bandwidth and intensity
         yield cpu_fma_ir.kernel(cpu_fma_ir.BY_DTYPE[np.dtype(dtype)])
-    if clock := cpu_clock.fma_chain(*cpu_clock.host_fma()):  # the FMA units' clock, each point
-        yield clock[0].compile(signatures("float32")["chain"])
+    for dtype in (*JOB_DTYPES, "float16"):  # the FMA units' clock, each CPU point
+        if clock := cpu_clock.fma_kernel(cpu_clock.fma_per_cycle(), dtype):
+            yield clock[0]
     for op, kernel in cpu_stream.KERNELS.items():
         yield kernel.compile(signatures("float32")["stream"])
         yield cpu_stream.one_vector_kernel(op, "float32")  # the DRAM window's

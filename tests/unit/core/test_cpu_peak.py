@@ -275,26 +275,23 @@ def test_the_fma_units_clock_comes_before_the_scalar_chain_s(tmp_path):
     assert gemm.cpu_freq_mhz == pytest.approx(2900.0) and "FMA units'" in gemm.peak_basis
 
 
-def test_the_fma_clock_chains_are_few_enough_that_latency_sets_the_pace():
-    from experiments.kernels.cpu_clock import fma_lanes
+def test_the_fma_clock_chain_runs_more_integer_ops_than_its_fmas_need_cycles():
+    from experiments.kernels.cpu_clock import tick_ops
 
-    # (latency, vector FMAs a cycle, float32s a vector) -> lanes: fewer chains than latency x
-    # FMAs a cycle, so each FMA waits on the one before; at least 48 lanes (LLVM's vector step)
-    assert fma_lanes(4, 2.0, 16) == 64  # Sapphire Rapids, zmm: 4 chains of the 8 that fill it
-    assert fma_lanes(4, 1.0, 16) == 48  # Zen4, zmm in two passes: 3 of 4
-    assert fma_lanes(5, 2.0, 8) == 48  # Haswell, ymm: 6 of 10
-    assert fma_lanes(5, 1.0, 8) is None  # Zen1, ymm in two passes: 48 lanes would fill it
+    # (vector FMAs a cycle, FMAs a step) -> one-cycle integer ops a step: 1.5x the cycles the
+    # FMAs need, so the integer chain sets the pace with the pipes two thirds full
+    assert tick_ops(2.0, 16) == 12  # Sapphire Rapids, zmm: 8 cycles of FMAs
+    assert tick_ops(1.0, 16) == 24  # Zen4, zmm in two passes: 16 cycles
+    assert tick_ops(2.0, 8) == 6  # Haswell, 16 ymm registers: 4 cycles
 
 
 def test_the_fma_units_count_a_clock_no_faster_than_the_cores():
     from experiments.kernels import cpu_clock, cpu_team
 
-    latency, per_cycle = cpu_clock.host_fma()
-    if latency is None:
-        pytest.skip("this CPU is not in core/cpu_peak.py's table")
     crew = cpu_team.team([min(os.sched_getaffinity(0))])
-    core, fma = cpu_clock.team_mhz(crew), cpu_clock.fma_mhz(crew, latency, per_cycle)
-    # a chain LLVM shortened or reassociated would read faster than the cores can run
+    # one FMA a cycle: as many integer ops a step as the pipes' fastest rate on any core needs
+    core, fma = cpu_clock.team_mhz(crew), cpu_clock.fma_mhz(crew, 1.0)
+    # an integer chain LLVM shortened would read faster than the cores can run
     assert 300 < fma < 1.3 * core, (fma, core)
 
 

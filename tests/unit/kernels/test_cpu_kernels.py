@@ -63,6 +63,28 @@ def test_float_chains_hold_x_in_zmm_registers_on_sapphire_rapids(ty, suffix):
     assert not re.search(r"\bcall", asm)
 
 
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
+                    reason="compiles for an x86 target")
+@pytest.mark.parametrize("ty, suffix", [("half", "ph"), ("float", "ps"), ("double", "pd")])
+def test_the_fma_clock_chain_steps_its_integer_ops_beside_the_fmas(ty, suffix):
+    import re
+
+    from experiments.kernels import cpu_clock, cpu_fma_ir
+
+    ticks = cpu_clock.tick_ops(2.0, 16)  # Sapphire Rapids: 16 zmm FMAs a step, 2 a cycle
+    assert ticks == 12
+    asm = cpu_fma_ir.assembly("sapphirerapids", SPR + ",-prefer-256-bit", ty, ticks)
+    step = max(asm.split(".LBB"), key=lambda block: block.count("vfmadd"))
+    fmas = re.findall(rf"vfmadd\w+{suffix}\s+([^\n]*)", step)
+    chain = re.findall(r"\b(xorq|addq)\s+\$\d+, %(\w+)", step)
+    # one loop: the same 16 register FMAs as the measured chain, and the ticks on one register,
+    # each op on the last one's result (LLVM folded none of them)
+    assert len(fmas) == 16 and all("zmm" in ops for ops in fmas), step
+    assert len(chain) == ticks and len({reg for _, reg in chain}) == 1, step
+    plain = cpu_fma_ir.assembly("sapphirerapids", SPR + ",-prefer-256-bit", ty)
+    assert not re.findall(r"\b(xorq)\s+\$\d+", plain)  # the measured chain runs no ticks
+
+
 @pytest.mark.parametrize("huge_pages", [True, False])
 @pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "float16"])
 def test_filled_arrays_start_staggered_in_memory(dtype, huge_pages):
