@@ -99,6 +99,8 @@ def alone(r: dict, cpu: dict, n: int) -> dict:
     single = peak(cpu, 1, mhz, r["dtype"], False).flops
     scaling = r["value"] / (n * r["one_cpu"]) * (mhz / team_mhz if clocked else 1.0)
     of_one = f", {r['one_cpu'] / single:.0%} of one core's peak" if finite(single) else ""
+    if finite(single) and r["one_cpu"] > single:  # one point's clock, counted after it
+        of_one += f" (so it ran at {r['one_cpu'] / single * mhz / 1000:.2f} GHz or more)"
     basis = (f"; one CPU alone: {r['one_cpu'] / 1e9:.3g} GFLOP/s"
              + (f" at {mhz / 1000:.2f} GHz" if finite(mhz) else "")
              + f"{of_one}; all {n} reach {scaling:.2f}x {n} times that a "

@@ -228,6 +228,12 @@ def test_cpus_sharing_fma_units_are_named_beside_the_peak(tmp_path):
     assert apart.fma_scaling == pytest.approx(0.95)
     assert "share FMA units" not in apart.peak_basis and "one CPU alone" in apart.peak_basis
     assert "share" not in glance.silicon_share(apart)
+    # the one CPU past one core's peak at its clock (cpuinfo's fixed estimate here): the basis
+    # says how fast it ran at least; at twice the clock it is below the peak and says nothing
+    assert shared.one_cpu_of_peak > 1 and "so it ran at" in shared.peak_basis
+    fast = ceilings(tmp_path / "e", cpu=ZEN4_VM, clock=2.0, one_cpu=0.95).loc[
+        ("vector_flops", "float32")]
+    assert fast.one_cpu_of_peak < 1 and "so it ran at" not in fast.peak_basis
     # a GEMM ceiling has no one-CPU point
     assert math.isnan(ceilings(tmp_path / "d", cpu=ZEN4_VM, one_cpu=0.4).loc[
         ("matrix_flops", "float32")].fma_scaling)
