@@ -106,7 +106,8 @@ def main() -> None:
                          args.seconds)
     teams = [[cpus[0]]] + [[cpus[0], c] for c in cpus[1:]] + ([cpus] if len(cpus) > 2 else [])
     one = None
-    print(f"{args.dtype}\nteam  GFLOP/s  per-CPU/one  core MHz  FMA MHz  FLOP/cycle/CPU (core, FMA)")
+    print(args.dtype)
+    print("team  GFLOP/s  per-CPU/one  core MHz  FMA MHz  FLOP/cycle/CPU (core, FMA)")
     for t in teams:
         r = rate(t, args.fmas, args.seconds, dtype=args.dtype)
         crew = cpu_team.team(t)
