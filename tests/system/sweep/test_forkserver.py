@@ -71,10 +71,11 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    # a zombie is dead: the server reaps it (and may, between the two reads)
+    # a zombie is dead: the server reaps it (and may, between the two reads or during the
+    # second: the read then fails with ESRCH)
     try:
         return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] != "Z"
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return False
 
 
