@@ -76,6 +76,7 @@ def tick_ops(per_cycle: float, vectors: int) -> int:
     return math.ceil(TICKS_OVER * vectors / per_cycle)
 
 
+@functools.cache  # per process: every CPU point asks for it
 def fma_kernel(per_cycle: float | None, dtype: str = "float32") -> tuple | None:
     """(the compiled clock chain, its lanes, its integer ops a step, its element type) for the
     point's dtype (float32's for a dtype with no FMA kernel here); None without the pipes'

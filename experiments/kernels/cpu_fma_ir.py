@@ -43,9 +43,9 @@ BY_DTYPE = {np.dtype(np.float16): "half", np.dtype(np.float32): "float",
 
 
 def ir(vw: int, nv: int, ty: str = "half", ticks: int = 0) -> str:
-    """The kernel as LLVM IR: chain(x, y, lo, hi, fmas, a, ticks) over elements [lo, hi) of `ty`.
+    """The kernel as LLVM IR: chain(x, y, lo, hi, fmas, a, end) over elements [lo, hi) of `ty`.
     With `ticks`, each step also runs a chain of that many dependent one-cycle integer ops (xor,
-    add), its end stored to ticks: the FMA units' clock (kernels/cpu_clock.py)."""
+    add), its last value stored to end: the FMA units' clock (kernels/cpu_clock.py)."""
     suffix = TYPES[ty][0]
     lanes, vt = vw * nv, f"<{vw} x {ty}>"
     # a comes as a float: x86 converts float to half without a libcall (double needs one)
@@ -65,12 +65,12 @@ def ir(vw: int, nv: int, ty: str = "half", ticks: int = 0) -> str:
     tick_phi = f"  %c0 = phi i64 [%s, %body], [%c{ticks}, %step]" if ticks else ""
     tick_ops = "\n".join(f"  %c{i} = {'xor' if i % 2 else 'add'} i64 %c{i - 1}, {0x5BD1E995 + i}"
                          for i in range(1, ticks + 1))
-    tick_out = "  store i64 %c0, ptr %ticks" if ticks else ""
+    tick_out = "  store i64 %c0, ptr %end" if ticks else ""
     return f"""
 declare {vt} @llvm.fma.v{vw}{suffix}({vt}, {vt}, {vt})
 declare {ty} @llvm.fma.{suffix}({ty}, {ty}, {ty})
 
-define void @chain(ptr %x, ptr %y, i64 %lo, i64 %hi, i64 %fmas, float %a32, ptr %ticks) {{
+define void @chain(ptr %x, ptr %y, i64 %lo, i64 %hi, i64 %fmas, float %a32, ptr %end) {{
 entry:
 {scalar_a}
   %a0 = insertelement {vt} poison, {ty} %a, i32 0
