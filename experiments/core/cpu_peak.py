@@ -1,10 +1,11 @@
 """The silicon's vector peak of a CPU: cores x FMA ports x vector lanes x 2 FLOP x clock.
 
 The CPU's identity (vendor, family, model, ISA flags: /proc/cpuinfo, recorded in each file's
-device facts) picks its microarchitecture in TABLE, which gives the FMA pipes per core and their
-width; the lanes are that width (or the ISA's, if narrower) over the element's bits. A
-microarchitecture the table lacks, or a dtype the ISA has no FMA for, gets no peak and the
-reason: a guess would read as the silicon's limit. docs/cpu.md says the method."""
+device facts) picks its microarchitecture in TABLE (or BY_FLAG, where a VM masks the model),
+which gives the FMA pipes per core and their width; the lanes are that width (or the ISA's, if
+narrower) over the element's bits. A microarchitecture neither names, or a dtype the ISA has no
+FMA for, gets no peak and the reason: a guess would read as the silicon's limit. docs/cpu.md
+says the method."""
 
 from __future__ import annotations
 
@@ -53,6 +54,10 @@ TABLE = (
     (INTEL, 6, ((0xCF, 0xCF),), Uarch("Emerald Rapids", 2, 512)),
     (INTEL, 6, ((0xAD, 0xAE),), Uarch("Granite Rapids", 2, 512)),
 )
+# A VM may report a model number the vendor never gave its part (a client core's, beside AMX
+# flags). AMX tiles come only on Xeon cores of Sapphire Rapids and later, each
+# with two 512-bit FMA ports, so the flag names the FMA units where the model cannot.
+BY_FLAG = ((INTEL, "amx_tile", Uarch("Xeon with AMX (Sapphire Rapids or later)", 2, 512)),)
 ELEMENT_BITS = {"float64": 64, "float32": 32, "float16": 16}
 # Matrix units that multiply a dtype outside the vector FMA pipes: a GEMM on them can pass
 # the vector peak, so it has none here.
@@ -99,13 +104,17 @@ def cpu_identity(path: str | Path = "/proc/cpuinfo") -> dict | None:
 
 
 def microarchitecture(cpu: dict) -> tuple[Uarch | None, str]:
-    """The table's entry for this identity, or None and why."""
+    """The table's entry for this identity (else the one its ISA flags imply), and its name; or
+    None and why."""
     vendor, family, model = cpu.get("vendor"), cpu.get("family"), cpu.get("model")
     for v, f, spans, uarch in TABLE:
         if (v, f) == (vendor, family) and any(lo <= (model or -1) <= hi for lo, hi in spans):
             return uarch, uarch.name
     where = (f"family {family:#x} model {model:#x}" if isinstance(family, int)
              and isinstance(model, int) else "no family and model in cpuinfo")
+    for v, flag, uarch in BY_FLAG:
+        if v == vendor and flag in (cpu.get("flags") or ()):
+            return uarch, f"{uarch.name} by its {flag} flag ({where} not in the table)"
     return None, f"unknown microarchitecture: {vendor or 'no vendor'} {where}"
 
 

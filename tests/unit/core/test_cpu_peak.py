@@ -40,6 +40,10 @@ CPUS = {
     "spr": (6, 143, "Intel(R) Xeon(R) Platinum 8480+",
             f"{AVX2} avx512f avx512_fp16 avx512_bf16 amx_tile amx_bf16 aperfmperf", "GenuineIntel"),
     "raptor": (6, 183, "13th Gen Intel(R) Core(TM) i9-13900K", AVX2, "GenuineIntel"),
+    # a Xeon VM whose model number is Rocket Lake's, beside AMX and avx512_fp16 flags
+    "masked": (6, 167, "Intel(R) Xeon(R) Processor",
+               f"{AVX2} avx512f avx512_fp16 avx512_bf16 amx_tile amx_bf16 hypervisor",
+               "GenuineIntel"),
 }
 
 
@@ -61,6 +65,19 @@ def test_the_table_names_the_microarchitecture_from_cpuinfo(tmp_path):
     assert zen4["family"] == 25 and zen4["model"] == 17 and "fpu" not in zen4["flags"]
     assert {"avx512f", "avx512_bf16", "hypervisor"} <= set(zen4["flags"])
     assert cpu_identity(tmp_path / "missing") is None
+
+
+def test_amx_names_the_fma_units_where_a_vm_masks_the_model(tmp_path):
+    masked = identity(tmp_path, "masked")
+    uarch, name = microarchitecture(masked)
+    assert (uarch.ports, uarch.bits) == (2, 512)
+    assert name.startswith("Xeon with AMX") and "model 0xa7 not in the table" in name
+    assert peak(masked, 2, 3600, "float32").flops == pytest.approx(2 * 2 * 16 * 2 * 3.6e9)
+    assert "2 FMA ports x 16 float32 lanes" in peak(masked, 2, 3600, "float32").basis
+    # without the AMX flag the same model number names nothing
+    bare = identity(tmp_path, "masked", flags=f"{AVX2} avx512f avx512_fp16 hypervisor")
+    assert microarchitecture(bare)[0] is None
+    assert math.isnan(peak(bare, 2, 3600, "float32").flops)
 
 
 def test_every_zen_model_range_is_linux_s():
