@@ -169,7 +169,8 @@ def dominant(ops: list[list]) -> dict:
 
 def measure_floor(state: State) -> dict:
     """A `floor` row: one tiny call of the op, its time under the profiler (`time_s`) and by the
-    host clock (params `host_s`)."""
+    host clock (params `host_s`), and the job's threads (params `threads`: the op model splits a
+    CPU op's work over those torch gives it, analysis/cpuops.py)."""
     ctx = state.ctx
     with counting.precision(ctx.dtype):
         got = floors.measure(state.args["floor"], torch_dtype(ctx.dtype), ctx.device,
@@ -177,7 +178,8 @@ def measure_floor(state: State) -> dict:
     return {"time_s": got["profiled_s"], "timer": "torch_profiler", "flops": 0.0,
             "bytes": 0.0, "check_passed": True,
             "params": state.row["params"] | {"host_s": got["host_s"],
-                                             "input_shapes": got["input_shapes"]}}
+                                             "input_shapes": got["input_shapes"],
+                                             "threads": got["threads"]}}
 
 
 def measure_gemm(state: State) -> dict:

@@ -1,6 +1,11 @@
 """The op model's CPU terms (docs/placement.md, "On a CPU"): where a CPU runs torch's ops unlike a
 GPU, read off the CPU's own calibration.
 
+- the threads an op runs on: torch splits an elementwise op into one task per GRAIN elements,
+  at most its threads, so one below the grain moves its bytes on one thread, at that thread's
+  share of the team's bandwidth (thread_share). Under the profiler a new output is written to
+  fresh memory, not in cache, so a profiled op's output bytes are read at DRAM's rate too (the
+  cold bytes; a host-timed call reuses the same blocks each call);
 - dispatch floors: each op pays a fixed cost whatever its work (dispatch, allocation, and under
   the profiler its child events' recording), timed on a tiny input per op by the op_rates
   experiment (experiments/placement/floors.py): under the profiler for a profiled op, by the
@@ -115,6 +120,36 @@ def parallel_floor(r: dict, op: str, shapes) -> float:
         return 0.0
     largest = max((math.prod(s) for s in parse_shapes(shapes)), default=0)
     return table.get(opclass.PARALLEL, 0.0) if largest > opclass.GRAIN else 0.0
+
+
+def job_threads(rows) -> int | None:
+    """The threads the CPU's jobs ran torch on (the floor rows' params), None where no row
+    recorded them."""
+    if "variant" not in rows or "params" not in rows:
+        return None
+    mine = rows[(rows.experiment == "op_rates") & (rows.variant == FLOOR)]
+    got = [(p if isinstance(p, dict) else json.loads(p or "{}")).get("threads")
+           for p in mine.params]
+    return max((int(t) for t in got if t), default=None)
+
+
+def output_bytes(op: str, shapes, nbytes: float, itemsize: int) -> float:
+    """Bytes one call of an op writes to a new tensor: its bytes less its inputs' (0 for an
+    in-place op, which writes its input)."""
+    if op.endswith("_"):
+        return 0.0
+    return max(nbytes - sum(math.prod(s) for s in parse_shapes(shapes)) * itemsize, 0.0)
+
+
+def thread_share(r: dict, shapes, elements: float) -> float:
+    """The share of the team's threads an elementwise CPU op runs on: torch splits its work
+    into one task per GRAIN elements, at most its threads (at::parallel_for), so an op below the
+    grain runs on one thread whatever the team; 1 where the threads were not recorded."""
+    threads = r.get("threads")
+    if not threads:
+        return 1.0
+    largest = max([elements, *(math.prod(s) for s in parse_shapes(shapes))])
+    return min(threads, max(1, math.ceil(largest / opclass.GRAIN))) / threads
 
 
 def hot_rows(rows, dtype: str):

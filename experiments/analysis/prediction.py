@@ -152,6 +152,7 @@ def roofs(ceilings, system: str, dtype: str, graph: bool, rows=None, also=()) ->
         sweeps.curves(rows, {system, *also}, dtype)
     # a CPU's dispatch floors, timed as the predicted rows are: profiled ops, host-timed calls
     out["op_floors"] = (out.pop("floors", None) or {}).get("profiled" if graph else "host")
+    out["fresh_outputs"] = graph and bool(out.get("cpu"))  # a profiled CPU op's (cpuops.py)
     if not out["DRAM"] and out.get("bandwidth"):  # no DRAM fit (a busy CPU): the sweep's
         out["DRAM"] = float(out["bandwidth"][1][-1])  # rate at its largest working set
     return out
@@ -178,6 +179,8 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
         nbytes, cold_bytes = gathered[0] * calls, gathered[1] * calls
         note.append("" if measured else "bytes: gathered rows")
     rated = opclass.op_class(op, shapes)
+    if r.get("cpu") and rated and rated[0] in opclass.QUIET:  # by its threads (cpuops.py)
+        rated = None
     fine = opclass.fine_key(op, shapes)
     tries = [(fine, opclass.term_of(fine))] if rated and fine else []  # its narrower class's
     for rated in [*tries, rated]:  # curve where it reaches the op, else the class's
@@ -219,9 +222,16 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
     if memory is None and r["DRAM"] and nbytes == nbytes:
         cold = min(cold_bytes if cold_bytes == cold_bytes and cold_bytes is not None
                    else nbytes, nbytes)
+        elementwise = r.get("cpu") and not term and kind != "matrix"
+        written = cpuops.output_bytes(op, shapes, nbytes / calls, r.get("itemsize", 2)) \
+            if elementwise else 0.0
+        if r.get("fresh_outputs"):
+            cold = min(cold + written * calls, nbytes)
         level, bw = cache_level(r, nbytes / calls)
         warm_bw = _at(r.get("bandwidth"), nbytes / calls) or bw or r["DRAM"]
         memory = cold / min(warm_bw, r["DRAM"]) + (nbytes - cold) / warm_bw
+        if elementwise:  # on the threads torch gives it
+            memory /= cpuops.thread_share(r, shapes, written / r.get("itemsize", 2))
         if cold >= nbytes - cold:
             level = "DRAM"
     if term == opclass.MEMORY:  # the B/s torch's kernel for this class attained, in place of

@@ -82,6 +82,8 @@ def curves(rows, systems, dtype: str) -> dict:
         out["cpu"] = True
         if table := cpuops.floors(mine, dtype):
             out["floors"] = table
+        if threads := cpuops.job_threads(mine):
+            out["threads"] = threads
         if lines := gemm_lines(cpuops.hot_rows(mine, dtype)):
             out["shaped_hot"] = lines
     return out

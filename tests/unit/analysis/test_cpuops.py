@@ -91,6 +91,67 @@ def test_an_elementwise_op_past_the_parallel_grain_pays_a_parallel_region():
     assert cpuops.op_floor(r, "aten::relu") == pytest.approx(8e-6)
 
 
+def threaded(threads=16, warm=1e12):
+    """Floor rows of a job on `threads` threads, and a bandwidth curve at `warm` B/s for
+    working sets of 10 kB-10 MB (the team's caches, 10x DRAM)."""
+    rows = [r | {"params": json.dumps(json.loads(r["params"]) | {"threads": threads})}
+            for r in floor_rows()]
+    return rows + gemm_rows() + [_row(experiment="bandwidth", op="triad", working_set_bytes=ws,
+                                      byte_per_s=warm, time_s=ws / warm) for ws in (1e4, 1e7)]
+
+
+def test_an_elementwise_op_moves_its_bytes_on_the_threads_torch_gives_it():
+    host = cpu_roofs(graph=False, rows=threaded())
+    assert host["threads"] == 16 and not host["fresh_outputs"]
+    small, big = "[[4, 16, 128], [4, 16, 128]]", "[[4, 161, 128], [4, 161, 128]]"
+    nbytes = 3 * 8192 * 4.0  # two inputs and the output of 8192 elements: below the grain
+    one = prediction.predict_op(host, 0.0, nbytes, 0.0, op="aten::add", shapes=small)
+    assert one["memory_s"] == pytest.approx(16 * nbytes / 1e12)  # one thread of 16
+    nbytes = 3 * 82432 * 4.0  # past it: 3 tasks of GRAIN elements or less
+    three = prediction.predict_op(host, 0.0, nbytes, 0.0, op="aten::add", shapes=big)
+    assert three["memory_s"] == pytest.approx(16 / 3 * nbytes / 1e12)
+    # 16 tasks or more: every thread; a small GEMM (its library splits its own work) keeps the
+    # team's bandwidth; no threads recorded: the team's too
+    assert cpuops.thread_share(host, "[[1024, 1024]]", 0) == 1.0
+    gemm = prediction.predict_op(host, 2 * 8 * 64 * 64.0, 3 * 4096 * 4.0, 0.0, kind="matrix",
+                                 op="aten::mm", shapes="[[8, 64], [64, 64]]")
+    assert gemm["memory_s"] == pytest.approx(3 * 4096 * 4.0 / 1e12)
+    bare = cpu_roofs(graph=False)
+    assert "threads" not in bare
+    assert prediction.predict_op(bare, 0.0, 98304.0, 0.0, op="aten::add", shapes=small)[
+        "memory_s"] == pytest.approx(98304.0 / DRAM)
+
+
+def test_a_profiled_cpu_op_writes_its_output_to_fresh_memory():
+    prof = cpu_roofs(graph=True, rows=threaded(threads=1))
+    assert prof["fresh_outputs"]
+    shapes, nbytes = "[[4, 16, 128], [4, 16, 128]]", 3 * 8192 * 4.0
+    got = prediction.predict_op(prof, 0.0, nbytes, 0.0, op="aten::add", shapes=shapes)
+    # its output (a third of the bytes) at DRAM's rate, its inputs from the warm caches
+    assert got["memory_s"] == pytest.approx(nbytes / 3 / DRAM + 2 * nbytes / 3 / 1e12)
+    assert cpuops.output_bytes("aten::add", shapes, nbytes, 4) == nbytes / 3
+    # an in-place op writes its input; a host-timed call reuses its blocks: both warm
+    assert cpuops.output_bytes("aten::add_", shapes, nbytes, 4) == 0.0
+    host = cpu_roofs(graph=False, rows=threaded(threads=1))
+    assert prediction.predict_op(host, 0.0, nbytes, 0.0, op="aten::add", shapes=shapes)[
+        "memory_s"] == pytest.approx(nbytes / 1e12)
+
+
+def test_a_cpu_copy_is_predicted_by_its_threads_and_bytes_not_op_rates():
+    """On a CPU the add and the strided copy (opclass.QUIET) are read off the roofs on their
+    threads: their op-rate points copy warm blocks that a model's fresh outputs are not."""
+    shapes, nbytes = "[[15, 8, 384]]", 2 * 46080 * 4.0
+    rates = [_row(experiment="op_rates", op="aten::clone", bytes=b, time_s=b / 1e12,
+                  byte_per_s=1e12, params=json.dumps({"class": "aten::clone",
+                                                      "term": "memory"}))
+             for b in (1e4, 1e5, 1e6, 1e7)]
+    r = cpu_roofs(graph=True, rows=threaded(threads=16) + rates)
+    got = prediction.predict_op(r, 0.0, nbytes, 0.0, op="aten::clone", shapes=shapes)
+    assert got["curve"] == "" and "op rates" not in got["note"]
+    # 46080 elements: 2 tasks of 16 threads; the output at DRAM's rate, the input warm
+    assert got["memory_s"] == pytest.approx(8 * (nbytes / 2 / DRAM + nbytes / 2 / 1e12))
+
+
 def test_on_a_cpu_the_floor_adds_to_the_work():
     r = cpu_roofs()
     big = prediction.predict_op(r, 0.0, 1e8, 1e8, op="aten::add")  # 1 ms of DRAM traffic
