@@ -250,7 +250,8 @@ def fit_system(rows: pd.DataFrame, facts: dict) -> list[dict]:
                 c["note"] = "; ".join(n for n in (c.get("note"), left) if n)
         out += fitted + unfitted(exp, fitted, name)
     kind = str(rows.device_kind.iloc[0]) if len(rows) else "cpu"
-    out = [repeatable(c, kind) for c in silicon.with_physical_peak(l1_step(out), facts)]
+    out = silicon.shared_host([repeatable(c, kind)
+                               for c in silicon.with_physical_peak(l1_step(out), facts)])
     return out + ridges(out)
 
 

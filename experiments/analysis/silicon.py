@@ -111,3 +111,17 @@ def alone(r: dict, cpu: dict, n: int) -> dict:
                   "cores' peak here")
     return {"one_cpu_of_peak": r["one_cpu"] / single, "fma_scaling": scaling,
             "peak_basis": r["peak_basis"] + basis}
+
+
+def shared_host(rows: list[dict]) -> list[dict]:
+    """The rows, each interval widened each way by the least FMA scaling below SHARED: another
+    tenant took up to that share of the team's cores in this run and may take none, or more, in
+    the next, so a repeat moves that much further than on a quiet host (plateaus.RUN_TO_RUN)."""
+    s = min((r["fma_scaling"] for r in rows if finite(r.get("fma_scaling"))), default=math.nan)
+    if not s < SHARED:
+        return rows
+    why = (f"interval widened {1 / s:.2f}x each way: another tenant shares these cores (the "
+           f"FMA team at {s:.2f}x its CPUs alone)")
+    return [r | {"ci_low": r["ci_low"] * s, "ci_high": r["ci_high"] / s,
+                 "note": "; ".join(n for n in (r.get("note"), why) if n)}
+            if finite(r.get("ci_low")) and finite(r.get("ci_high")) else r for r in rows]

@@ -256,6 +256,23 @@ def test_cpus_sharing_fma_units_are_named_beside_the_peak(tmp_path):
         ("matrix_flops", "float32")].fma_scaling)
 
 
+def test_a_shared_host_s_intervals_widen_by_its_fma_scaling(tmp_path):
+    """Another tenant took 0.6 of the team's cores in this run and may take none in the next:
+    every CPU ceiling's interval widens 1/0.6 each way; a team on its own cores keeps its
+    interval."""
+    def table(path, one_cpu):
+        return ceilings(path, cpu=ZEN4_VM, one_cpu=one_cpu)
+
+    apart, shared = table(tmp_path / "a", 0.95), table(tmp_path / "b", 0.6)
+    for key in (("vector_flops", "float32"), ("matrix_flops", "float32"), ("dram_bw", "")):
+        a, b = apart.loc[key], shared.loc[key]
+        assert b.value == pytest.approx(a.value)
+        assert b.ci_low == pytest.approx(a.ci_low * 0.6)
+        assert b.ci_high == pytest.approx(a.ci_high / 0.6)
+        assert "another tenant shares these cores" in b.note
+        assert "another tenant" not in str(a.note)
+
+
 def test_files_without_a_cpu_identity_get_no_peak(tmp_path):
     c = ceilings(tmp_path)
     fma = c.loc[("vector_flops", "float32")]
