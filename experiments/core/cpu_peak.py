@@ -55,8 +55,8 @@ TABLE = (
     (INTEL, 6, ((0xAD, 0xAE),), Uarch("Granite Rapids", 2, 512)),
 )
 # A VM may report a model number the vendor never gave its part (a client core's, beside AMX
-# flags). AMX tiles come only on Xeon cores of Sapphire Rapids and later, each
-# with two 512-bit FMA ports, so the flag names the FMA units where the model cannot.
+# flags). AMX tiles come only on Xeon cores of Sapphire Rapids and later, each with two 512-bit
+# FMA ports, so the flag names the FMA units where the model cannot.
 BY_FLAG = ((INTEL, "amx_tile", Uarch("Xeon with AMX (Sapphire Rapids or later)", 2, 512)),)
 ELEMENT_BITS = {"float64": 64, "float32": 32, "float16": 16}
 # Matrix units that multiply a dtype outside the vector FMA pipes: a GEMM on them can pass

@@ -91,12 +91,12 @@ OPS = ("aten::clone", "aten::zeros", "aten::arange", "aten::add", "aten::add_", 
 
 
 def measure(op: str, dtype, device, gen) -> dict:
-    """{op, profiled_s, host_s, input_shapes, threads (the job's)}: the least time per call over PROFILES profiles
-    of a flush and the op (profile.profile_ops's: the op's self time and its children's), and
-    over up to HOST_ROUNDS loops of HOST_CALLS calls of the op by the host clock (fewer past
-    HOST_S), at the job's threads; ValueError where the profile holds no `op`. Each at most
-    CONTENDED times its time on one thread: a parallel region whose other thread waits for a
-    core another process holds takes milliseconds, not the floor."""
+    """{op, profiled_s, host_s, input_shapes, threads (the job's)}: the least time per call
+    over PROFILES profiles of a flush and the op (profile.profile_ops's: the op's self time and
+    its children's), and over up to HOST_ROUNDS loops of HOST_CALLS calls of the op by the host
+    clock (fewer past HOST_S), at the job's threads; ValueError where the profile holds no
+    `op`. Each at most CONTENDED times its time on one thread: a parallel region whose other
+    thread waits for a core another process holds takes milliseconds, not the floor."""
     runs = _at_job_and_one_thread(lambda: _measure(op, dtype, device, gen))
     return runs[0] | {k: min(runs[0][k], CONTENDED * runs[-1][k])
                       for k in ("profiled_s", "host_s")} | {"threads": torch.get_num_threads()}
