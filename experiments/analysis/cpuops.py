@@ -76,6 +76,13 @@ def contended(row) -> bool:
         and bool(flag)
 
 
+def warm_copy(row, key: str) -> bool:
+    """Whether a CPU's op-rate row is torch's add or strided copy (opclass.QUIET): its hot calls
+    copy warm blocks where a model's write fresh ones, so the model reads such an op on its
+    threads (thread_share), not off these points."""
+    return getattr(row, "device_kind", None) == "cpu" and key in opclass.QUIET
+
+
 def floors(rows, dtype: str) -> dict:
     """{'profiled': {op: s}, 'host': {op: s}} of the op_rates floor rows (this dtype's, else any
     dtype's: a dispatch costs alike), {} without any."""

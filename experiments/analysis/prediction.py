@@ -179,8 +179,6 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
         nbytes, cold_bytes = gathered[0] * calls, gathered[1] * calls
         note.append("" if measured else "bytes: gathered rows")
     rated = opclass.op_class(op, shapes)
-    if r.get("cpu") and rated and rated[0] in opclass.QUIET:  # by its threads (cpuops.py)
-        rated = None
     fine = opclass.fine_key(op, shapes)
     tries = [(fine, opclass.term_of(fine))] if rated and fine else []  # its narrower class's
     for rated in [*tries, rated]:  # curve where it reaches the op, else the class's

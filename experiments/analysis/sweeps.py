@@ -106,7 +106,7 @@ def op_rate_points(mine, rows, systems: set, dtype: str) -> dict:
     """class key -> [(x, rate, input shapes)] of the op_rates experiment's ok rows in `dtype`
     (module docstring): `mine` the systems' ok rows; without op rates among them, those of the
     same device model among all `rows`. A CPU's point timed contended is left out
-    (cpuops.contended)."""
+    (cpuops.contended), and so is a CPU's add or strided copy (cpuops.warm_copy)."""
     def measured(r):
         return r[(r.experiment == "op_rates") & (r.status == "ok") & (r.dtype == dtype)
                  & (r.time_s > 0)]
@@ -133,7 +133,8 @@ def op_rate_points(mine, rows, systems: set, dtype: str) -> dict:
                 else (r.working_set_bytes, r.byte_per_s))
         x = cpuops.read_at(x, r.op, p.get("input_shapes"),
                            getattr(r, "device_kind", None) == "cpu")
-        if x == x and y == y and x > 0 and y > 0 and not cpuops.contended(r):
+        if x == x and y == y and x > 0 and y > 0 and not cpuops.contended(r) \
+                and not cpuops.warm_copy(r, found[0]):
             out.setdefault(found[0], []).append(
                 (float(x), float(y), opclass.parse_shapes(p.get("input_shapes"))))
     return out

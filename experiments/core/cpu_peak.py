@@ -118,6 +118,13 @@ def microarchitecture(cpu: dict) -> tuple[Uarch | None, str]:
     return None, f"unknown microarchitecture: {vendor or 'no vendor'} {where}"
 
 
+def fma_units(uarch: Uarch, cpu: dict) -> tuple[int | None, int]:
+    """(FMA ports a core of this part has, None where by_part cannot tell; the bits each works
+    at: the table's width, capped by the ISA the OS shows)."""
+    return (by_part(uarch, cpu.get("model_name") or ""),
+            min(uarch.bits, isa_bits(cpu.get("flags") or ())))
+
+
 def isa_bits(flags) -> int:
     """The widest FMA vector the ISA offers, as the OS reports it (a VM can hide AVX-512)."""
     if "avx512f" in flags:
@@ -155,8 +162,7 @@ def peak(cpu: dict, cores: int, mhz: float, dtype: str, matrix: bool = False) ->
     if uarch is None:
         return Peak(math.nan, name)
     why = no_fma(dtype, flags, matrix)
-    ports = by_part(uarch, cpu.get("model_name") or "")
-    bits = min(uarch.bits, isa_bits(flags))
+    ports, bits = fma_units(uarch, cpu)
     if why is None and ports is None:
         why = (f"{name}: 1 or 2 FMA units by part, and the name "
                f"{cpu.get('model_name')!r} does not say which")

@@ -64,8 +64,7 @@ def fma_per_cycle() -> float | None:
 
     cpu = cpu_peak.cpu_identity() or {}
     uarch, _ = cpu_peak.microarchitecture(cpu)
-    ports = uarch and cpu_peak.by_part(uarch, cpu.get("model_name") or "")
-    bits = uarch and min(uarch.bits, cpu_peak.isa_bits(cpu.get("flags") or ()))
+    ports, bits = cpu_peak.fma_units(uarch, cpu) if uarch else (None, 0)
     if not (ports and bits):
         return None
     return ports * min(1.0, bits / vector_bits())

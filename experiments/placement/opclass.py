@@ -23,7 +23,8 @@ CONVOLUTION = "aten::convolution"
 ATTENTION_PREFIX = "aten::_scaled_dot_product_"
 # torch's elementwise add and strided copy: classes read where their op rates were measured (a
 # GPU sweep's); with none the roofs predict them, as any op without a class, and say nothing.
-# A CPU's never: its hot points copy warm blocks, a model's ops write fresh ones (cpuops.py)
+# A CPU's never: its hot points copy warm blocks, a model's ops write fresh ones (cpuops.py,
+# warm_copy)
 QUIET = frozenset({"aten::add", "aten::clone"})
 MEMORY_OPS = QUIET | frozenset({
     "aten::native_batch_norm", "aten::_native_batch_norm_legit_no_training",
