@@ -5,6 +5,11 @@ written once, so while W dominates the intensity is ~2b / itemsize: b/2 in float
 Copies of W rotate until they span `rotate_bytes_factor` LLCs, so each call streams W from memory
 as a decode step does; x and y are not rotated (a decode step's activations are hot in cache).
 
+narrow_gemm: the same for a narrow weight of as many elements, stored as nn.Linear stores it
+(W [N, K], y = x @ W^T), K = a N for each `narrow_aspects` a: a narrow output over a long K makes
+few output tiles, each streaming all of K, where the square weight spreads over many (the op
+model reads it between aspects, analysis/sweeps.py). Not a claim's data.
+
 block_prefill / block_decode (C18): one pre-norm block (norm, QKV projection, attention, output
 projection, norm, MLP with 4d hidden, no biases). Prefill runs b sequences of L tokens, writes
 their K and V to the cache and attends causally; decode runs one new token per sequence whose K, V
@@ -40,6 +45,7 @@ NAME = "decode"
 DESCRIPTION = "x @ W from GEMV (batch 1) to GEMM, and a transformer block in prefill vs decode"
 
 OPS = ("gemv_gemm", "block_prefill", "block_decode")
+NARROW = "narrow_gemm"  # run where narrow_aspects are given
 NORMS = ("rmsnorm", "layernorm")
 MLP_RATIO = 4
 # Relative error against float64 from the same inputs that a correct kernel stays under
@@ -55,6 +61,7 @@ class DecodeConfig(ExperimentConfig):
     name: str = NAME
     ops: list[str] = MISSING
     channels: list[int] = MISSING  # C of x @ W
+    narrow_aspects: list[float] = MISSING  # K / N of the narrow weights (each of C^2 elements)
     batches: list[int] = MISSING  # b of x @ W
     d_model: int = MISSING
     heads: int = MISSING
@@ -76,6 +83,9 @@ class DecodeConfig(ExperimentConfig):
                               f"of experiment.heads={self.heads}")
         if self.norm not in NORMS:
             raise ConfigError(f"experiment.norm={self.norm!r}; allowed: {list(NORMS)}")
+        if any(not a > 1 for a in self.narrow_aspects):
+            raise ConfigError(f"experiment.narrow_aspects={list(self.narrow_aspects)} must each be "
+                              "> 1 (K / N of a narrow weight; 1 is gemv_gemm's square)")
 
 
 Config = DecodeConfig
@@ -83,9 +93,18 @@ Config = DecodeConfig
 
 # ---- counting ---------------------------------------------------------------------------------
 
-def gemv_counts(b: int, C: int, size: int) -> tuple[float, float]:
-    """(FLOPs, bytes) of y = x @ W with x [b, C], W [C, C]: W, x and y each moved once."""
-    return 2.0 * b * C * C, float((C * C + 2 * b * C) * size)
+def gemv_counts(b: int, C: int, size: int, N: int | None = None) -> tuple[float, float]:
+    """(FLOPs, bytes) of y = x @ W with x [b, C], W [C, N] (N = C: square): W, x and y each
+    moved once."""
+    N = C if N is None else N
+    return 2.0 * b * C * N, float((C * N + b * C + b * N) * size)
+
+
+def narrow_shape(C: int, aspect: float) -> tuple[int, int]:
+    """(K, N) of a narrow weight of about C^2 elements with K / N about `aspect`, multiples of
+    32 (as the layers' widths)."""
+    N = max(32, round(C / math.sqrt(aspect) / 32) * 32)
+    return round(C * C / N / 32) * 32, N
 
 
 def block_counts(phase: str, b: int, L: int, d: int, size: int, norm: str) -> dict:
@@ -128,17 +147,19 @@ def _precision(ctx: Context) -> dict:
 
 # ---- x @ W ------------------------------------------------------------------------------------
 
-def _gemv(state: State, b: int, C: int, weights: dict) -> dict:
+def _gemv(state: State, b: int, K: int, N: int, weights: dict, narrow: bool) -> dict:
     ctx, cfg, dt = state.ctx, state.cfg, _dtype(state.ctx)
-    if C not in weights:  # one set of copies per C, shared by every b
+    if (K, N) not in weights:  # one set of copies per weight shape, shared by every b
         weights.clear()
-        w = ctx.randn(C, C).to(dt)
+        w = ctx.randn(N, K).to(dt).t() if narrow else ctx.randn(K, N).to(dt)
         # clones, not fresh draws: caches key on addresses, not values, and a copy is much cheaper
-        count = _copies(ctx, cfg, C * C * w.element_size())
-        weights[C] = [w] + [w.clone() for _ in range(count - 1)]
-    ws = weights[C]
-    x = ctx.randn(b, C).to(dt)
-    y = torch.full((b, C), float("nan"), device=ctx.device, dtype=dt)
+        count = _copies(ctx, cfg, K * N * w.element_size())
+        # a narrow weight's clones keep nn.Linear's layout (W^T of a row-major [N, K])
+        weights[K, N] = [w] + [w.t().clone().t() if narrow else w.clone()
+                               for _ in range(count - 1)]
+    ws = weights[K, N]
+    x = ctx.randn(b, K).to(dt)
+    y = torch.full((b, N), float("nan"), device=ctx.device, dtype=dt)
     with tf32_matmul(False):  # float32 means IEEE float32
         torch.mm(x, ws[0], out=y)
         ctx.sync()
@@ -147,8 +168,11 @@ def _gemv(state: State, b: int, C: int, weights: dict) -> dict:
                           "x @ W")
         # the timer's call index runs on across samples, so every copy takes its turn
         stats = state.time(lambda i: torch.mm(x, ws[i % len(ws)], out=y))
+    # aspect: the configured K / N, whose rows the op model reads as one family
+    shape = {"aspect": state.args["aspect"], "layout": "nn.Linear's W^T"} if narrow else {}
     return stats | {"rel_error": err, "check_passed": True,
-                    "params": {"weight_copies": len(ws), "check_rows": r} | _precision(ctx)}
+                    "params": {"weight_copies": len(ws), "check_rows": r} | shape
+                    | _precision(ctx)}
 
 
 # ---- transformer block ------------------------------------------------------------------------
@@ -247,12 +271,17 @@ def _block(state: State, phase: str, b: int, L: int, counts: dict) -> dict:
 # ---- the sweep --------------------------------------------------------------------------------
 
 def points(cfg: DecodeConfig, ctx: Context) -> list[Point]:
-    """x @ W per C and b; then each block phase per b and context L."""
+    """x @ W per C and b (square, then each narrow aspect); then each block phase per b and
+    context L."""
     size, out, gemv = itemsize(ctx.dtype), [], "gemv_gemm" in cfg.ops
-    for C, b in product(sorted(cfg.channels), sorted(cfg.batches)) if gemv else ():
-        flops, nbytes = gemv_counts(b, C, size)
-        out.append(Point({"op": "gemv_gemm", "n": C, "m": b, "k": C, "batch": b, "flops": flops,
-                          "bytes": nbytes, "working_set_bytes": int(nbytes)}))
+    shapes = [("gemv_gemm", C, C, None) for C in sorted(cfg.channels)] + [
+        (NARROW, *narrow_shape(C, a), a) for a in sorted(cfg.narrow_aspects)
+        for C in sorted(cfg.channels)]
+    for (op, K, N, aspect), b in product(shapes, sorted(cfg.batches)) if gemv else ():
+        flops, nbytes = gemv_counts(b, K, size, N)
+        out.append(Point({"op": op, "n": N, "m": b, "k": K, "batch": b, "flops": flops,
+                          "bytes": nbytes, "working_set_bytes": int(nbytes)},
+                         args={"aspect": aspect}))
     for phase in (p for p in ("prefill", "decode") if f"block_{p}" in cfg.ops):
         for b, L in product(sorted(cfg.block_batches), sorted(cfg.block_contexts)):
             c = block_counts(phase, b, L, cfg.d_model, size, cfg.norm)
@@ -270,7 +299,8 @@ def skip(state: State) -> dict | None:
 
 
 def measure(state: State) -> dict:
-    if (row := state.row)["op"] == "gemv_gemm":  # one C's weight copies, reused across b
-        return _gemv(state, row["batch"], row["n"], state.memo.setdefault("weights", {}))
+    if (row := state.row)["op"] in ("gemv_gemm", NARROW):  # one weight's copies, across b
+        return _gemv(state, row["batch"], row["k"], row["n"], state.memo.setdefault("weights", {}),
+                     row["op"] == NARROW)
     state.memo.pop("weights", None)  # x @ W's copies go before a block's layers come
     return _block(state, state.args["phase"], row["batch"], row["k"], state.args["counts"])

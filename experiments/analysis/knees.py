@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize
 
-from experiments.analysis import roofline
+from experiments.analysis import roofline, sweeps
 from experiments.analysis.dataset import Dataset, ok, param, reading
 from experiments.analysis.units import qty
 from experiments.core.parallel import fork_map
@@ -32,7 +32,8 @@ KNEE_COLUMNS = ["system", "dtype", "C", "bandwidth_Bps", "bandwidth_ceiling", "c
 def gemv_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """The decode experiment's x @ W rows (op gemv_gemm, or any decode op with a batch)."""
     d = ok(rows[rows.experiment == "decode"])
-    d = d[d.batch.notna() & (d.time_s > 0) & d.flops.notna() & d.bytes.notna()]
+    d = d[d.batch.notna() & (d.time_s > 0) & d.flops.notna() & d.bytes.notna()
+          & (d.op != sweeps.NARROW)]  # narrow weights: the op model's, not a decode step's
     pick = d.op.str.contains("gemv|gemm", case=False)
     return d[pick] if pick.any() else d[~d.op.str.startswith("block")]
 

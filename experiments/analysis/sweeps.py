@@ -7,7 +7,12 @@
   C = sqrt(K max(M, N)), the side of the square its other two dimensions span (so that the
   sweep's own points map onto themselves, and FLOPs = 2 s C^2 either way); FLOP/s interpolated
   linearly in log s along each C, then linearly in log C between them, clamped at the sweep's
-  edges;
+  edges but below its smallest C, where the time goes on down along the first two C's slope
+  (log time against log FLOPs, within [0, 1]: a launch-bound GEMV's time does not halve with
+  its weight);
+- `shaped_narrow`: the same from the decode experiment's narrow_gemm sweep, per aspect
+  a = K / N (nn.Linear's layout): a GEMM whose K is longer than its wide side is read between
+  the square sweep (a = 1) and these, linearly in log a, clamped at the largest;
 - `bandwidth`: the best torch streaming kernel's B/s against working set (the bandwidth
   experiment: the small-size ramp, the L2 plateau, then DRAM);
 - `op_rates`: per op class (experiments/placement/opclass.py) the rate torch's own kernel for
@@ -33,6 +38,7 @@ from experiments.placement import opclass
 
 BANDWIDTH_OPS = ("copy", "scale", "add", "triad", "add_one")
 GEMM_OPS = ("aten::mm", "aten::addmm", "aten::linear")
+NARROW = "narrow_gemm"  # the decode experiment's narrow weights (the op model's alone)
 REACH = 4.0  # an op-rate curve is read at most this factor past its calibrated ends
 
 
@@ -60,6 +66,8 @@ def curves(rows, systems, dtype: str) -> dict:
                   & (mine.dtype == dtype) & (mine.flop_per_s > 0) & (mine.m > 0) & (mine.n > 0)]
         if lines := gemm_lines(gv):
             out["shaped"] = lines
+        if lines := narrow_lines(mine, dtype):
+            out["shaped_narrow"] = lines
     bw = mine[(mine.experiment == "bandwidth") & mine.op.isin(BANDWIDTH_OPS)
               & (mine.working_set_bytes > 0)]
     if bw.working_set_bytes.nunique() >= 2:
@@ -89,16 +97,35 @@ def curves(rows, systems, dtype: str) -> dict:
     return out
 
 
-def gemm_lines(rows) -> list:
-    """GEMM rows x [m, C] @ W [C, C] (m the thin side, n = C) as lines [(log C, log m, FLOP/s)]
-    by C, the median at each m; a C of fewer than two sides is left out."""
+def narrow_lines(mine, dtype: str) -> list:
+    """[(log a, gemm_lines)] of the decode experiment's narrow_gemm rows in `dtype`, one family
+    per configured aspect (params "aspect") placed at its weights' mean log(K / N)."""
     import numpy as np
 
+    if not {"k", "params"} <= set(mine.columns):
+        return []
+    rows = mine[(mine.experiment == "decode") & (mine.op == NARROW) & (mine.dtype == dtype)
+                & (mine.flop_per_s > 0) & (mine.m > 0) & (mine.n > 0) & (mine.k > 0)]
+    aspect = rows.params.map(lambda p: (json.loads(p) if isinstance(p, str) else p or {})
+                             .get("aspect"))
+    lines = [(float(np.log(g.k / g.n).mean()), ls) for _, g in rows.groupby(aspect)
+             if (ls := gemm_lines(g))]
+    return sorted(lines, key=lambda line: line[0])
+
+
+def gemm_lines(rows) -> list:
+    """GEMM rows x [m, K] @ W [K, N] (m the thin side) as lines [(log C, log m, FLOP/s)] by
+    weight, C = sqrt(K N) (K = N where rows give no K), the median at each m; a weight of fewer
+    than two thin sides is left out."""
+    import numpy as np
+
+    rows = rows.assign(k=rows.k.where(rows.k > 0, rows.n) if "k" in rows else rows.n)
     lines = []
-    for c, g in rows.groupby("n"):
+    for (k, n), g in rows.groupby(["k", "n"]):
         g = g.groupby("m").flop_per_s.median().sort_index()
         if len(g) >= 2:
-            lines.append((math.log(c), np.log(g.index.to_numpy(float)), g.to_numpy(float)))
+            lines.append((0.5 * math.log(k * n), np.log(g.index.to_numpy(float)),
+                          g.to_numpy(float)))
     return sorted(lines, key=lambda x: x[0])
 
 
@@ -248,6 +275,27 @@ def shaped_rate(r: dict, m: int, n: int, k: int, key: str = "shaped") -> float |
     if not lines:
         return None
     s, c = math.log(min(m, n)), 0.5 * math.log(k * max(m, n))
+    rate = read_lines(lines, s, c)
+    if key != "shaped" or not (narrow := r.get("shaped_narrow")) or k <= max(m, n):
+        return rate
+    # between the square sweep (log a = 0) and the narrow ones, in log a; clamped at the last
+    aspects = [0.0] + [la for la, _ in narrow]
+    logs = [math.log(rate)] + [math.log(read_lines(ls, s, c)) for _, ls in narrow]
+    return math.exp(float(np.interp(math.log(k / max(m, n)), aspects, logs)))
+
+
+def read_lines(lines: list, s: float, c: float) -> float:
+    """FLOP/s at log thin side s and log width c off lines [(log C, log m, FLOP/s)] (module
+    docstring: below the smallest C, along the first two C's slope in log time)."""
+    import numpy as np
+
     rates = [float(np.interp(s, xs, ys)) for _, xs, ys in lines]
     cs = [lc for lc, _, _ in lines]
-    return float(np.interp(c, cs, rates)) if len(cs) > 1 else rates[0]
+    if len(cs) == 1:
+        return rates[0]
+    if c >= cs[0]:
+        return float(np.interp(c, cs, rates))
+    # FLOPs go as C^2 at one thin side: log time = log FLOPs - log rate
+    slope = 1 - (math.log(rates[1]) - math.log(rates[0])) / (2 * (cs[1] - cs[0]))
+    slope = min(max(slope, 0.0), 1.0)
+    return rates[0] * math.exp(2 * (c - cs[0]) * (1 - slope))

@@ -2,6 +2,7 @@
 ceilings: each term, the level a working set fits, ncu's bytes, a call as the sum of its ops,
 and the term named on a miss."""
 
+import json
 import math
 
 import pandas as pd
@@ -257,6 +258,49 @@ def test_a_gemm_is_read_off_the_sweep_at_its_shape():
     # without shapes (or for a convolution) the roof at its FLOPs, as before
     plain = prediction.predict_op(r, flops, 1e3, 1e3, "matrix", op="aten::convolution")
     assert plain["compute_s"] == pytest.approx(flops / P)
+
+
+def test_a_narrow_long_k_gemm_is_read_off_the_narrow_sweep():
+    from experiments.analysis import sweeps
+
+    # narrow weights of aspect 16 (K = 16 N, C = sqrt(K N) = 1024 and 4096), each half the
+    # square's rate: few output tiles, each streaming all of K
+    narrow = [{"system": SYS, "status": "ok", "dtype": "bfloat16", "flops": 1.0,
+               "working_set_bytes": float("nan"), "byte_per_s": float("nan"),
+               "experiment": "decode", "op": sweeps.NARROW, "m": float(b), "n": c / 4.0,
+               "k": c * 4.0, "params": json.dumps({"aspect": 16}),
+               "time_s": 2.0 * b * c * c / f, "flop_per_s": f}
+              for c, rates in ((1024, {1: 5e10, 64: 5e12}), (4096, {1: 5e11, 64: 2.5e13}))
+              for b, f in rates.items()]
+    rows = pd.concat([_sweep_rows(), pd.DataFrame(narrow)], ignore_index=True)
+    r = prediction.roofs(ceilings(), SYS, "bfloat16", True, rows)
+    (aspect, lines), = r["shaped_narrow"]
+    assert math.exp(aspect) == pytest.approx(16) and len(lines) == 2
+    # at its own shapes the narrow sweep's rate; at aspect 4, halfway in log a from the square
+    assert sweeps.shaped_rate(r, 64, 256, 4096) == pytest.approx(5e12)
+    assert sweeps.shaped_rate(r, 64, 1024, 16384) == pytest.approx(2.5e13)
+    assert sweeps.shaped_rate(r, 64, 512, 2048) == pytest.approx(math.sqrt(1e13 * 5e12))
+    # past the largest aspect it stays there; K no longer than the wide side reads the square
+    assert sweeps.shaped_rate(r, 64, 128, 8192) == pytest.approx(5e12)
+    assert sweeps.shaped_rate(r, 64, 4096, 4096) == pytest.approx(5e13)
+    assert sweeps.shaped_rate(r, 64, 4096, 1024) == sweeps.shaped_rate(
+        {"shaped": r["shaped"]}, 64, 4096, 1024)
+
+
+def test_below_the_smallest_width_a_gemm_goes_on_along_the_first_slope_in_time():
+    from experiments.analysis import sweeps
+
+    r = prediction.roofs(ceilings(), SYS, "bfloat16", True, _sweep_rows())
+    # b = 1: 1e11 at C = 1024, 1e12 at 4096; FLOPs x16, time x1.6: slope log 1.6 / log 16
+    slope = math.log(1.6) / math.log(16)
+    at_512 = sweeps.shaped_rate(r, 1, 512, 512)
+    assert at_512 == pytest.approx(1e11 * 0.25 ** (1 - slope))
+    t = lambda c, rate: 2.0 * c * c / rate  # noqa: E731
+    assert t(512, at_512) / t(1024, 1e11) == pytest.approx(0.25 ** slope)
+    # a slope past 1 (the rate falls with C) is held at 1: the rate stays the smallest C's
+    flat = sweeps.read_lines([(math.log(1024), [0.0], [2e11]), (math.log(4096), [0.0], [1e11])],
+                             0.0, math.log(256))
+    assert flat == pytest.approx(2e11)
 
 
 def test_a_small_kernel_takes_the_bandwidth_sweeps_time_at_its_size():

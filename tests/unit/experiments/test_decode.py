@@ -40,6 +40,24 @@ def test_gemv_counts_intensity_and_check(run_experiment, dtype):
     assert all(p.get("allow_tf32") is False for p in params) == (dtype == "float32")
 
 
+def test_narrow_weights_keep_the_elements_and_linears_layout(run_experiment):
+    from experiments.analysis.knees import gemv_rows
+
+    rows = run_experiment("decode", "float32", GEMV + ["experiment.narrow_aspects=[4]"])
+    assert (rows.status == "ok").all() and rows.check_passed.all()
+    narrow = rows[rows.op == decode.NARROW]
+    assert list(narrow.batch) == [1, 8] and (narrow.m == narrow.batch).all()
+    K, N, b = narrow.k, narrow.n, narrow.batch
+    assert (K == 2048).all() and (N == 512).all()  # K N = 1024^2, K = 4 N
+    np.testing.assert_array_equal(narrow.flops, 2 * b * K * N)
+    np.testing.assert_array_equal(narrow.bytes, (K * N + b * K + b * N) * 4)
+    params = narrow.params.map(json.loads)
+    assert all(p["aspect"] == 4 and p["layout"] == "nn.Linear's W^T" for p in params)
+    # the decode claims and figures read the square sweep alone
+    assert set(gemv_rows(rows.assign(system="s", device_kind="cpu")).op) == {"gemv_gemm"}
+    assert decode.narrow_shape(8192, 12) == (28352, 2368)
+
+
 def test_gemv_intensity_at_decode_sizes():
     # C15 at a model's C: 2bC^2 / 4C^2 = b/2 in float32, b in bfloat16
     for b in (1, 8, 64):
@@ -141,6 +159,7 @@ def test_tf32_is_not_a_storage_type(run_experiment):
     ("experiment.ops=[gemv]", "experiment.ops"),
     ("experiment.norm=batchnorm", "experiment.norm"),
     ("experiment.batches=[0]", "experiment.batches"),
+    ("experiment.narrow_aspects=[1]", "experiment.narrow_aspects"),
 ])
 def test_bad_config_names_the_key(run_experiment, override, key):
     with pytest.raises(ValueError, match=key):
