@@ -154,9 +154,7 @@ def _gemv(state: State, b: int, K: int, N: int, weights: dict, narrow: bool) -> 
         w = ctx.randn(N, K).to(dt).t() if narrow else ctx.randn(K, N).to(dt)
         # clones, not fresh draws: caches key on addresses, not values, and a copy is much cheaper
         count = _copies(ctx, cfg, K * N * w.element_size())
-        # a narrow weight's clones keep nn.Linear's layout (W^T of a row-major [N, K])
-        weights[K, N] = [w] + [w.t().clone().t() if narrow else w.clone()
-                               for _ in range(count - 1)]
+        weights[K, N] = [w] + [w.clone() for _ in range(count - 1)]  # clone keeps the strides
     ws = weights[K, N]
     x = ctx.randn(b, K).to(dt)
     y = torch.full((b, N), float("nan"), device=ctx.device, dtype=dt)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import math
 
-from experiments.analysis import cpuops
+from experiments.analysis import cpuops, dataset
 from experiments.placement import opclass
 
 BANDWIDTH_OPS = ("copy", "scale", "add", "triad", "add_one")
@@ -62,8 +62,7 @@ def curves(rows, systems, dtype: str) -> dict:
         out["gemm"] = (np.log(g.index.to_numpy(float)), g.to_numpy(float))
     gv = mine.iloc[:0]
     if {"m", "n"} <= set(mine.columns):
-        gv = mine[(mine.experiment == "decode") & (mine.op == "gemv_gemm")
-                  & (mine.dtype == dtype) & (mine.flop_per_s > 0) & (mine.m > 0) & (mine.n > 0)]
+        gv = x_at_w(mine, "gemv_gemm", dtype)
         if lines := gemm_lines(gv):
             out["shaped"] = lines
         if lines := narrow_lines(mine, dtype):
@@ -102,15 +101,21 @@ def narrow_lines(mine, dtype: str) -> list:
     per configured aspect (params "aspect") placed at its weights' mean log(K / N)."""
     import numpy as np
 
-    if not {"k", "params"} <= set(mine.columns):
+    if "k" not in mine:
         return []
-    rows = mine[(mine.experiment == "decode") & (mine.op == NARROW) & (mine.dtype == dtype)
-                & (mine.flop_per_s > 0) & (mine.m > 0) & (mine.n > 0) & (mine.k > 0)]
-    aspect = rows.params.map(lambda p: (json.loads(p) if isinstance(p, str) else p or {})
-                             .get("aspect"))
-    lines = [(float(np.log(g.k / g.n).mean()), ls) for _, g in rows.groupby(aspect)
-             if (ls := gemm_lines(g))]
+    rows = x_at_w(mine, NARROW, dtype, ("m", "n", "k"))
+    lines = [(float(np.log(g.k / g.n).mean()), ls)
+             for _, g in rows.groupby(dataset.param(rows, "aspect")) if (ls := gemm_lines(g))]
     return sorted(lines, key=lambda line: line[0])
+
+
+def x_at_w(mine, op: str, dtype: str, dims=("m", "n")):
+    """The decode experiment's x @ W rows of `op` in `dtype` with a rate and these dimensions."""
+    keep = (mine.experiment == "decode") & (mine.op == op) & (mine.dtype == dtype) \
+        & (mine.flop_per_s > 0)
+    for dim in dims:
+        keep &= mine[dim] > 0
+    return mine[keep]
 
 
 def gemm_lines(rows) -> list:
