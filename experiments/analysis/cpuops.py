@@ -104,11 +104,13 @@ def floors(rows, dtype: str) -> dict:
 
 def op_floor(r: dict, op: str) -> float:
     """The dispatch floor of `op` (its own, else the median of the timed ops'; embedding_bag's
-    forward-only variant is embedding_bag's), 0 where no floor was timed."""
+    forward-only variant is embedding_bag's, a transposed convolution's the convolution's), 0
+    where no floor was timed."""
     table = r.get("op_floors") or {}
     if not table:
         return 0.0
-    own = table.get(op, table.get(op.replace("_forward_only", "")))
+    base = opclass.CONVOLUTION if op.startswith(opclass.CONV_TRANSPOSE) else op
+    own = table.get(base, table.get(base.replace("_forward_only", "")))
     return own if own is not None else statistics.median(
         [t for key, t in table.items() if key != opclass.PARALLEL] or table.values())
 

@@ -320,7 +320,7 @@ def curves_of(predicted_from) -> list[str]:
 
 # misses the model knows it has no measured term for (docs/placement.md, "what remains off")
 SLOWER_THAN_MODELLED = {
-    "aten::convolution": "compute: cuDNN's convolution ran below the GEMM curve (no convolution "
+    opclass.CONVOLUTION: "compute: cuDNN's convolution ran below the GEMM curve (no convolution "
                          "sweep measured to ground it)",
     "aten::_cudnn_rnn": "latency: the recurrence's steps took longer than a sweep GEMM and one "
                         "pointwise launch each",
@@ -337,6 +337,7 @@ ATTENTION_OPS = ("aten::_scaled_dot_product_cudnn_attention",
 
 def _known_slow(op: str, where: str) -> str:
     """The reason for a slow miss of an op the model has no measured term for ("" if none)."""
+    op = opclass.CONVOLUTION if op.startswith(opclass.CONV_TRANSPOSE) else op
     if op in SLOWER_THAN_MODELLED:
         return SLOWER_THAN_MODELLED[op]
     if "pool" in op:

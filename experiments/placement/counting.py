@@ -10,7 +10,7 @@ import sys
 import torch
 from torch.utils import flop_counter
 from torch.utils._pytree import tree_leaves
-from experiments.placement import formulas
+from experiments.placement import formulas, opclass
 
 
 def tensors(obj) -> list[torch.Tensor]:
@@ -51,7 +51,8 @@ class OpCounter(torch.utils._python_dispatch.TorchDispatchMode):
         else:
             self.whole.update(_storage(t) for t in ins)
         self._made.update(_storage(t) for t in outs)
-        self.ops.append({"op": op_name(func), "flops": float(flops), "flops_source": source,
+        self.ops.append({"op": op_name(func, args), "flops": float(flops),
+                         "flops_source": source,
                          "kind": "matrix" if name in formulas.MATRIX_OPS else "vector",
                          "input_shapes": shapes_key(ins),
                          "bytes": nbytes, "cold_bytes": cold_bytes,
@@ -75,9 +76,15 @@ def op_flops(func, name: str, args, kwargs, out) -> tuple[float, str]:
     return (found, "formula") if found is not None else (0.0, "none")
 
 
-def op_name(func) -> str:
-    """The name torch.profiler gives an aten op ('aten::add', not the overload 'aten::add.Tensor')."""
-    return func._overloadpacket._qualified_op_name
+def op_name(func, args=()) -> str:
+    """The name torch.profiler gives an aten op ('aten::add', not the overload 'aten::add.Tensor').
+    A transposed convolution (aten::convolution with `transposed`, its args[6]) takes the name of
+    the op the profiler nests it under, aten::conv_transpose<N>d: its shapes alone read as a plain
+    convolution's where c_in == c_out (opclass.conv_variant)."""
+    name = func._overloadpacket._qualified_op_name
+    if name == opclass.CONVOLUTION and len(args) > 6 and args[6] is True:
+        return f"{opclass.CONV_TRANSPOSE}{args[0].dim() - 2}d"
+    return name
 
 
 def shapes_key(ins) -> str:

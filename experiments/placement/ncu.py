@@ -30,7 +30,7 @@ class NvtxOps(torch.utils._python_dispatch.TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        torch.cuda.nvtx.range_push(f"{op_name(func)}|{shapes_key(tensors((args, kwargs)))}")
+        torch.cuda.nvtx.range_push(f"{op_name(func, args)}|{shapes_key(tensors((args, kwargs)))}")
         try:
             return func(*args, **kwargs)
         finally:

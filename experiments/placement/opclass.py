@@ -4,7 +4,8 @@ experiments/analysis/sweeps.py and prediction.py; docs/placement.md).
 
 A class is a key and the term its rate sets:
 - `compute` (FLOP/s against FLOPs per call): convolutions, `aten::convolution/<variant>`, the
-  variant conv1d, conv2d, conv3d or conv_transpose1d/2d/3d read off the input and weight shapes;
+  variant conv1d, conv2d or conv3d read off the input and weight shapes, conv_transpose1d/2d/3d
+  off the op's name (aten::conv_transpose<N>d, as the counter names a transposed one);
   fused attention, `<op>/hd<head dim>` (a query of one token, a decode step, is no class: it
   streams its cache and the memory term holds it);
   torch's fused inference layers (FUSED: multi-head attention, the encoder layer), the key
@@ -20,6 +21,9 @@ from __future__ import annotations
 import ast
 
 CONVOLUTION = "aten::convolution"
+# a transposed convolution's op as the counter names it (counting.op_name): the module's op, under
+# which the profiler nests aten::convolution
+CONV_TRANSPOSE = "aten::conv_transpose"
 ATTENTION_PREFIX = "aten::_scaled_dot_product_"
 # torch's elementwise add and strided copy: classes read where their op rates were measured (a
 # GPU sweep's); with none the roofs predict them, as any op without a class, and say nothing.
@@ -48,10 +52,11 @@ def parse_shapes(shapes) -> list:
 
 def conv_variant(shapes) -> str | None:
     """conv1d/2d/3d, or conv_transpose1d/2d/3d, of an aten::convolution from [input, weight,
-    (bias)] shapes. A convolution's weight is [out, in / groups, ...], a transposed one's
-    [in, out / groups, ...], and a bias has the output's channels; where the shapes read both
-    ways (a transposed convolution without bias whose weight also fits a grouped one) it is the
-    plain convolution."""
+    (bias)] shapes (rows recorded before the counter named a transposed one
+    aten::conv_transpose<N>d). A convolution's weight is [out, in / groups, ...], a transposed
+    one's [in, out / groups, ...], and a bias has the output's channels; where the shapes read
+    both ways (c_in == c_out, or a transposed convolution without bias whose weight also fits a
+    grouped one) it is the plain convolution."""
     s = parse_shapes(shapes)
     if len(s) < 2 or len(s[0]) not in (3, 4, 5) or len(s[1]) != len(s[0]) or min(s[1]) < 1:
         return None
@@ -107,6 +112,8 @@ def op_class(op: str, shapes) -> tuple[str, str] | None:
     if op == CONVOLUTION:
         variant = conv_variant(shapes)
         return (f"{op}/{variant}", COMPUTE) if variant else None
+    if op.startswith(CONV_TRANSPOSE):
+        return f"{CONVOLUTION}/{op.removeprefix('aten::')}", COMPUTE
     if op.startswith(ATTENTION_PREFIX):
         s = parse_shapes(shapes)
         if len(s) < 3 or len(s[0]) != 4 or s[0][2] <= 1:

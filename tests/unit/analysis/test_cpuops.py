@@ -89,6 +89,10 @@ def test_an_elementwise_op_past_the_parallel_grain_pays_a_parallel_region():
     assert gemm["latency_s"] < 30e-6
     # the median floor of ops not timed leaves the region's out
     assert cpuops.op_floor(r, "aten::relu") == pytest.approx(8e-6)
+    # a transposed convolution pays the convolution's floor, a plain one's where it was timed
+    conv = r | {"op_floors": r["op_floors"] | {"aten::convolution": 90e-6}}
+    assert cpuops.op_floor(conv, "aten::conv_transpose2d") == pytest.approx(90e-6)
+    assert cpuops.op_floor(r, "aten::conv_transpose2d") == pytest.approx(8e-6)
 
 
 def threaded(threads=16, warm=1e12):

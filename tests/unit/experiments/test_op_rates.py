@@ -76,6 +76,11 @@ def test_a_call_without_a_dominant_classed_op_is_not_applicable():
      "aten::convolution/conv3d"),
     ("aten::convolution", "[[4, 128, 64, 64], [128, 64, 4, 4], [64]]",
      "aten::convolution/conv_transpose2d"),
+    # c_in == c_out: the shapes read as a plain convolution's, the counter's name says transposed
+    ("aten::convolution", "[[4, 128, 64, 64], [128, 128, 4, 4], [128]]",
+     "aten::convolution/conv2d"),
+    ("aten::conv_transpose2d", "[[4, 128, 64, 64], [128, 128, 4, 4], [128]]",
+     "aten::convolution/conv_transpose2d"),
     ("aten::_scaled_dot_product_cudnn_attention",
      "[[4, 16, 1024, 64], [4, 16, 1024, 64], [4, 16, 1024, 64]]",
      "aten::_scaled_dot_product_cudnn_attention/hd64"),

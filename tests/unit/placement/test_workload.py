@@ -317,3 +317,18 @@ def test_the_profiler_s_kernels_go_to_the_counted_op_that_launched_them():
             ["aten::relu", "[[8, 64]]", 1, 0, 0, 0, "vector", "x", 0.0]]
     profile.with_kernels(call, ops)
     assert call[0][9] == 2 and len(call[1]) == 9
+
+
+@pytest.mark.parametrize("module, x, name", [
+    (torch.nn.ConvTranspose2d(16, 16, 2, stride=2), (2, 16, 6, 6), "aten::conv_transpose2d"),
+    (torch.nn.ConvTranspose1d(8, 4, 3, bias=False), (2, 8, 10), "aten::conv_transpose1d"),
+    (torch.nn.Conv2d(16, 16, 3), (2, 16, 6, 6), "aten::convolution")])
+def test_a_transposed_convolution_is_named_so_and_its_profiled_time_found(module, x, name):
+    from experiments.placement import opclass, profile
+
+    # c_in == c_out with a bias: the shapes alone read as a plain convolution's
+    ops = profile.profile_ops(module, (torch.randn(x),))
+    assert ops.op.tolist() == [name] and (ops.time_s > 0).all()
+    variant = "conv_transpose" if "transpose" in name else "conv"
+    assert opclass.op_class(name, ops.input_shapes[0]) == (
+        f"aten::convolution/{variant}{len(x) - 2}d", opclass.COMPUTE)
