@@ -337,7 +337,7 @@ ATTENTION_OPS = ("aten::_scaled_dot_product_cudnn_attention",
 
 def _known_slow(op: str, where: str) -> str:
     """The reason for a slow miss of an op the model has no measured term for ("" if none)."""
-    op = opclass.CONVOLUTION if op.startswith(opclass.CONV_TRANSPOSE) else op
+    op = opclass.base_op(op)
     if op in SLOWER_THAN_MODELLED:
         return SLOWER_THAN_MODELLED[op]
     if "pool" in op:

@@ -50,6 +50,12 @@ def parse_shapes(shapes) -> list:
         isinstance(s, (list, tuple)) for s in out) else []
 
 
+def base_op(op: str) -> str:
+    """The aten op whose dispatch floor and notes `op` shares: aten::convolution for a
+    transposed convolution's name, else op itself."""
+    return CONVOLUTION if op.startswith(CONV_TRANSPOSE) else op
+
+
 def conv_variant(shapes) -> str | None:
     """conv1d/2d/3d, or conv_transpose1d/2d/3d, of an aten::convolution from [input, weight,
     (bias)] shapes (rows recorded before the counter named a transposed one

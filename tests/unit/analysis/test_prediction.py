@@ -206,6 +206,7 @@ def test_a_gather_is_counted_by_the_rows_it_reads():
 def test_a_miss_the_model_has_no_term_for_names_it():
     conv = prediction.failed_term(1.0, "compute", None, "aten::convolution")
     assert conv.startswith("compute: cuDNN's convolution ran below the GEMM curve")
+    assert prediction.failed_term(1.0, "compute", None, "aten::conv_transpose2d") == conv
     assert prediction.failed_term(1.0, "compute", None, "aten::addmm").startswith(
         "compute: the kernel ran below the FLOP roof")
     assert "pooling" in prediction.failed_term(9.0, "memory", "DRAM", "aten::avg_pool2d")
