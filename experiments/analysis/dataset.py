@@ -302,11 +302,12 @@ def ok(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def params(rows: pd.DataFrame) -> pd.DataFrame:
-    """The `params` JSON of each row as columns (missing keys are NaN), indexed like rows; no
-    columns where the rows have no params."""
+    """The `params` of each row (JSON, or a dict) as columns (missing keys are NaN), indexed like
+    rows; no columns where the rows have no params."""
     if "params" not in rows:
         return pd.DataFrame(index=rows.index)
-    parsed = [json.loads(p) if isinstance(p, str) and p else {} for p in rows["params"]]
+    parsed = [p if isinstance(p, dict) else json.loads(p) if isinstance(p, str) and p else {}
+              for p in rows["params"]]
     return pd.DataFrame(parsed, index=rows.index)
 
 
