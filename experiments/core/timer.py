@@ -263,7 +263,11 @@ def sample(timer, fn, inner: int, samples: int, precision: float = 0.0,
     parts, taken, t0 = [], 0, time.perf_counter()
     cap = max(samples, max_samples or 0)
     while taken < samples or (taken < cap and time.perf_counter() - t0 < min_point_s):
-        left = samples - taken if taken < samples else cap - taken
+        if taken < samples:
+            left = samples - taken
+        else:  # past the plan only to reach min_point_s: what that needs at the pace so far
+            took = time.perf_counter() - t0
+            left = min(cap - taken, max(1, math.ceil((min_point_s - took) * taken / took)))
         parts.append(np.asarray(timer.run(fn, inner, min(chunk, left)), dtype=float))
         taken += parts[-1].size
         if (taken >= min_samples and time.perf_counter() - t0 >= min_point_s
