@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import math
 
-from experiments.analysis.prediction import ITEMSIZE
+from experiments.analysis.prediction import EMBEDDINGS as GATHERS, ITEMSIZE
 from experiments.analysis.sweeps import at, shapes_of
 
-GATHERS = ("aten::embedding", "aten::_embedding_bag", "aten::_embedding_bag_forward_only")
 # a read-only stream can beat the sweep's kernels by a few %; far above, bytes were overcounted
 ABOVE = "above every bandwidth measured here (the DRAM ceiling, the sweep's kernels at this size)"
 

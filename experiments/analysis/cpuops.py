@@ -109,8 +109,7 @@ def op_floor(r: dict, op: str) -> float:
     table = r.get("op_floors") or {}
     if not table:
         return 0.0
-    base = opclass.base_op(op)
-    own = table.get(base, table.get(base.replace("_forward_only", "")))
+    own = table.get(op, table.get(opclass.base_op(op)))
     return own if own is not None else statistics.median(
         [t for key, t in table.items() if key != opclass.PARALLEL] or table.values())
 

@@ -52,8 +52,9 @@ def parse_shapes(shapes) -> list:
 
 def base_op(op: str) -> str:
     """The aten op whose dispatch floor and notes `op` shares: aten::convolution for a
-    transposed convolution's name, else op itself."""
-    return CONVOLUTION if op.startswith(CONV_TRANSPOSE) else op
+    transposed convolution's name, the op itself for a forward-only variant (embedding_bag's:
+    the same kernels, without autograd's saved outputs), else op itself."""
+    return CONVOLUTION if op.startswith(CONV_TRANSPOSE) else op.removesuffix("_forward_only")
 
 
 def conv_variant(shapes) -> str | None:

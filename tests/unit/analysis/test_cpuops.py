@@ -93,6 +93,11 @@ def test_an_elementwise_op_past_the_parallel_grain_pays_a_parallel_region():
     conv = r | {"op_floors": r["op_floors"] | {"aten::convolution": 90e-6}}
     assert cpuops.op_floor(conv, "aten::conv_transpose2d") == pytest.approx(90e-6)
     assert cpuops.op_floor(r, "aten::conv_transpose2d") == pytest.approx(8e-6)
+    # embedding_bag's forward-only variant: its own floor where timed, else embedding_bag's
+    bag = r | {"op_floors": r["op_floors"] | {"aten::_embedding_bag": 40e-6}}
+    assert cpuops.op_floor(bag, "aten::_embedding_bag_forward_only") == pytest.approx(40e-6)
+    own = bag | {"op_floors": bag["op_floors"] | {"aten::_embedding_bag_forward_only": 30e-6}}
+    assert cpuops.op_floor(own, "aten::_embedding_bag_forward_only") == pytest.approx(30e-6)
 
 
 def threaded(threads=16, warm=1e12):
