@@ -13,8 +13,12 @@ system's calls join the pair of its side's system of the same device model. The 
 fitted and the claims judged afresh from the rows, by the workflow's steps
 (experiments/analysis/compute.py, what experiments/steps/pipeline.py writes to files).
 
-A change "differs" when the two intervals do not overlap AND the values are at least MIN_CHANGE
-apart, as nvbench_compare calls a change only past both sides' noise.
+A ceiling "differs" when each value lies outside the other's interval AND the values are at
+least MIN_CHANGE apart. A ceiling's interval is a promise about where a repeat on its machine
+lands (plateaus.RUN_TO_RUN), so a value outside both promises is one neither side's noise
+explains: past the larger of the two noises, where nvbench_compare calls a change past the
+smaller. A workload's interval is its calls' 10-90 % spread, not such a promise: its call needs
+the two spreads apart.
 """
 
 from __future__ import annotations
@@ -198,26 +202,33 @@ def apart(value_a, value_b) -> bool:
     return low == 0 and high > 0 or low > 0 and high / low >= 1 + MIN_CHANGE
 
 
-def call(r) -> str:
-    """Drift or noise: within noise where the two intervals overlap; under 5 % where they do not
-    but the values are less than MIN_CHANGE apart; differs where both. A value on one side only
-    says which; no interval on a side: no call."""
-    if not finite(r["value_a"]) or not finite(r["value_b"]):
-        return "fitted on A only" if finite(r["value_a"]) else "fitted on B only"
+def call(r, promise: bool = True) -> str:
+    """Drift or noise. promise (a ceiling's interval: where a repeat lands): within noise where
+    either value lies inside the other's interval; else (a workload's spread) where the two
+    intervals overlap. Past that, under 5 % where the values are less than MIN_CHANGE apart,
+    differs where they are not. A value on one side only says which; no interval on a side: no
+    call."""
+    a, b = r["value_a"], r["value_b"]
+    if not finite(a) or not finite(b):
+        return "fitted on A only" if finite(a) else "fitted on B only"
     lows, highs = (r["ci_low_a"], r["ci_low_b"]), (r["ci_high_a"], r["ci_high_b"])
     if not all(map(finite, lows + highs)):
-        return WITHIN if r["value_a"] == r["value_b"] else "no interval"
-    if max(lows) <= min(highs):
+        return WITHIN if a == b else "no interval"
+    if promise:
+        noise = lows[0] <= b <= highs[0] or lows[1] <= a <= highs[1]
+    else:
+        noise = max(lows) <= min(highs)
+    if noise:
         return WITHIN
-    return DIFFERS if apart(r["value_a"], r["value_b"]) else SMALL
+    return DIFFERS if apart(a, b) else SMALL
 
 
-def _with_ratio(frame: pd.DataFrame) -> pd.DataFrame:
-    """B / A with its interval (B's bounds over A's), and the call."""
+def _with_ratio(frame: pd.DataFrame, promise: bool = True) -> pd.DataFrame:
+    """B / A with its interval (B's bounds over A's), and the call (`promise`: see call)."""
     frame = frame.assign(ratio=frame.value_b / frame.value_a,
                          ratio_low=frame.ci_low_b / frame.ci_high_a,
                          ratio_high=frame.ci_high_b / frame.ci_low_a)
-    frame["call"] = [call(r) for r in frame.to_dict("records")] if len(frame) else []
+    frame["call"] = [call(r, promise) for r in frame.to_dict("records")] if len(frame) else []
     return frame
 
 
@@ -309,7 +320,7 @@ def workloads_table(a: Side, b: Side) -> pd.DataFrame:
                                      suffixes=("_a", "_b"))
     if t.empty:
         return pd.DataFrame(columns=WORKLOAD_COLUMNS)
-    t = _with_ratio(t.sort_values(["slot"] + WORKLOAD_KEY, kind="stable"))
+    t = _with_ratio(t.sort_values(["slot"] + WORKLOAD_KEY, kind="stable"), promise=False)
     return t.reset_index(drop=True)[WORKLOAD_COLUMNS]
 
 

@@ -1,5 +1,6 @@
 """`rooflab compare`'s rules without a fit: the labels that name each side, the call that needs
-both apart intervals and the minimum change, and the overlaid roofline's markers and labels."""
+values outside each other's intervals and the minimum change, and the overlaid roofline's markers
+and labels."""
 
 from __future__ import annotations
 
@@ -35,6 +36,17 @@ def test_differs_needs_both_apart_intervals_and_the_minimum_change():
     assert cmp.call(row | {"value_b": 0.8, "ci_low_b": 0.79, "ci_high_b": 0.81}) == cmp.DIFFERS
     assert cmp.call(row | {"value_b": 1.2, "ci_low_b": 0.9, "ci_high_b": 1.3}) == cmp.WITHIN
     assert cmp.apart(1.0, 1.05) and cmp.apart(1.05, 1.0) and not cmp.apart(1.0, 1.049)
+
+
+def test_a_ceiling_differs_past_the_larger_noise_a_workload_past_both_spreads():
+    """Two machines 3x apart, each ceiling's interval 2x each way (a shared host): the intervals
+    overlap, yet each value lies outside the other's promise of where a repeat lands."""
+    row = {"value_a": 1.0, "ci_low_a": 0.5, "ci_high_a": 2.0,
+           "value_b": 3.0, "ci_low_b": 1.5, "ci_high_b": 6.0}
+    assert cmp.call(row) == cmp.DIFFERS
+    assert cmp.call(row, promise=False) == cmp.WITHIN  # a workload's spreads overlap
+    # a repeat inside one side's interval, though outside the other's: noise
+    assert cmp.call(row | {"value_b": 1.8, "ci_low_b": 1.7, "ci_high_b": 1.9}) == cmp.WITHIN
 
 
 def test_the_plot_gives_each_side_its_marker_colours_and_labels():
