@@ -24,6 +24,9 @@
   the op); a calibration point measured at exactly the judged op's input shapes is never read
   for it (op_rate). Below its smallest point a curve goes on along its first segment in log
   time (its slope within [0, 1]): flat where the class's smallest calls were launch-bound.
+  A convolution's class (not depthwise) is read off one power law fitted over its calibration
+  sizes instead (power_law: held out, the piecewise curve missed by 2-4x where a shape's
+  algorithm differs from its neighbours').
 
 Nothing here is fitted to the placed calls: every curve is a microbenchmark of the same dataset.
 """
@@ -40,6 +43,10 @@ BANDWIDTH_OPS = ("copy", "scale", "add", "triad", "add_one")
 GEMM_OPS = ("aten::mm", "aten::addmm", "aten::linear")
 NARROW = "narrow_gemm"  # the decode experiment's narrow weights (the op model's alone)
 REACH = 4.0  # an op-rate curve is read at most this factor past its calibrated ends
+# a convolution's rate at a shape its calibration did not measure: cuDNN's and oneDNN's algorithm
+# for each shape moves its rate by 2-5x at equal FLOPs, so the nearest two calibration sizes
+# speak for their own shapes; one power law over all of them, for any (op_rate)
+POWER_LAW_POINTS = 4
 
 
 def curves(rows, systems, dtype: str) -> dict:
@@ -188,6 +195,9 @@ def op_rate(r: dict, key: str, x: float, shapes) -> float | None:
     if not xs[0] / REACH <= x <= xs[-1] * REACH:
         return None
     ys = [float(np.median([py for px, py in points if px == v])) for v in xs]
+    if len(xs) >= POWER_LAW_POINTS and key.startswith(opclass.CONVOLUTION) \
+            and opclass.term_of(key) == opclass.COMPUTE:
+        return power_law(xs, ys, x)
     if x < xs[0] and len(xs) > 1:
         # below the curve its first segment goes on in log time, its slope kept within [0, 1]:
         # a smaller call takes no longer, and its time falls no faster than its work
@@ -196,6 +206,17 @@ def op_rate(r: dict, key: str, x: float, shapes) -> float | None:
     # log rate in log x: between a launch-bound point (time flat, rate ~ x) and a streaming
     # one, a linear rate would read the time far too short in the middle
     return float(np.exp(np.interp(math.log(x), np.log(xs), np.log(ys))))
+
+
+def power_law(xs: list, ys: list, x: float) -> float:
+    """The rate at x of log rate fitted linear in log x over every calibration size (its slope
+    within [0, 1]: a larger call takes no less time), at most the best rate measured."""
+    import numpy as np
+
+    slope, icept = np.polyfit(np.log(xs), np.log(ys), 1)
+    slope = min(1.0, max(0.0, float(slope)))
+    icept = float(np.mean(np.log(ys)) - slope * np.mean(np.log(xs)))
+    return min(max(ys), math.exp(icept + slope * math.log(x)))
 
 
 def outside(r: dict, key: str, x: float) -> str:

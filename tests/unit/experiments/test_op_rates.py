@@ -132,6 +132,26 @@ def test_the_curve_interpolates_log_log_clamps_within_reach_and_skips_the_judged
     assert sweeps.op_rate(r, KEY, 1e10, "not shapes") is None  # unknown shapes: nothing read
 
 
+def test_a_convolution_of_four_or_more_sizes_reads_one_power_law_not_its_neighbours():
+    """Rates on rate = 1e9 x^0.3 but for one size whose algorithm ran 4x slower: the piecewise
+    curve would give a call near that size its rate; the power law over all sizes barely moves,
+    never passes the best rate measured, and a class of three sizes still interpolates."""
+    law = lambda x: 1e9 * x ** 0.3  # noqa: E731
+    xs = [1e8, 1e9, 1e10, 1e11, 1e12]
+    pts = [(x, law(x) / (4 if x == 1e10 else 1), S1) for x in xs]
+    r = {"op_rates": {KEY: pts}}
+    other = [[2, 64, 8, 8], [64, 64, 3, 3], [64]]
+    near = sweeps.op_rate(r, KEY, 1.2e10, other)
+    assert 0.6 * law(1.2e10) < near < law(1.2e10)  # the outlier pulls the fit a little
+    assert sweeps.op_rate(r, KEY, 3e12, other) <= max(y for _, y, _ in pts)
+    few = {"op_rates": {KEY: pts[1:4]}}  # three sizes: interpolated, the outlier read as is
+    assert sweeps.op_rate(few, KEY, 1e10, other) == pytest.approx(law(1e10) / 4)
+    # a memory class (depthwise) keeps its curve whatever its sizes
+    dw = "aten::convolution/conv2d/depthwise"
+    assert sweeps.op_rate({"op_rates": {dw: pts}}, dw, 1e10, other) == pytest.approx(
+        law(1e10) / 4)
+
+
 def _op_rate_rows(host="lab-rates", dtype="bfloat16"):
     """Calibration rows as the experiment writes them, under another host than the placement."""
     base = {"experiment": "op_rates", "host": host, "device": "cuda:0", "device_kind": "cuda",
