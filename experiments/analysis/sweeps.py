@@ -24,9 +24,8 @@
   the op); a calibration point measured at exactly the judged op's input shapes is never read
   for it (op_rate). Below its smallest point a curve goes on along its first segment in log
   time (its slope within [0, 1]): flat where the class's smallest calls were launch-bound.
-  A convolution's class (not depthwise) is read off one power law fitted over its calibration
-  sizes instead (power_law: held out, the piecewise curve missed by 2-4x where a shape's
-  algorithm differs from its neighbours').
+  A convolution's class (not depthwise) calibrated at POWER_LAW_POINTS sizes or more is read
+  off one power law fitted over all of them instead (power_law).
 
 Nothing here is fitted to the placed calls: every curve is a microbenchmark of the same dataset.
 """
@@ -43,9 +42,9 @@ BANDWIDTH_OPS = ("copy", "scale", "add", "triad", "add_one")
 GEMM_OPS = ("aten::mm", "aten::addmm", "aten::linear")
 NARROW = "narrow_gemm"  # the decode experiment's narrow weights (the op model's alone)
 REACH = 4.0  # an op-rate curve is read at most this factor past its calibrated ends
-# a convolution's rate at a shape its calibration did not measure: cuDNN's and oneDNN's algorithm
-# for each shape moves its rate by 2-5x at equal FLOPs, so the nearest two calibration sizes
-# speak for their own shapes; one power law over all of them, for any (op_rate)
+# cuDNN and oneDNN pick an algorithm per convolution shape, moving its rate 2-5x at equal FLOPs:
+# the two nearest calibration sizes speak for their own shapes, a fit over this many or more for
+# any shape (op_rate, power_law)
 POWER_LAW_POINTS = 4
 
 
@@ -213,10 +212,10 @@ def power_law(xs: list, ys: list, x: float) -> float:
     within [0, 1]: a larger call takes no less time), at most the best rate measured."""
     import numpy as np
 
-    slope, icept = np.polyfit(np.log(xs), np.log(ys), 1)
-    slope = min(1.0, max(0.0, float(slope)))
-    icept = float(np.mean(np.log(ys)) - slope * np.mean(np.log(xs)))
-    return min(max(ys), math.exp(icept + slope * math.log(x)))
+    lx, ly = np.log(xs), np.log(ys)
+    slope = min(1.0, max(0.0, float(np.polyfit(lx, ly, 1)[0])))
+    # through the points' centroid, as the least-squares line is, at the clamped slope
+    return min(max(ys), math.exp(float(ly.mean() + slope * (math.log(x) - lx.mean()))))
 
 
 def outside(r: dict, key: str, x: float) -> str:
