@@ -188,18 +188,25 @@ def test_sampling_stops_once_the_median_is_known_and_not_before():
     assert time.perf_counter() - t0 >= 0.1
 
 
-def test_sampling_past_the_plan_stops_near_min_point_s_not_a_chunk_later():
-    """A slow call (a DRAM point's 0.2 s) sampled to min_point_s: the samples past the plan are
-    what min_point_s still needs at the pace so far, not a whole chunk of them."""
-    from experiments.core.timer import sample
+def test_sampling_past_the_plan_stops_near_min_point_s_not_a_chunk_later(monkeypatch):
+    """A slow call (a DRAM point's 0.2 s) sampled to min_point_s, on a clock each sample moves
+    20 ms: the samples past the plan are what min_point_s still needs at the pace so far."""
+    import types
 
-    slow = _Scripted(lambda i: (time.sleep(0.02), 0.02 * (1 + 0.01 * (i % 3)))[1])
-    t0 = time.perf_counter()
-    got = sample(slow, None, 1, 5, precision=0.01, min_samples=5, min_point_s=0.15,
-                 max_samples=200)
-    took = time.perf_counter() - t0
-    assert took >= 0.15 and len(got) == slow.given
-    assert 8 <= len(got) <= 9, len(got)  # 5 planned, then ~3 more; a chunk would make it 11
+    from experiments.core import timer as timer_module
+
+    clock = [0.0]
+    monkeypatch.setattr(timer_module, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+
+    def sample_s(i):
+        clock[0] += 0.02
+        return 0.02 * (1 + 0.01 * (i % 3))
+
+    slow = _Scripted(sample_s)
+    got = timer_module.sample(slow, None, 1, 5, precision=0.01, min_samples=5,
+                              min_point_s=0.15, max_samples=200)
+    assert clock[0] >= 0.15 and len(got) == slow.given
+    assert len(got) == 8  # 5 planned (0.10 s), then the 3 that 0.05 s more takes; a chunk: 11
 
 
 def test_cpu_timer_index_runs_on_across_chunks():
