@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from experiments.analysis.prediction import EMBEDDINGS as GATHERS, ITEMSIZE
+from experiments.analysis.prediction import ITEMSIZE, is_gather
 from experiments.analysis.sweeps import at, shapes_of
 
 # a read-only stream can beat the sweep's kernels by a few %; far above, bytes were overcounted
@@ -30,7 +30,7 @@ def compulsory_bytes(nbytes: float, params: dict, dtype: str) -> tuple[float, bo
     excess = 0.0
     for o in params["ops"]:
         s = shapes_of(o[1])
-        if o[0] not in GATHERS or len(s) < 2 or len(s[0]) != 2:
+        if not is_gather(o[0]) or len(s) < 2 or len(s[0]) != 2:
             continue
         table = math.prod(s[0]) * itemsize
         rows = math.prod(s[1]) * s[0][1] * itemsize * max(int(o[2] or 1), 1)

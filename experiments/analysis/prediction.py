@@ -58,7 +58,12 @@ SFU_SHARE = 16 / 256
 
 ITEMSIZE = {"float64": 8, "float32": 4, "tf32": 4, "bfloat16": 2, "float16": 2}
 RNN_OPS = ("aten::_cudnn_rnn",)
-EMBEDDINGS = ("aten::embedding", "aten::_embedding_bag", "aten::_embedding_bag_forward_only")
+EMBEDDINGS = ("aten::embedding", "aten::_embedding_bag")  # and their variants (opclass.base_op)
+
+
+def is_gather(op: str) -> bool:
+    """Whether aten op `op` gathers rows of a table (an embedding or embedding_bag)."""
+    return opclass.base_op(op) in EMBEDDINGS
 
 
 def gathered_bytes(op: str, shapes, itemsize: int) -> tuple[float, float] | None:
@@ -66,7 +71,7 @@ def gathered_bytes(op: str, shapes, itemsize: int) -> tuple[float, float] | None
     and written out: one per index for embedding, one per bag for embedding_bag) and the
     indices (int64), never the whole table; None for other ops."""
     s = _shapes(shapes)
-    if op not in EMBEDDINGS or len(s) < 2 or len(s[0]) != 2:
+    if not is_gather(op) or len(s) < 2 or len(s[0]) != 2:
         return None
     dim, idx = s[0][1], math.prod(s[1])
     out_rows = idx if op == "aten::embedding" else (math.prod(s[2]) if len(s) > 2 else idx)
