@@ -231,7 +231,10 @@ def estimate_call(fn, timer, warmup: int = 2) -> float:
     """Seconds for one call, after warm-up (first calls pay for allocation and kernel loading).
     A warm-up call past LONG_CALL_S is the only one, and its time the estimate: such a call is
     planned as one call a sample and min_samples samples whatever its exact time (plan_counts),
-    so timing a second one buys nothing (a GEMM at 10240 on a CPU runs 1.2 s a call)."""
+    so timing a second one buys nothing (a GEMM at 10240 on a CPU runs 1.2 s a call).
+    Work queued before it (the factory's writes of each rotating copy) is waited for first: in
+    the first call's time it reads as the call's, and plans one call a sample."""
+    timer.sync()
     for i in range(warmup):
         t0 = time.perf_counter()
         fn(i)

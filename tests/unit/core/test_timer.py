@@ -65,6 +65,25 @@ def test_a_call_longer_than_the_budget_is_taken_min_samples_times():
         compose_job(["experiment=timing", "device=cpu", "min_samples=1"])
 
 
+def test_work_queued_before_the_estimate_is_not_the_calls():
+    """A factory's rotating copies still being written when timing starts (a GPU runs them
+    after the factory returns): estimate_call waits for them before its first call, so a short
+    call is not planned as one call a sample on the queue's time."""
+    import time as clock
+
+    from experiments.core.timer import LONG_CALL_S, estimate_call
+
+    class Queued:  # sync() drains 2 x LONG_CALL_S of earlier work the first time
+        name, pending = "queued", 2 * LONG_CALL_S
+
+        def sync(self):
+            clock.sleep(self.pending)
+            self.pending = 0.0
+
+    per_call = estimate_call(lambda i: clock.sleep(0.0005), Queued())
+    assert 0.0005 <= per_call < 0.01, per_call
+
+
 def test_a_long_call_is_warmed_up_once_and_not_timed_again_a_short_one_twice():
     import time as clock
 
