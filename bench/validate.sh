@@ -7,6 +7,7 @@
 #   OUT=/tmp/out bash bench/validate.sh            (about 5 minutes on one H100 or H200)
 #   SEED=1234 COUNT=39 OUT=/tmp/out bash bench/validate.sh   (another draw, more of it)
 #   DEVICE=cuda:0 OUT=/tmp/out bash bench/validate.sh        (the GPU's draws alone)
+#   HOST=vm ...  the rows' host label (default node, as bench/repeats.sh's)
 #   DEV_SEED=1207 DEV_COUNT=78 ...  then a development draw on the GPU, on the same sweep, into
 #                                    $OUT/dev (a seed to study misses with, never to report)
 # Files under $OUT: validation/ (summary.txt, summary.parquet, judged.parquet, the job files),
@@ -32,7 +33,8 @@ stage() {  # stage NAME COMMAND...: its output to $OUT/NAME.log, its seconds to 
   echo "$name rc=$rc $(( $(date +%s) - t0 )) s" | tee -a "$OUT/times.txt"
   return $rc
 }
-stage sweep python3 -m experiments.cli.rooflab run --results "$RES" || tail -30 "$OUT/sweep.log"
+stage sweep python3 -m experiments.cli.rooflab run --results "$RES" --config "host=${HOST:-node}" \
+  || tail -30 "$OUT/sweep.log"
 stage validate python3 -m experiments.cli.rooflab validate --results "$RES" \
   ${SEED:+--seed "$SEED"} ${COUNT:+--count "$COUNT"} ${DEVICE:+--device "$DEVICE"} \
   || tail -30 "$OUT/validate.log"
