@@ -29,7 +29,8 @@ GPU, read off the CPU's own calibration.
 - oneDNN's RNN layer (aten::mkldnn_rnn_layer, one layer and direction an op): its recurrence is
   serial as cuDNN's is, T steps of one [batch, hidden] x [hidden, gates x hidden] GEMM (read off
   the shaped sweep) and the pointwise gates (the eager floor), after the input projection, one
-  GEMM of T x batch rows.
+  GEMM of T x batch rows; and before them oneDNN reorders both weight matrices into its packed
+  layout, on every call: a copy of their bytes at the bandwidth sweep's rate.
 """
 
 from __future__ import annotations
@@ -184,11 +185,13 @@ def gemm_rate(r: dict, m: int, n: int, k: int, shaped: float | None) -> float | 
     return max(shaped, square) if past else shaped
 
 
-def rnn_serial(r: dict, shapes, flops: float, gemm_time) -> tuple[float, int]:
+def rnn_serial(r: dict, shapes, flops: float, gemm_time, copy_time=None) -> tuple[float, int]:
     """(seconds, steps) of an aten::mkldnn_rnn_layer call from its input shapes ([T, batch, in],
     w_ih [gates x hidden, in], w_hh [gates x hidden, hidden], biases, h0 [batch, hidden], ...):
     T steps of the h W_hh GEMM (`gemm_time(flops, m, n, k)`) and the eager floor, plus the input
-    projection (the rest of `flops`) as one GEMM; (0, 0) for unreadable shapes."""
+    projection (the rest of `flops`) as one GEMM, plus `copy_time(bytes)` of both weight
+    matrices: oneDNN reorders them into its packed layout on every call (ONEDNN_VERBOSE shows
+    the two reorders before each rnn primitive); (0, 0) for unreadable shapes."""
     s = parse_shapes(shapes)
     if len(s) < 6 or len(s[0]) != 3 or len(s[2]) != 2 or len(s[5]) != 2:
         return 0.0, 0
@@ -202,4 +205,6 @@ def rnn_serial(r: dict, shapes, flops: float, gemm_time) -> tuple[float, int]:
     t = steps * (gemm_time(step, batch, rows_out, hidden) + r["latency"])
     if rest:
         t += gemm_time(rest, steps * batch, rows_out, width)
+    if copy_time:
+        t += copy_time((math.prod(s[1]) + math.prod(s[2])) * r.get("itemsize", 2))
     return t, steps

@@ -94,7 +94,8 @@ def serial_time(r: dict, op: str, shapes, flops: float) -> tuple[float, int]:
     rest of its FLOPs) run as one GEMM per layer (oneDNN's layer: cpuops.rnn_serial). (0, 0)
     for other ops or unreadable shapes."""
     if op == cpuops.MKLDNN_RNN:
-        return cpuops.rnn_serial(r, shapes, flops, lambda f, m, n, k: shaped_time(r, f, m, n, k))
+        return cpuops.rnn_serial(r, shapes, flops, lambda f, m, n, k: shaped_time(r, f, m, n, k),
+                                 lambda nbytes: copy_time(r, nbytes))
     s = _shapes(shapes)
     if op not in RNN_OPS or len(s) < 3 or len(s[-1]) != 3 or len(s[1]) != 2:
         return 0.0, 0
@@ -108,6 +109,13 @@ def serial_time(r: dict, op: str, shapes, flops: float) -> tuple[float, int]:
     one = max(shaped_time(r, step, batch, gates * hidden, hidden), r.get("gemm_floor") or 0.0)
     t = steps * (one + cell_time(r, batch * hidden * (gates + 2) * r.get("itemsize", 2), shapes))
     return t + (gemm_time(r, rest / stacks) * stacks if rest else 0.0), steps
+
+
+def copy_time(r: dict, nbytes: float) -> float:
+    """A copy of `nbytes` into a buffer of its own (read once, written once) at the bandwidth
+    sweep's rate for that working set, else DRAM's."""
+    rate = _at(r.get("bandwidth"), 2 * nbytes) or r["DRAM"]
+    return 2 * nbytes / rate if rate else 0.0
 
 
 def cell_time(r: dict, nbytes: float, shapes) -> float:
