@@ -29,8 +29,11 @@ GPU, read off the CPU's own calibration.
 - oneDNN's RNN layer (aten::mkldnn_rnn_layer, one layer and direction an op): its recurrence is
   serial as cuDNN's is, T steps of one [batch, hidden] x [hidden, gates x hidden] GEMM (read off
   the shaped sweep) and the pointwise gates (the eager floor), after the input projection, one
-  GEMM of T x batch rows; and before them oneDNN reorders both weight matrices into its packed
-  layout, on every call: a copy of their bytes at the bandwidth sweep's rate.
+  GEMM of T x batch rows;
+- oneDNN's weight reorder: a convolution or RNN layer first copies its weights into oneDNN's
+  blocked layout, on every call (reordered_bytes), at the bandwidth sweep's rate for a copy of
+  them; a convolution's op-rate points are rated on their time less that copy, and each op
+  predicted adds its own.
 """
 
 from __future__ import annotations
@@ -185,13 +188,25 @@ def gemm_rate(r: dict, m: int, n: int, k: int, shaped: float | None) -> float | 
     return max(shaped, square) if past else shaped
 
 
+def reordered_bytes(op: str, shapes, itemsize: int) -> float:
+    """The weight bytes oneDNN reorders into its blocked layout on every call of a CPU op
+    (ONEDNN_VERBOSE shows a reorder before each convolution and RNN primitive: torch hands it
+    plain weights): a convolution's weight, an RNN layer's w_ih and w_hh; 0 for other ops."""
+    s = parse_shapes(shapes)
+    if op == MKLDNN_RNN and len(s) >= 3:
+        return float(math.prod(s[1]) + math.prod(s[2])) * itemsize
+    if op.startswith((opclass.CONVOLUTION, opclass.CONV_TRANSPOSE)) and len(s) >= 2 \
+            and len(s[1]) >= 3:
+        return float(math.prod(s[1])) * itemsize
+    return 0.0
+
+
 def rnn_serial(r: dict, shapes, flops: float, gemm_time, copy_time=None) -> tuple[float, int]:
     """(seconds, steps) of an aten::mkldnn_rnn_layer call from its input shapes ([T, batch, in],
     w_ih [gates x hidden, in], w_hh [gates x hidden, hidden], biases, h0 [batch, hidden], ...):
     T steps of the h W_hh GEMM (`gemm_time(flops, m, n, k)`) and the eager floor, plus the input
-    projection (the rest of `flops`) as one GEMM, plus `copy_time(bytes)` of both weight
-    matrices: oneDNN reorders them into its packed layout on every call (ONEDNN_VERBOSE shows
-    the two reorders before each rnn primitive); (0, 0) for unreadable shapes."""
+    projection (the rest of `flops`) as one GEMM, plus `copy_time(bytes)` of its weights'
+    reorder (reordered_bytes); (0, 0) for unreadable shapes."""
     s = parse_shapes(shapes)
     if len(s) < 6 or len(s[0]) != 3 or len(s[2]) != 2 or len(s[5]) != 2:
         return 0.0, 0
@@ -206,5 +221,5 @@ def rnn_serial(r: dict, shapes, flops: float, gemm_time, copy_time=None) -> tupl
     if rest:
         t += gemm_time(rest, steps * batch, rows_out, width)
     if copy_time:
-        t += copy_time((math.prod(s[1]) + math.prod(s[2])) * r.get("itemsize", 2))
+        t += copy_time(reordered_bytes(MKLDNN_RNN, shapes, r.get("itemsize", 2)))
     return t, steps

@@ -112,10 +112,8 @@ def serial_time(r: dict, op: str, shapes, flops: float) -> tuple[float, int]:
 
 
 def copy_time(r: dict, nbytes: float) -> float:
-    """A copy of `nbytes` into a buffer of its own (read once, written once) at the bandwidth
-    sweep's rate for that working set, else DRAM's."""
-    rate = _at(r.get("bandwidth"), 2 * nbytes) or r["DRAM"]
-    return 2 * nbytes / rate if rate else 0.0
+    """A copy of `nbytes` into a buffer of its own at the bandwidth sweep's rate, else DRAM's."""
+    return sweeps.copy_time(r.get("bandwidth"), nbytes, r["DRAM"])
 
 
 def cell_time(r: dict, nbytes: float, shapes) -> float:
@@ -207,15 +205,19 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
     dims = sweeps.gemm_dims(op, shapes) if kind == "matrix" else None
     if dims and r.get("shaped") and not term and (far := sweeps.shaped_outside(r, *dims)):
         outside.append(far)
+    reorder = 0.0
     if term == opclass.COMPUTE:  # the FLOP/s torch's kernel for this class attained
         P = rate
         note.append(f"compute: op rates {curve}")
+        if r.get("cpu") and curve.startswith(opclass.CONVOLUTION):  # its points rated without
+            reorder = calls * sweeps.copy_time(r.get("bandwidth"), cpuops.reordered_bytes(
+                op, shapes, r["itemsize"]))  # the curve its points were rated by, or none
     elif dims and r.get("shaped"):  # the GEMM sweep at this shape
         P = shaped_rate(r, *dims) or P
         note.append("compute: GEMM sweep at {}x{}x{}".format(*dims))
     elif kind == "matrix" and r.get("gemm"):  # the GEMM roof at this size
         P = _at(r["gemm"], flops / calls) or P
-    compute = flops / P if P and flops else 0.0
+    compute = (flops / P if P and flops else 0.0) + reorder
     if exponentials and exponentials == exponentials and r.get("sfu") and not term:
         compute += exponentials / r["sfu"]
     level, memory = "DRAM", None

@@ -36,6 +36,7 @@ import json
 import math
 
 from experiments.analysis import cpuops, dataset
+from experiments.core.dtypes import itemsize
 from experiments.placement import opclass
 
 BANDWIDTH_OPS = ("copy", "scale", "add", "triad", "add_one")
@@ -46,6 +47,9 @@ REACH = 4.0  # an op-rate curve is read at most this factor past its calibrated 
 # the two nearest calibration sizes speak for their own shapes, a fit over this many or more for
 # any shape (op_rate, power_law)
 POWER_LAW_POINTS = 4
+# a CPU convolution's calibration point keeps at least this share of its time as its own work,
+# however long the copy its weights' reorder (cpuops.reordered_bytes) is estimated at
+WORK_SHARE = 0.25
 
 
 def curves(rows, systems, dtype: str) -> dict:
@@ -89,7 +93,7 @@ def curves(rows, systems, dtype: str) -> dict:
     gemms = [*mm.time_s, *gv.time_s]
     if gemms and not cpuops.is_cpu(mine):
         out["gemm_floor"] = float(min(gemms))
-    if rates := op_rate_points(mine, rows, systems, dtype):
+    if rates := op_rate_points(mine, rows, systems, dtype, out.get("bandwidth")):
         out["op_rates"] = rates
     if cpuops.is_cpu(mine):  # a CPU's own terms (cpuops.py): its dispatch floors
         out["cpu"] = True
@@ -140,11 +144,13 @@ def gemm_lines(rows) -> list:
     return sorted(lines, key=lambda x: x[0])
 
 
-def op_rate_points(mine, rows, systems: set, dtype: str) -> dict:
+def op_rate_points(mine, rows, systems: set, dtype: str, bandwidth=None) -> dict:
     """class key -> [(x, rate, input shapes)] of the op_rates experiment's ok rows in `dtype`
     (module docstring): `mine` the systems' ok rows; without op rates among them, those of the
     same device model among all `rows`. A CPU's point timed contended is left out
-    (cpuops.contended), and so is a CPU's add or strided copy (cpuops.warm_copy)."""
+    (cpuops.contended), and so is a CPU's add or strided copy (cpuops.warm_copy). A CPU's
+    convolution is rated on its time less its weights' reorder at `bandwidth` (a curve; the
+    op adds its own back, cpuops.reordered_bytes), at least WORK_SHARE of its time."""
     def measured(r):
         return r[(r.experiment == "op_rates") & (r.status == "ok") & (r.dtype == dtype)
                  & (r.time_s > 0)]
@@ -169,8 +175,11 @@ def op_rate_points(mine, rows, systems: set, dtype: str) -> dict:
             found = (fine, opclass.term_of(fine))
         x, y = ((r.flops, r.flop_per_s) if found[1] == opclass.COMPUTE
                 else (r.working_set_bytes, r.byte_per_s))
-        x = cpuops.read_at(x, r.op, p.get("input_shapes"),
-                           getattr(r, "device_kind", None) == "cpu")
+        cpu = getattr(r, "device_kind", None) == "cpu"
+        if cpu and found[1] == opclass.COMPUTE and (reorder := copy_time(bandwidth, (
+                cpuops.reordered_bytes(r.op, p.get("input_shapes"), itemsize(dtype))))):
+            y = r.flops / max(r.time_s - reorder, WORK_SHARE * r.time_s)
+        x = cpuops.read_at(x, r.op, p.get("input_shapes"), cpu)
         if x == x and y == y and x > 0 and y > 0 and not cpuops.contended(r) \
                 and not cpuops.warm_copy(r, found[0]):
             out.setdefault(found[0], []).append(
@@ -251,6 +260,13 @@ def shapes_of(shapes) -> list:
     except (ValueError, SyntaxError):
         return []
     return out if isinstance(out, list) else []
+
+
+def copy_time(curve, nbytes: float, fallback: float | None = None) -> float:
+    """Seconds to copy `nbytes` into a buffer of its own (read once, written once) at the
+    bandwidth curve's rate for that working set, else at `fallback` B/s; 0 without either."""
+    rate = at(curve, 2 * nbytes) or fallback
+    return 2 * nbytes / rate if rate and nbytes > 0 else 0.0
 
 
 def at(curve, x: float) -> float | None:

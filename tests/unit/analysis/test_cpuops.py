@@ -234,7 +234,8 @@ def test_a_depthwise_convolution_reads_its_own_curve_where_calibrated():
     r = cpu_roofs(rows=floor_rows() + dense)
     op = prediction.predict_op(r, flops, nbytes, nbytes, "matrix", op="aten::convolution",
                                shapes=judged)
-    assert op["compute_s"] == pytest.approx(flops / 1e11)  # the dense curve, without its own
+    # the dense curve, without its own (its weights' reorder a hair of it here)
+    assert op["compute_s"] == pytest.approx(flops / 1e11, rel=0.01)
     r = cpu_roofs(rows=floor_rows() + dense + depthwise)
     op = prediction.predict_op(r, flops, nbytes, nbytes, "matrix", op="aten::convolution",
                                shapes=judged)
@@ -246,6 +247,35 @@ def test_a_depthwise_convolution_reads_its_own_curve_where_calibrated():
     r = cpu_roofs(rows=floor_rows() + depthwise)
     assert prediction.predict_op(r, 1e8, 1e5, 1e5, "matrix", op="aten::convolution",
                                  shapes="[[4, 64, 16, 16], [64, 64, 3, 3], [64]]")["curve"] == ""
+
+
+def test_a_cpu_convolution_pays_its_weights_reorder_and_its_points_are_rated_without_it():
+    """oneDNN copies a convolution's weight into its blocked layout on every call: a point's
+    rate is its FLOPs over its time less that copy (2 x the weight's bytes at the bandwidth
+    sweep's rate, 2e10 B/s here), and the judged op adds its own weight's copy back; without
+    the sweep neither."""
+    stream = [_row(experiment="bandwidth", op="copy", working_set_bytes=ws, byte_per_s=2e10,
+                   time_s=ws / 2e10) for ws in (1e5, 1e9)]
+    copy = lambda weight: 2 * math.prod(weight) * 4 / 2e10  # noqa: E731  float32, read + write
+    points = [_row(experiment="op_rates", op="aten::convolution", flops=b * 1e8,
+                   flop_per_s=1e3, time_s=b * 1e8 / 1e11 + copy((64, 64, 3, 3)),
+                   params=json.dumps({"input_shapes": f"[[{b}, 64, 16, 16], [64, 64, 3, 3]]"}))
+              for b in (2, 8)]
+    judged = "[[4, 64, 16, 16], [128, 64, 3, 3]]"
+    r = cpu_roofs(rows=floor_rows() + points + stream)
+    assert [y for _, y, _ in r["op_rates"]["aten::convolution/conv2d"]] == pytest.approx(
+        [1e11, 1e11])
+    op = prediction.predict_op(r, 4e8, 1e6, 1e6, "matrix", op="aten::convolution",
+                               shapes=judged)
+    assert op["compute_s"] == pytest.approx(4e8 / 1e11 + copy((128, 64, 3, 3)))
+    r = cpu_roofs(rows=floor_rows() + points)
+    assert [y for _, y, _ in r["op_rates"]["aten::convolution/conv2d"]] == [1e3, 1e3]
+    op = prediction.predict_op(r, 4e8, 1e6, 1e6, "matrix", op="aten::convolution",
+                               shapes=judged)
+    assert op["compute_s"] == pytest.approx(4e8 / 1e3)
+    assert cpuops.reordered_bytes("aten::relu", "[[4, 64]]", 4) == 0.0
+    assert cpuops.reordered_bytes("aten::conv_transpose2d", "[[1, 8, 4, 4], [8, 2, 4, 4]]",
+                                  4) == 8 * 2 * 4 * 4 * 4
 
 
 def test_a_contended_cpu_point_is_no_rate():
