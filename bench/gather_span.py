@@ -1,7 +1,6 @@
 """Does a small gather's time depend on the table's size or on the span of tables the loop
 touches? embedding_bag (sum) of `bags` bags of `bag` random ids, timed from a CUDA graph of one
 call per table over `copies` tables in turn (as rooflab's rotation does), per call."""
-import sys
 import torch
 import torch.nn.functional as F
 
@@ -21,11 +20,15 @@ def per_call(rows: int, dim: int, bags: int, bag: int, copies: int, reps: int = 
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         outs = [F.embedding_bag(i, t, offsets, mode="sum") for t, i in zip(tables, ids)]
-    graph.replay(); torch.cuda.synchronize()
+    graph.replay()
+    torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     best = float("inf")
     for _ in range(reps):
-        start.record(); graph.replay(); end.record(); end.synchronize()
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
         best = min(best, start.elapsed_time(end) * 1e-3 / copies)
     assert all(torch.isfinite(o).all() for o in outs)
     del tables, ids, outs, graph

@@ -176,8 +176,9 @@ def op_rate_points(mine, rows, systems: set, dtype: str, bandwidth=None) -> dict
         x, y = ((r.flops, r.flop_per_s) if found[1] == opclass.COMPUTE
                 else (r.working_set_bytes, r.byte_per_s))
         cpu = getattr(r, "device_kind", None) == "cpu"
-        if cpu and found[1] == opclass.COMPUTE and (reorder := copy_time(bandwidth, (
-                cpuops.reordered_bytes(r.op, p.get("input_shapes"), itemsize(dtype))))):
+        if cpu and found[0].startswith(opclass.CONVOLUTION) and found[1] == opclass.COMPUTE \
+                and (reorder := copy_time(bandwidth, cpuops.reordered_bytes(
+                    r.op, p.get("input_shapes"), itemsize(dtype)))):
             y = r.flops / max(r.time_s - reorder, WORK_SHARE * r.time_s)
         x = cpuops.read_at(x, r.op, p.get("input_shapes"), cpu)
         if x == x and y == y and x > 0 and y > 0 and not cpuops.contended(r) \
