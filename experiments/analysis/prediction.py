@@ -95,7 +95,7 @@ def serial_time(r: dict, op: str, shapes, flops: float) -> tuple[float, int]:
     for other ops or unreadable shapes."""
     if op == cpuops.MKLDNN_RNN:
         return cpuops.rnn_serial(r, shapes, flops, lambda f, m, n, k: shaped_time(r, f, m, n, k),
-                                 lambda nbytes: copy_time(r, nbytes))
+                                 lambda b: sweeps.copy_time(r.get("bandwidth"), b, r["DRAM"]))
     s = _shapes(shapes)
     if op not in RNN_OPS or len(s) < 3 or len(s[-1]) != 3 or len(s[1]) != 2:
         return 0.0, 0
@@ -109,11 +109,6 @@ def serial_time(r: dict, op: str, shapes, flops: float) -> tuple[float, int]:
     one = max(shaped_time(r, step, batch, gates * hidden, hidden), r.get("gemm_floor") or 0.0)
     t = steps * (one + cell_time(r, batch * hidden * (gates + 2) * r.get("itemsize", 2), shapes))
     return t + (gemm_time(r, rest / stacks) * stacks if rest else 0.0), steps
-
-
-def copy_time(r: dict, nbytes: float) -> float:
-    """A copy of `nbytes` into a buffer of its own at the bandwidth sweep's rate, else DRAM's."""
-    return sweeps.copy_time(r.get("bandwidth"), nbytes, r["DRAM"])
 
 
 def cell_time(r: dict, nbytes: float, shapes) -> float:
@@ -209,9 +204,9 @@ def predict_op(r: dict, flops: float, nbytes: float, cold_bytes: float | None = 
     if term == opclass.COMPUTE:  # the FLOP/s torch's kernel for this class attained
         P = rate
         note.append(f"compute: op rates {curve}")
-        if r.get("cpu") and curve.startswith(opclass.CONVOLUTION):  # its points rated without
-            reorder = calls * sweeps.copy_time(r.get("bandwidth"), cpuops.reordered_bytes(
-                op, shapes, r["itemsize"]))  # the curve its points were rated by, or none
+        if r.get("cpu"):  # a convolution's weight reorder, which its points were rated without
+            reorder = calls * sweeps.reorder_time(curve, op, shapes, r["itemsize"],
+                                                  r.get("bandwidth"))
     elif dims and r.get("shaped"):  # the GEMM sweep at this shape
         P = shaped_rate(r, *dims) or P
         note.append("compute: GEMM sweep at {}x{}x{}".format(*dims))

@@ -176,9 +176,8 @@ def op_rate_points(mine, rows, systems: set, dtype: str, bandwidth=None) -> dict
         x, y = ((r.flops, r.flop_per_s) if found[1] == opclass.COMPUTE
                 else (r.working_set_bytes, r.byte_per_s))
         cpu = getattr(r, "device_kind", None) == "cpu"
-        if cpu and found[0].startswith(opclass.CONVOLUTION) and found[1] == opclass.COMPUTE \
-                and (reorder := copy_time(bandwidth, cpuops.reordered_bytes(
-                    r.op, p.get("input_shapes"), itemsize(dtype)))):
+        if cpu and (reorder := reorder_time(found[0], r.op, p.get("input_shapes"),
+                                            itemsize(dtype), bandwidth)):
             y = r.flops / max(r.time_s - reorder, WORK_SHARE * r.time_s)
         x = cpuops.read_at(x, r.op, p.get("input_shapes"), cpu)
         if x == x and y == y and x > 0 and y > 0 and not cpuops.contended(r) \
@@ -261,6 +260,15 @@ def shapes_of(shapes) -> list:
     except (ValueError, SyntaxError):
         return []
     return out if isinstance(out, list) else []
+
+
+def reorder_time(key: str, op: str, shapes, size: int, bandwidth) -> float:
+    """A CPU convolution's per-call weight reorder (cpuops.reordered_bytes, `size` bytes an
+    element) copied at the `bandwidth` curve's rate: what its class's op-rate points are rated
+    without and each of its ops adds back. 0 for other classes, or without the curve."""
+    if not key.startswith(opclass.CONVOLUTION) or opclass.term_of(key) != opclass.COMPUTE:
+        return 0.0
+    return copy_time(bandwidth, cpuops.reordered_bytes(op, shapes, size))
 
 
 def copy_time(curve, nbytes: float, fallback: float | None = None) -> float:
