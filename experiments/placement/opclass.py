@@ -19,6 +19,7 @@ Any other op has no class (None): the roofs and sweeps predict it.
 from __future__ import annotations
 
 import ast
+import math
 
 CONVOLUTION = "aten::convolution"
 # a transposed convolution's op as the counter names it (counting.op_name): the module's op, under
@@ -102,6 +103,26 @@ def fine_key(op: str, shapes) -> str | None:
         return None
     depthwise = "transpose" not in found[0] and s[1][1] == 1 and s[0][1] == s[1][0] > 1
     return f"{found[0]}/{DEPTHWISE}" if depthwise else None
+
+
+def conv_gemm(key: str, shapes, flops: float) -> tuple[int, int, int] | None:
+    """(M, N, K) of one group's implicit GEMM of a convolution of class `key` ([input, weight,
+    (bias)] shapes, `flops` its count): M output pixels by K = in channels a group x kernel
+    against N out channels a group; a transposed one's M input pixels by K in channels a group
+    against N = out channels a group x kernel (its col2im form). FLOPs = 2 M N K groups.
+    None for another class or unreadable shapes."""
+    s = parse_shapes(shapes)
+    if not key.startswith(CONVOLUTION) or len(s) < 2 or len(s[0]) < 3 or min(s[1]) < 1:
+        return None
+    x, w = s[0], s[1]
+    kernel = math.prod(w[2:])
+    if "transpose" in key:
+        bias = s[2][0] if len(s) > 2 and len(s[2]) == 1 else w[1]
+        groups = max(bias // w[1], 1)
+        return math.prod([x[0], *x[2:]]), w[1] * kernel, max(w[0] // groups, 1)
+    groups = max(x[1] // w[1], 1)
+    k, n = w[1] * kernel, max(w[0] // groups, 1)
+    return max(round(flops / (2 * k * n * groups)), 1), n, k
 
 
 def term_of(key: str) -> str:

@@ -6,6 +6,7 @@ for its class and falling back to the roofs without it."""
 import json
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -319,3 +320,39 @@ def test_a_narrower_class_s_curve_is_read_where_it_reaches_the_op_else_the_class
     small = prediction.predict_op(r, 0.0, 2e4, 2e4, op="aten::_softmax",
                                   shapes="[[1, 1, 5, 2000], [], []]")
     assert small["curve"] == "aten::_softmax" and not small["outside"]
+
+
+def test_a_gpu_convolution_reads_the_efficiency_of_the_points_nearest_its_gemm_shape():
+    """On a flat GEMM sweep (1e14 FLOP/s at every shape) thin, wide-channel points ran at a
+    tenth of it (one at 0.3) and broad, narrow-channel ones at half: a call of the first kind
+    reads near a tenth whatever its FLOPs, one of the second near half; a CPU keeps the power
+    law."""
+    flat = [(math.log(c), np.log([1.0, 1e6]), np.array([1e14, 1e14])) for c in (256, 4096)]
+    wide = lambda b: [[b, 1024, 4, 4], [1024, 1024, 3, 3], [1024]]  # noqa: E731
+    broad = lambda b: [[b, 32, 64, 64], [32, 32, 3, 3], [32]]  # noqa: E731
+    flops_wide = lambda b: 2.0 * 16 * b * 1024 * 9216  # noqa: E731
+    flops_broad = lambda b: 2.0 * 4096 * b * 32 * 288  # noqa: E731
+    pts = [(flops_wide(b), 3e13 if b == 4 else 1e13, wide(b)) for b in (1, 4, 12)] + [
+        (flops_broad(b), 5e13, broad(b)) for b in (8, 64)]
+    r = {"shaped": flat, "op_rates": {KEY: pts}}
+    assert opclass.conv_gemm(KEY, wide(2), flops_wide(2)) == (32, 1024, 9216)
+    assert 1e13 < sweeps.op_rate(r, KEY, flops_wide(2), wide(2)) < 2e13
+    assert 4.5e13 < sweeps.op_rate(r, KEY, flops_broad(32), broad(32)) <= 5e13
+    # its own point (0.3) is never read: the other wide points speak for it
+    assert sweeps.op_rate(r, KEY, flops_wide(4), wide(4)) < 1.2e13
+    cpu = r | {"cpu": True}
+    xs = sorted(x for x, _, _ in pts)
+    assert sweeps.op_rate(cpu, KEY, flops_wide(2), wide(2)) == pytest.approx(
+        sweeps.power_law(xs, [y for x in xs for px, y, _ in pts if px == x], flops_wide(2)))
+
+
+@pytest.mark.parametrize("key, shapes, flops, want", [
+    # 2 x 8 x 8 output pixels, 3 x 3 x 16 in channels a group, 64 / 2 out channels a group
+    ("aten::convolution/conv2d", [[2, 32, 8, 8], [64, 16, 3, 3], [64]],
+     2.0 * 128 * 32 * 144 * 2, (128, 32, 144)),
+    # transposed: 2 x 5 x 5 input pixels by 48 in channels, against 24 out x 4 x 4 a kernel
+    ("aten::convolution/conv_transpose2d", [[2, 48, 5, 5], [48, 24, 4, 4], [24]],
+     2.0 * 50 * 384 * 48, (50, 384, 48)),
+    ("aten::_softmax", [[2, 8]], 1.0, None)])
+def test_a_convolution_is_one_implicit_gemm_a_group(key, shapes, flops, want):
+    assert opclass.conv_gemm(key, shapes, flops) == want
