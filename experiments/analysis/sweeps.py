@@ -24,10 +24,8 @@
   the op); a calibration point measured at exactly the judged op's input shapes is never read
   for it (op_rate). Below its smallest point a curve goes on along its first segment in log
   time (its slope within [0, 1]): flat where the class's smallest calls were launch-bound.
-  A convolution's class (not depthwise) calibrated at POWER_LAW_POINTS sizes or more is read
-  instead, on a GPU, as the gemv_gemm sweep's rate at its implicit GEMM's shape times the
-  efficiency its calibration points nearest in that shape attained (conv_rate), elsewhere off
-  one power law fitted over all of them (power_law).
+  A convolution's class (not depthwise) calibrated at POWER_LAW_POINTS sizes or more, and a
+  GPU's fused attention, are read by their shape instead (shape_rates.py).
 
 Nothing here is fitted to the placed calls: every curve is a microbenchmark of the same dataset.
 """
@@ -37,7 +35,7 @@ from __future__ import annotations
 import json
 import math
 
-from experiments.analysis import cpuops, dataset
+from experiments.analysis import cpuops, dataset, shape_rates
 from experiments.core.dtypes import itemsize
 from experiments.placement import opclass
 
@@ -47,12 +45,8 @@ NARROW = "narrow_gemm"  # the decode experiment's narrow weights (the op model's
 REACH = 4.0  # an op-rate curve is read at most this factor past its calibrated ends
 # cuDNN and oneDNN pick an algorithm per convolution shape, moving its rate 2-5x at equal FLOPs:
 # the two nearest calibration sizes speak for their own shapes, this many or more for any shape
-# (op_rate: conv_rate, power_law)
+# (op_rate, shape_rates.py)
 POWER_LAW_POINTS = 4
-# a calibration point at distance d (in log M, N, K) from a GPU convolution's implicit GEMM
-# weighs 1 / (d + this)^2 in its efficiency (conv_rate): a point at its very shape does not
-# stand alone
-SHAPE_SOFTENING = 0.3
 # a CPU convolution's calibration point keeps at least this share of its time as its own work,
 # however long the copy its weights' reorder (cpuops.reordered_bytes) is estimated at
 WORK_SHARE = 0.25
@@ -201,19 +195,23 @@ def op_rate(r: dict, key: str, x: float, shapes) -> float | None:
     import numpy as np
 
     judged = opclass.parse_shapes(shapes)
-    points = [(px, py) for px, py, ps in (r.get("op_rates") or {}).get(key, ())
-              if judged and ps != judged]
+    own = [p for p in (r.get("op_rates") or {}).get(key, ()) if judged and p[2] != judged]
+    points = [(px, py) for px, py, _ in own]
     if not points or not x > 0:
         return None
     xs = sorted({px for px, _ in points})
     if not xs[0] / REACH <= x <= xs[-1] * REACH:
         return None
     ys = [float(np.median([py for px, py in points if px == v])) for v in xs]
+    gpu = not r.get("cpu")
+    if gpu and key.startswith(opclass.ATTENTION_PREFIX) \
+            and (t := shape_rates.attention_time(x, judged, own)):
+        return x / t
     if len(xs) >= POWER_LAW_POINTS and key.startswith(opclass.CONVOLUTION) \
             and opclass.term_of(key) == opclass.COMPUTE:
-        if r.get("shaped") and not r.get("cpu"):
-            return conv_rate(r, key, x, judged, points)
-        return power_law(xs, ys, x)
+        rate = gpu and shape_rates.conv_rate(key, x, judged, own,
+                                             lambda m, n, k: shaped_rate(r, m, n, k))
+        return rate or shape_rates.power_law(xs, ys, x)
     if x < xs[0] and len(xs) > 1:
         # below the curve its first segment goes on in log time, its slope kept within [0, 1]:
         # a smaller call takes no longer, and its time falls no faster than its work
@@ -222,40 +220,6 @@ def op_rate(r: dict, key: str, x: float, shapes) -> float | None:
     # log rate in log x: between a launch-bound point (time flat, rate ~ x) and a streaming
     # one, a linear rate would read the time far too short in the middle
     return float(np.exp(np.interp(math.log(x), np.log(xs), np.log(ys))))
-
-
-def conv_rate(r: dict, key: str, flops: float, shapes, points) -> float | None:
-    """A GPU convolution's FLOP/s: the gemv_gemm sweep's rate at its implicit GEMM's shape
-    (opclass.conv_gemm) times its class's efficiency there, the calibration points' measured
-    rate over the sweep's at their own GEMM shapes, averaged in log with weights falling as the
-    square of their distance in log (M, N, K) (cuDNN picks its algorithm by shape: the points
-    nearest in shape speak for it); the power law over `points` where a shape is unreadable."""
-    import numpy as np
-
-    dims = opclass.conv_gemm(key, shapes, flops)
-    near = []
-    for px, py, ps in (p for p in (r.get("op_rates") or {}).get(key, ()) if p[2] != shapes):
-        if (pd_ := opclass.conv_gemm(key, ps, px)) and (rate := shaped_rate(r, *pd_)):
-            near.append((np.log(pd_), math.log(py / rate)))
-    if not dims or not near:
-        xs = sorted({px for px, _ in points})
-        return power_law(xs, [float(np.median([py for px, py in points if px == v]))
-                              for v in xs], flops)
-    d = np.array([np.linalg.norm(np.log(dims) - at_) for at_, _ in near])
-    weight = 1.0 / (d + SHAPE_SOFTENING) ** 2
-    efficiency = math.exp(float(np.dot(weight, [e for _, e in near]) / weight.sum()))
-    return efficiency * shaped_rate(r, *dims)
-
-
-def power_law(xs: list, ys: list, x: float) -> float:
-    """The rate at x of log rate fitted linear in log x over every calibration size (its slope
-    within [0, 1]: a larger call takes no less time), at most the best rate measured."""
-    import numpy as np
-
-    lx, ly = np.log(xs), np.log(ys)
-    slope = min(1.0, max(0.0, float(np.polyfit(lx, ly, 1)[0])))
-    # through the points' centroid, as the least-squares line is, at the clamped slope
-    return min(max(ys), math.exp(float(ly.mean() + slope * (math.log(x) - lx.mean()))))
 
 
 def outside(r: dict, key: str, x: float) -> str:

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from experiments import op_rates
-from experiments.analysis import placements, prediction, sweeps
+from experiments.analysis import placements, prediction, shape_rates, sweeps
 from experiments.analysis.dataset import from_rows
 from experiments.placement import counting, opclass
 
@@ -343,7 +343,7 @@ def test_a_gpu_convolution_reads_the_efficiency_of_the_points_nearest_its_gemm_s
     cpu = r | {"cpu": True}
     xs = sorted(x for x, _, _ in pts)
     assert sweeps.op_rate(cpu, KEY, flops_wide(2), wide(2)) == pytest.approx(
-        sweeps.power_law(xs, [y for x in xs for px, y, _ in pts if px == x], flops_wide(2)))
+        shape_rates.power_law(xs, [y for x in xs for px, y, _ in pts if px == x], flops_wide(2)))
 
 
 @pytest.mark.parametrize("key, shapes, flops, want", [
@@ -356,3 +356,33 @@ def test_a_gpu_convolution_reads_the_efficiency_of_the_points_nearest_its_gemm_s
     ("aten::_softmax", [[2, 8]], 1.0, None)])
 def test_a_convolution_is_one_implicit_gemm_a_group(key, shapes, flops, want):
     assert opclass.conv_gemm(key, shapes, flops) == want
+
+
+ATT = "aten::_scaled_dot_product_cudnn_attention/hd64"
+
+
+def _attention(b, h, s, causal=False):
+    """(FLOPs, shapes, seconds) of a fused attention on a law of launch, tiles and keys."""
+    q = [b, h, s, 64]
+    flops = 4.0 * b * h * s * s * 64 / (2 if causal else 1)
+    tiles = b * h * math.ceil(s / 128)
+    return flops, [q, q, q], 5e-6 + tiles * 2e-8 + tiles * s / (2 if causal else 1) * 1e-10
+
+
+def test_a_gpu_attention_pays_its_query_tiles_not_only_its_flops():
+    """Points on t = 5 us + 20 ns a query tile + 0.1 ns a tile and key: a call of many short
+    heads (few FLOPs, many tiles) and a causal one read their law's time; the FLOP curve reads the
+    short one far too fast. Fewer than three points, or a CPU, keep that curve."""
+    pts = [(f, f / t, s) for f, s, t in (_attention(*a) for a in
+                                         [(1, 4, 16), (8, 16, 1024), (2, 8, 256), (64, 64, 32)])]
+    r = {"op_rates": {ATT: pts}}
+    for call in [(40, 40, 30), (4, 8, 512, True), (2, 4, 2048)]:
+        flops, shapes, t = _attention(*call)
+        assert flops / sweeps.op_rate(r, ATT, flops, shapes) == pytest.approx(t, rel=0.01)
+    flops, shapes, t = _attention(40, 40, 30)
+    assert flops / sweeps.op_rate(r | {"cpu": True}, ATT, flops, shapes) < t / 2
+    few = {"op_rates": {ATT: pts[:2]}}
+    assert sweeps.op_rate(few, ATT, flops, shapes) == pytest.approx(
+        sweeps.op_rate(few | {"cpu": True}, ATT, flops, shapes))
+    assert shape_rates.attention_work([[2, 4, 300, 64]] * 3, 4.0 * 8 * 300 * 300 * 64) == (
+        24, 24 * 300)
