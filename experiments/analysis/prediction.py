@@ -34,7 +34,8 @@ the slowest of three terms:
   head dimension, the fused attention and encoder layers, norms, softmax, GELU, pooling,
   gathers, the elementwise add and strided copy: those two say nothing where unmeasured)
   takes the rate torch's kernel for that class attained instead of the roofs: its compute term
-  FLOPs over the class's FLOP/s at its FLOPs per call (no exponentials added: the kernel's
+  FLOPs over the class's FLOP/s at its FLOPs per call (a GPU's convolutions and attention: at
+  their shape, shape_rates.py; no exponentials added: the kernel's
   rate holds them), or its memory term its counted bytes over the class's B/s at its
   working set (ncu's bytes or not);
   sweeps.op_rate never reads a calibration point at the op's own input shapes. `curve` and

@@ -51,8 +51,8 @@ def conv_rate(key: str, flops: float, shapes, points: list, gemm_rate) -> float 
 
 def attention_work(shapes, flops: float) -> tuple[int, float] | None:
     """(query tiles, tiles x keys) of a fused attention ([q [B, H, Sq, D], k, v] shapes), its
-    keys read off its FLOPs (4 B H Sq Sk D, half that where causal), so a causal mask counts
-    half; None for unreadable shapes."""
+    keys read off its FLOPs (4 D x the query-key pairs it keeps: formulas.attention), so a
+    causal mask's skipped pairs are not counted; None for unreadable shapes."""
     s = opclass.parse_shapes(shapes)
     if len(s) < 3 or len(s[0]) != 4 or min(s[0]) < 1 or not flops > 0:
         return None
