@@ -32,6 +32,7 @@ Nothing here is fitted to the placed calls: every curve is a microbenchmark of t
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 
@@ -209,9 +210,10 @@ def op_rate(r: dict, key: str, x: float, shapes) -> float | None:
         return x / t
     if len(xs) >= POWER_LAW_POINTS and key.startswith(opclass.CONVOLUTION) \
             and opclass.term_of(key) == opclass.COMPUTE:
-        rate = gpu and shape_rates.conv_rate(key, x, judged, own,
-                                             lambda m, n, k: shaped_rate(r, m, n, k))
-        return rate or shape_rates.power_law(xs, ys, x)
+        if gpu and (rate := shape_rates.conv_rate(key, x, judged, own,
+                                                  functools.partial(shaped_rate, r))):
+            return rate
+        return shape_rates.power_law(xs, ys, x)
     if x < xs[0] and len(xs) > 1:
         # below the curve its first segment goes on in log time, its slope kept within [0, 1]:
         # a smaller call takes no longer, and its time falls no faster than its work
