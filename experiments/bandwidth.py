@@ -79,17 +79,18 @@ def _check(op, a, b, out, dtype) -> float:
     return check_close(out, lambda: OPS[op][3](pick(a), pick(b)), TOLERANCE[dtype], op, step=step)
 
 
-def machine_sizes(cfg: BandwidthConfig, facts) -> list[int]:
-    """Bytes per array from the cache sizes the team holds together: `level_points` sizes per
-    level, between one where every op's working set (2-3 arrays) is past the level below and one
-    where it fills at most half of this level (the fit's windows, analysis/levels.py), then the
-    DRAM arrays (multiples of the LLC: working sets 8x and more past it)."""
+def machine_sizes(cfg: BandwidthConfig, facts, level_points: int | None = None) -> list[int]:
+    """Bytes per array from the cache sizes the team holds together: `level_points` (else cfg's)
+    sizes per level, between one where every op's working set (2-3 arrays) is past the level
+    below and one where it fills at most half of this level (the fit's windows,
+    analysis/levels.py), then the DRAM arrays (multiples of the LLC: working sets 8x and more
+    past it)."""
     caches = (facts.extra or {}).get("cache_total_bytes") or facts.cache_bytes or {}
     levels = sorted(v for v in caches.values() if v)
     sizes, below = [], (levels[0] / 16 if levels else 4096)
     for cap in levels:
         # every op's working set (2 or 3 arrays of s bytes) in [2 below, cap / 2] for s in [lo, hi]
-        lo, hi, k = below, cap / 6, cfg.level_points
+        lo, hi, k = below, cap / 6, level_points or cfg.level_points
         if lo < hi:
             sizes += [lo * (hi / lo) ** (i / max(1, k - 1)) for i in range(k)] if k > 1 else [hi]
         else:  # a narrow window: 3-array ops inside at hi, 2-array ops at lo
@@ -123,8 +124,12 @@ def in_dram_window(working_set_bytes: float, llc: float) -> bool:
 
 
 def _sizes(cfg: BandwidthConfig, ctx: Context) -> list[int]:
+    """cfg.sizes, or a CPU's machine_sizes: level_points per level, but one where this job's
+    torch ops run beside numba's float32 kernels (a half dtype's): the level fits leave its rows
+    out (analysis/levels.py own_kernels), so more sizes a level would decide nothing."""
     if cfg.from_machine and ctx.device.type == "cpu":
-        return machine_sizes(cfg, _facts(ctx))
+        beside = not _numba(ctx) and _numba(ctx, "float32")
+        return machine_sizes(cfg, _facts(ctx), level_points=1 if beside else None)
     return list(cfg.sizes)
 
 

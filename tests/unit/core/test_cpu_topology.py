@@ -114,6 +114,25 @@ def test_half_dtypes_stop_short_of_the_dram_window_where_numba_streams_it(monkey
         ctx.dtype = dtype
         assert bandwidth._torch_sizes(ctx, sizes) == half + [128 * MIB]
 
+def test_a_half_dtype_beside_numbas_float32_takes_one_size_a_level(monkeypatch):
+    """Its torch ops' rows are left out of the level fits (levels.own_kernels): one size a level,
+    at the top of the level's window; float32's numba job keeps level_points a level, and so
+    does a half dtype where torch's ops are the only ones (no numba: its rows are the levels')."""
+    totals = {"L1": 96 << 10, "L2": 4 * MIB, "L3": 32 * MIB}
+    facts = SimpleNamespace(llc_bytes=32 * MIB, cache_bytes={}, memory_bytes=24 << 30,
+                            extra={"cache_total_bytes": totals, "team": [0, 1]})
+    cfg = SimpleNamespace(from_machine=True, level_points=3, dram_arrays=[4, 8])
+    ctx = SimpleNamespace(device=SimpleNamespace(type="cpu"), dtype="bfloat16", facts=facts)
+    full = bandwidth.machine_sizes(cfg, facts)
+    tops = [16 << 10, 698880, 5592320]  # each level's capacity / 6, in whole 256 B
+    assert bandwidth._sizes(cfg, ctx) == tops + [128 * MIB, 256 * MIB] and set(tops) < set(full)
+    ctx.dtype = "float32"
+    assert bandwidth._sizes(cfg, ctx) == full and len(full) == 3 * 3 + 2
+    monkeypatch.setattr(bandwidth.importlib.util, "find_spec", lambda name: None)
+    ctx.dtype = "bfloat16"
+    assert bandwidth._sizes(cfg, ctx) == full
+
+
 def test_dram_window_arrays_take_the_systems_pages_and_cache_sized_ones_huge(monkeypatch):
     """The team's arrays short of the DRAM window ask for huge pages, those in it do not
     (cpu_stream.host_empty: a huge page's first touch can cost more than streaming it)."""
