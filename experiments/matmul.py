@@ -46,6 +46,9 @@ OUT_DTYPE = {"float8_e4m3": torch.bfloat16}
 # timed calls of a size past max_call_s that the rising curve let in (rising_call_s): its best
 # of two, not min_samples' five (such a call can take seconds on a small CPU)
 RISING_SAMPLES = 2
+# a CPU point's least samples: it counts at its best call and samples steady_s, which short calls
+# fill; min_samples' five calls of half a second or more would add seconds for no better best
+CPU_SAMPLES = 3
 
 
 @dataclass
@@ -232,9 +235,10 @@ def skip(state: State) -> dict | None:
 
 def measure(state: State) -> dict:
     rising = _verdict(state)[1]
-    row = _gemm(state, RISING_SAMPLES if rising else None)
+    cpu = state.ctx.device.type == "cpu"
+    row = _gemm(state, RISING_SAMPLES if rising else CPU_SAMPLES if cpu else None)
     flag = {"past_max_call_s": True} if rising else {}
-    if state.ctx.device.type == "cpu" and row.get("status", "ok") == "ok":
+    if cpu and row.get("status", "ok") == "ok":
         from experiments.kernels import cpu_clock  # the cores' clock right after (its docstring)
         flag |= cpu_clock.after_point(state.ctx)
     return row | {"params": (row.get("params") or {}) | flag | (state.row.get("params") or {})}

@@ -210,7 +210,8 @@ def test_a_size_past_max_call_s_runs_while_the_curve_still_rises(monkeypatch, ra
     assert [r["status"] for r in rows] == statuses
     assert limit in rows[-1]["message"]
     ran = {r["n"]: r for r in rows if r["status"] == "ok"}
-    assert all(asked[n] is None for n in (256, 512, 1024, 2048))
+    # a CPU's point counts at its best call: three calls at least, steady_s filling short ones
+    assert all(asked[n] == matmul.CPU_SAMPLES == 3 for n in (256, 512, 1024, 2048))
     if 4096 in ran:
         assert asked[4096] == matmul.RISING_SAMPLES and ran[4096]["params"]["past_max_call_s"]
     # rising_call_s at max_call_s: no size past it, however the curve rises
