@@ -125,3 +125,21 @@ def shared_host(rows: list[dict]) -> list[dict]:
     return [r | {"ci_low": r["ci_low"] * s, "ci_high": r["ci_high"] / s,
                  "note": "; ".join(n for n in (r.get("note"), why) if n)}
             if finite(r.get("ci_low")) and finite(r.get("ci_high")) else r for r in rows]
+
+
+def shared_cpus(ceilings) -> list[str]:
+    """One line per CPU whose FMA team scaled below SHARED in this run (the ceilings' fma_scaling,
+    the least of its dtypes): its ceilings are this moment's, their intervals widened by it
+    (shared_host), and the summary says so first, as it does of a shared GPU."""
+    if "fma_scaling" not in ceilings:
+        return []
+    out = []
+    for system, g in ceilings[ceilings.device_kind == "cpu"].groupby("system", sort=False):
+        s = g.fma_scaling.astype(float).min()
+        if s < SHARED:
+            out.append(f"shared CPU: {g.device_name.iloc[0]} ({g.device.iloc[0]} @ "
+                       f"{g.host.iloc[0]}) ran its FMA team at {s:.2f}x its CPUs alone: "
+                       "another tenant's work on the same cores, or SMT siblings the system does "
+                       f"not show; its ceilings are this run's, their intervals widened "
+                       f"{1 / s:.2f}x each way")
+    return out

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 
-from experiments.analysis import claims as claims_mod
+from experiments.analysis import claims as claims_mod, silicon
 from experiments.analysis.units import finite, interval
 from experiments.core import layout
 from experiments.report import glance
@@ -121,12 +121,14 @@ def text(ceilings: pd.DataFrame, table: pd.DataFrame, report: Path | None,
          detail: bool = False, shared: list[str] = ()) -> str:
     """The summary of these ceilings and claims (the report step writes it beside the report,
     so that `rooflab run` prints it without loading the analysis again, seconds on a small CPU);
-    `shared` (health.shared_gpus): the GPUs another process used, said first."""
+    `shared` (health.shared_gpus): the GPUs another process used, said first, then the CPUs
+    whose cores another tenant shared (silicon.shared_cpus)."""
     own = ceilings[ceilings.source == "run"] if "source" in ceilings else ceilings
     base = own if len(own) else ceilings
     head = glance.headline(base)
     # the systems with a headline; where none has one (every point dropped), every system
     systems = list(dict.fromkeys(head.system)) or list(dict.fromkeys(base.system))
+    shared = [*shared, *silicon.shared_cpus(base)]
     lines = [*shared, ""] if shared else []
     for s in systems:
         r = base[base.system == s].iloc[0]

@@ -271,6 +271,15 @@ def test_a_shared_host_s_intervals_widen_by_its_fma_scaling(tmp_path):
         assert b.ci_high == pytest.approx(a.ci_high / 0.6)
         assert "another tenant shares these cores" in b.note
         assert "another tenant" not in str(a.note)
+    # and the summary says so first, as of a shared GPU; a team on its own cores: nothing
+    from experiments.analysis.silicon import shared_cpus
+    from experiments.report import summary
+    flat = lambda table: table.reset_index(level=1, drop=True).reset_index()
+    said = summary.text(flat(shared), pd.DataFrame(
+        columns=["claim", "system", "kind", "verdict"]), None).splitlines()
+    assert said[0].startswith("shared CPU: AMD EPYC (cpu @ ") and "at 0.60x its CPUs alone" in \
+        said[0] and said[0].endswith("widened 1.67x each way") and said[1] == ""
+    assert shared_cpus(flat(apart)) == []
 
 
 def test_files_without_a_cpu_identity_get_no_peak(tmp_path):
