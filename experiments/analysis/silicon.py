@@ -134,7 +134,7 @@ def shared_cpus(ceilings) -> list[str]:
     if "fma_scaling" not in ceilings:
         return []
     out = []
-    for system, g in ceilings[ceilings.device_kind == "cpu"].groupby("system", sort=False):
+    for _, g in ceilings[ceilings.device_kind == "cpu"].groupby("system", sort=False):
         s = g.fma_scaling.astype(float).min()
         if s < SHARED:
             out.append(f"shared CPU: {g.device_name.iloc[0]} ({g.device.iloc[0]} @ "

@@ -114,6 +114,7 @@ def test_half_dtypes_stop_short_of_the_dram_window_where_numba_streams_it(monkey
         ctx.dtype = dtype
         assert bandwidth._torch_sizes(ctx, sizes) == half + [128 * MIB]
 
+
 def test_a_half_dtype_beside_numbas_float32_takes_one_size_a_level(monkeypatch):
     """Its torch ops' rows are left out of the level fits (levels.own_kernels): one size a level,
     at the top of the level's window; float32's numba job keeps level_points a level, and so
