@@ -5,8 +5,8 @@
 # on GPU 0.
 #   OUT=/tmp/out N=2 bash bench/repeats.sh
 # Files under $OUT: rN.tgz (per run: measurements.parquet, ceilings.parquet, claims.parquet,
-# summary.txt, compare.csv against
-# the first, sweep.log, the job logs), shared.tgz with COTENANT=1, times.txt, tree.sha (the files that ran).
+# summary.txt, compare.csv against the first, sweep.log, the job logs), shared.tgz with
+# COTENANT=1, times.txt, tree.sha (the files that ran; tree.files: each one's hash).
 python3 -m pip install -q --no-index --find-links .whl snakemake hydra-core bokeh nvidia-ml-py \
   || exit 1
 set -uo pipefail
@@ -16,7 +16,8 @@ OUT=${OUT:-$PWD/out}; N=${N:-2}; HOST=${HOST:-node}; FIRST=${FIRST:-1}
 WORK=${WORK:-$(mktemp -d)}; mkdir -p "$WORK" "$OUT/runs"  # WORK: keep r1 for a later call
 # provenance: the device's .git can lag the tree, so hash the files themselves
 git ls-files -co --exclude-standard | grep -v "^\.whl/" | sort | while read -r f; do [ -f "$f" ] && sha256sum "$f"; done \
-  | sha256sum | cut -c1-16 > "$OUT/tree.sha"
+  > "$OUT/tree.files"  # each file's hash: a tree.sha unlike this checkout's is diffed against it
+sha256sum < "$OUT/tree.files" | cut -c1-16 > "$OUT/tree.sha"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader \
   >> "$OUT/times.txt" 2>&1 || true
 sweep() {  # sweep NAME [config KEY=VALUE ...]   (PRESET=--quick for a quick one)

@@ -12,7 +12,8 @@
 #                                    $OUT/dev (a seed to study misses with, never to report)
 # Files under $OUT: validation/ (summary.txt, summary.parquet, judged.parquet, the job files),
 # measurements.parquet, ceilings.parquet, placements.parquet, summary.txt, report.html,
-# sweep.log, validate.log, times.txt (each stage's seconds), tree.sha (the files that ran).
+# sweep.log, validate.log, times.txt (each stage's seconds), tree.sha (the files that ran;
+# tree.files: each one's hash).
 python3 -m pip install -q --no-index --find-links .whl snakemake hydra-core bokeh nvidia-ml-py \
   || exit 1
 set -uo pipefail
@@ -20,7 +21,8 @@ cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"
 git ls-files -co --exclude-standard | grep -v "^\.whl/" | sort | while read -r f; do
-  [ -f "$f" ] && sha256sum "$f"; done | sha256sum | cut -c1-16 > "$OUT/tree.sha"
+  [ -f "$f" ] && sha256sum "$f"; done > "$OUT/tree.files"  # each file's, to diff a tree.sha
+sha256sum < "$OUT/tree.files" | cut -c1-16 > "$OUT/tree.sha"
 command -v nvidia-smi > /dev/null && nvidia-smi \
   --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader >> "$OUT/times.txt"
 WORK=$(mktemp -d); TREE=$WORK/tree; RES=$WORK/results; mkdir -p "$TREE"
