@@ -7,7 +7,8 @@ folder). The ceilings are fitted afresh with the code at hand (plateaus.RUN_TO_R
 --calibrate K: the spread between the first K runs per device kind and kind of ceiling (B/A - 1
 over every ordered pair, so its max is the largest ratio either way), to set RUN_TO_RUN from; the
 coverage is then counted on the other runs only, so the floor is never judged on the runs it
-came from. Prints per pair the ceilings of B outside A's interval, and the coverage.
+came from. Prints per pair the ceilings of B outside A's interval, and the coverage; where a
+run's CPU was shared (its summary's "shared CPU" line), the coverage split by which side was.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from unittest import mock
 
 import pandas as pd
 
-from experiments.analysis import dataset, plateaus, roofline
+from experiments.analysis import dataset, plateaus, roofline, silicon
 
 KEY = ["device_kind", "ceiling", "dtype"]
 
@@ -58,10 +59,15 @@ def main() -> None:
               .round(3).to_string())
     held = names[k:]
     runs = {n: fitted(Path(n)) for n in held}
+    # runs whose CPU FMA team scaled as on a shared host (the summary's "shared CPU" line)
+    shared = {n for n, c in runs.items() if silicon.shared_cpus(c.reset_index())}
     inside = total = 0
+    split: dict[tuple[bool, bool], list[int]] = {}
     for a, b, both in pairs(runs, held):
         ok = (both.value_b >= both.ci_low_a) & (both.value_b <= both.ci_high_a)
         inside, total = inside + int(ok.sum()), total + len(both)
+        tally = split.setdefault((a in shared, b in shared), [0, 0])
+        tally[0], tally[1] = tally[0] + int(ok.sum()), tally[1] + len(both)
         out = both[~ok]
         print(f"\n{Path(b).name} in {Path(a).name}'s intervals: {int(ok.sum())} of {len(both)}")
         for key, r in out.iterrows():
@@ -69,6 +75,13 @@ def main() -> None:
                   f"[{r.ci_low_a:.4g}, {r.ci_high_a:.4g}] ({r.value_b / r.value_a:.3f}x)")
     if total:
         print(f"\ncoverage on held-out runs: {inside} of {total} = {inside / total:.1%}")
+    if shared:
+        print("shared CPU in " + ", ".join(sorted(Path(n).name for n in shared)) + ":")
+        names_of = {(False, False): "both quiet", (False, True): "a shared repeat in a quiet "
+                    "run's intervals", (True, False): "a quiet repeat in a shared run's",
+                    (True, True): "both shared"}
+        for key, (hit, of) in sorted(split.items()):
+            print(f"  {names_of[key]}: {hit} of {of}")
 
 
 if __name__ == "__main__":
