@@ -67,7 +67,8 @@ def main() -> None:
         ok = (both.value_b >= both.ci_low_a) & (both.value_b <= both.ci_high_a)
         inside, total = inside + int(ok.sum()), total + len(both)
         tally = split.setdefault((a in shared, b in shared), [0, 0])
-        tally[0], tally[1] = tally[0] + int(ok.sum()), tally[1] + len(both)
+        tally[0] += int(ok.sum())
+        tally[1] += len(both)
         out = both[~ok]
         print(f"\n{Path(b).name} in {Path(a).name}'s intervals: {int(ok.sum())} of {len(both)}")
         for key, r in out.iterrows():

@@ -113,12 +113,19 @@ def alone(r: dict, cpu: dict, n: int) -> dict:
             "peak_basis": r["peak_basis"] + basis}
 
 
+def shared_scaling(scalings) -> float | None:
+    """The least of a system's FMA scalings (one per dtype) where it is below SHARED: its cores
+    were shared in this run; else None."""
+    s = min((float(x) for x in scalings if finite(x)), default=math.nan)
+    return s if s < SHARED else None
+
+
 def shared_host(rows: list[dict]) -> list[dict]:
     """The rows, each interval widened each way by the least FMA scaling below SHARED: another
     tenant took up to that share of the team's cores in this run and may take none, or more, in
     the next, so a repeat moves that much further than on a quiet host (plateaus.RUN_TO_RUN)."""
-    s = min((r["fma_scaling"] for r in rows if finite(r.get("fma_scaling"))), default=math.nan)
-    if not s < SHARED:
+    s = shared_scaling(r.get("fma_scaling") for r in rows)
+    if s is None:
         return rows
     why = (f"interval widened {1 / s:.2f}x each way: another tenant shares these cores (the "
            f"FMA team at {s:.2f}x its CPUs alone)")
@@ -135,8 +142,7 @@ def shared_cpus(ceilings) -> list[str]:
         return []
     out = []
     for _, g in ceilings[ceilings.device_kind == "cpu"].groupby("system", sort=False):
-        s = g.fma_scaling.astype(float).min()
-        if s < SHARED:
+        if (s := shared_scaling(g.fma_scaling)) is not None:
             out.append(f"shared CPU: {g.device_name.iloc[0]} ({g.device.iloc[0]} @ "
                        f"{g.host.iloc[0]}) ran its FMA team at {s:.2f}x its CPUs alone: "
                        "another tenant's work on the same cores, or SMT siblings the system does "
