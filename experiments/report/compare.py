@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments.analysis import claims, compute, datasheets, dataset, roofline
+from experiments.analysis import claims, compute, datasheets, dataset, health, roofline, silicon
 from experiments.analysis.units import finite, share
 from experiments.core import layout
 from experiments.core.store import DatasetError
@@ -180,6 +180,20 @@ def alone(a: Side, b: Side) -> list[dict]:
                     f"; its workloads are compared beside {paired[k][i]}" if k is not None
                     else "; no system of its device to compare its workloads beside")
             out.append({"side": tag, "system": s.system, "device": s.device, "why": why})
+    return out
+
+
+def shared(a: Side, b: Side) -> list[str]:
+    """One line per device of either side that another tenant shared in its run ("B: shared CPU:
+    ..."): its ceilings are that moment's, so a difference there may be the tenant's, not the
+    machine's. The summary's first lines (health.shared_gpus, silicon.shared_cpus)."""
+    out = []
+    for tag, side in (("A", a), ("B", b)):
+        own = set(side.systems().system)
+        rows = side.ds.rows[side.ds.rows.system.isin(own)]
+        lines = health.shared_gpus(rows) + silicon.shared_cpus(
+            side.ceilings[side.ceilings.system.isin(own)])
+        out += [f"{tag}: {line}" for line in lines]
     return out
 
 

@@ -15,7 +15,7 @@ from experiments.analysis.units import memory, num
 from experiments.core.store import write_text_atomic
 from experiments.report import compare_plot, glance, interactive, provenance, workloads
 from experiments.report.compare import (DIFFERS, WHY, Side, alone, both, labels, pairs, rows_csv,
-                                        slots, workloads_table)
+                                        shared, slots, workloads_table)
 from experiments.report.compare_text import (INTERVALS, RULE, differences, one_line, raw,
                                              shown, shown_calls)
 from experiments.report.render import plain
@@ -94,7 +94,7 @@ def html(a: Side, b: Side, ceilings: pd.DataFrame, table: pd.DataFrame,
                              undefined=jinja2.StrictUndefined)
     return env.get_template("compare.html.j2").render(
         a=label_a, b=label_b, groups=groups, differ=differences(ceilings, table),
-        alone=[one_line(s) for s in alone(a, b)], rule=RULE, intervals=INTERVALS,
+        alone=[one_line(s) for s in alone(a, b)], shared=shared(a, b), rule=RULE, intervals=INTERVALS,
         calls=_with_raw(shown_calls(calls), raw(calls, "batch")), n_calls_differ=int(
             (calls.call == DIFFERS).sum()) if len(calls) else 0,
         plot=divs.get("roofline"), plot_script=interactive.deferred(script),

@@ -7,7 +7,7 @@ import pandas as pd
 
 from experiments.analysis.units import finite, interval, num, share
 from experiments.report.compare import (DIFFERS, MEASURED_DIFFERENTLY, MIN_CHANGE, SMALL, WHY,
-                                        WITHIN, Side, alone, labels)
+                                        WITHIN, Side, alone, labels, shared)
 
 # what a call means, said once on the page and in the terminal
 RULE = (f"{DIFFERS}: each value outside the other's interval (a ceiling's: where a repeat "
@@ -115,7 +115,8 @@ def text(a: Side, b: Side, ceilings: pd.DataFrame, table: pd.DataFrame,
     calls, the claims that differ grouped by why, the one-sided systems in a line each, and the
     workloads both measured."""
     la, lb = labels(a, b)
-    lines = [f"A: {la}", f"B: {lb}", f"calls: {RULE}.", f"intervals: {INTERVALS}.", ""]
+    lines = [f"A: {la}", f"B: {lb}", *shared(a, b), f"calls: {RULE}.", f"intervals: {INTERVALS}.",
+             ""]
     for d in differences(ceilings, table):
         lines.append(f"{d['a']}  vs  {d['b']}: {len(d['ceilings'])} of {d['n']} ceilings differ, "
                      f"{len(d['verdicts'])} verdicts differ"

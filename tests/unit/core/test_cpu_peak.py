@@ -282,6 +282,22 @@ def test_a_shared_host_s_intervals_widen_by_its_fma_scaling(tmp_path):
     assert shared_cpus(flat(apart)) == []
 
 
+def test_compare_names_the_side_whose_cpu_was_shared(tmp_path):
+    """A quiet run against one whose host had a neighbour: compare says first which side's CPU
+    was shared, so its CPU differences are read as that tenant's, not the machine's."""
+    from experiments.report import compare, compare_text
+
+    ceilings(tmp_path / "quiet", cpu=ZEN4_VM, one_cpu=0.95)
+    ceilings(tmp_path / "busy", cpu=ZEN4_VM, one_cpu=0.6)
+    sheets = str(Path(compare.__file__).parents[2] / "config" / "datasheets.yaml")
+    a, b, c, t = compare.compare(tmp_path / "quiet" / "results", tmp_path / "busy" / "results",
+                                 sheets)
+    lines = compare_text.text(a, b, c, t).splitlines()
+    assert lines[2].startswith("B: shared CPU: AMD EPYC (cpu @ ") and "0.60x" in lines[2]
+    assert not any(line.startswith("A: shared") for line in lines)
+    assert compare.shared(a, a) == []
+
+
 def test_files_without_a_cpu_identity_get_no_peak(tmp_path):
     c = ceilings(tmp_path)
     fma = c.loc[("vector_flops", "float32")]
