@@ -14,11 +14,11 @@ fitted and the claims judged afresh from the rows, by the workflow's steps
 (experiments/analysis/compute.py, what experiments/steps/pipeline.py writes to files).
 
 A ceiling "differs" when each value lies outside the other's interval AND the values are at
-least MIN_CHANGE apart. A ceiling's interval is a promise about where a repeat on its machine
-lands (plateaus.RUN_TO_RUN), so a value outside both promises is one neither side's noise
+least MIN_CHANGE apart. An interval is a promise about where a repeat on its machine lands
+(plateaus.RUN_TO_RUN): a ceiling's, and a workload's 10-90 % spread widened to the run-to-run
+spread of its device's calls. So a value outside both promises is one neither side's noise
 explains: past the larger of the two noises, where nvbench_compare calls a change past the
-smaller. A workload's interval is its calls' 10-90 % spread, not such a promise: its call needs
-the two spreads apart.
+smaller.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments.analysis import claims, compute, datasheets, dataset, health, roofline, silicon
+from experiments.analysis import (claims, compute, datasheets, dataset, health, plateaus, roofline,
+                                  silicon)
 from experiments.analysis.units import finite, share
 from experiments.core import layout
 from experiments.core.store import DatasetError
@@ -216,33 +217,27 @@ def apart(value_a, value_b) -> bool:
     return low == 0 and high > 0 or low > 0 and high / low >= 1 + MIN_CHANGE
 
 
-def call(r, promise: bool = True) -> str:
-    """Drift or noise. promise (a ceiling's interval: where a repeat lands): within noise where
-    either value lies inside the other's interval; else (a workload's spread) where the two
-    intervals overlap. Past that, under 5 % where the values are less than MIN_CHANGE apart,
-    differs where they are not. A value on one side only says which; no interval on a side: no
-    call."""
+def call(r) -> str:
+    """Drift or noise: within noise where either value lies inside the other's interval (where a
+    repeat lands); past that, under 5 % where the values are less than MIN_CHANGE apart, differs
+    where they are not. A value on one side only says which; no interval on a side: no call."""
     a, b = r["value_a"], r["value_b"]
     if not finite(a) or not finite(b):
         return "fitted on A only" if finite(a) else "fitted on B only"
     lows, highs = (r["ci_low_a"], r["ci_low_b"]), (r["ci_high_a"], r["ci_high_b"])
     if not all(map(finite, lows + highs)):
         return WITHIN if a == b else "no interval"
-    if promise:
-        noise = lows[0] <= b <= highs[0] or lows[1] <= a <= highs[1]
-    else:
-        noise = max(lows) <= min(highs)
-    if noise:
+    if lows[0] <= b <= highs[0] or lows[1] <= a <= highs[1]:
         return WITHIN
     return DIFFERS if apart(a, b) else SMALL
 
 
-def _with_ratio(frame: pd.DataFrame, promise: bool = True) -> pd.DataFrame:
-    """B / A with its interval (B's bounds over A's), and the call (`promise`: see call)."""
+def _with_ratio(frame: pd.DataFrame) -> pd.DataFrame:
+    """B / A with its interval (B's bounds over A's), and the call."""
     frame = frame.assign(ratio=frame.value_b / frame.value_a,
                          ratio_low=frame.ci_low_b / frame.ci_high_a,
                          ratio_high=frame.ci_high_b / frame.ci_low_a)
-    frame["call"] = [call(r, promise) for r in frame.to_dict("records")] if len(frame) else []
+    frame["call"] = [call(r) for r in frame.to_dict("records")] if len(frame) else []
     return frame
 
 
@@ -302,10 +297,20 @@ def claims_table(a: Side, b: Side) -> pd.DataFrame:
     return table[cols]
 
 
+def repeatable_calls(calls: pd.DataFrame) -> pd.DataFrame:
+    """Workload calls (value, ci_low, ci_high, device_kind), each interval widened to at least the
+    run-to-run spread of its device kind's calls (plateaus.RUN_TO_RUN "workload"): where a
+    repeat's time per call lands, as a ceiling's interval is."""
+    f = calls.device_kind.map(
+        lambda k: plateaus.RUN_TO_RUN["cpu" if k == "cpu" else "gpu"]["workload"]).astype(float)
+    return calls.assign(ci_low=calls.ci_low.fillna(calls.value).clip(upper=calls.value / (1 + f)),
+                        ci_high=calls.ci_high.fillna(calls.value).clip(lower=calls.value * (1 + f)))
+
+
 def _calls(side: Side, tag: str, placed: dict) -> pd.DataFrame:
     """A side's whole workload calls (ok rows) with their pair's index: time per call (the
-    point's median) and its 10-90 % spread; a key measured by several systems of one pair: the
-    one with more rows beyond workloads."""
+    point's median) and its 10-90 % spread widened to the run-to-run spread (repeatable_calls); a
+    key measured by several systems of one pair: the one with more rows beyond workloads."""
     rows = side.ds.rows
     w = rows[(rows.experiment == "workload") & (rows.status == "ok")]
     if "variant" in w:
@@ -316,8 +321,9 @@ def _calls(side: Side, tag: str, placed: dict) -> pd.DataFrame:
     w = w.sort_values("system", key=lambda col: col.map(order), kind="stable")
     w = w.rename(columns={"op": "workload", "time_s": "value", "time_s_q10": "ci_low",
                           "time_s_q90": "ci_high"})
-    cols = ["slot", "system", "device"] + WORKLOAD_KEY + ["value", "ci_low", "ci_high"]
-    return w.reindex(columns=cols).drop_duplicates(["slot"] + WORKLOAD_KEY)
+    cols = ["slot", "system", "device", "device_kind"] + WORKLOAD_KEY + ["value", "ci_low",
+                                                                        "ci_high"]
+    return repeatable_calls(w.reindex(columns=cols).drop_duplicates(["slot"] + WORKLOAD_KEY))
 
 
 WORKLOAD_COLUMNS = ["system_a", "device_a", "system_b", "device_b", "workload", "dtype", "batch",
@@ -328,13 +334,13 @@ WORKLOAD_COLUMNS = ["system_a", "device_a", "system_b", "device_b", "workload", 
 def workloads_table(a: Side, b: Side) -> pd.DataFrame:
     """The workload points both sides measured, matched by system pair (and so by device: a CPU
     and a GPU row of one workload, dtype and batch are two rows) and by workload, dtype and
-    batch: each side's time per call with its 10-90 % spread, B / A and the call."""
+    batch: each side's time per call with its interval (_calls), B / A and the call."""
     placed = slots(a, b)
     t = _calls(a, "A", placed).merge(_calls(b, "B", placed), on=["slot"] + WORKLOAD_KEY,
                                      suffixes=("_a", "_b"))
     if t.empty:
         return pd.DataFrame(columns=WORKLOAD_COLUMNS)
-    t = _with_ratio(t.sort_values(["slot"] + WORKLOAD_KEY, kind="stable"), promise=False)
+    t = _with_ratio(t.sort_values(["slot"] + WORKLOAD_KEY, kind="stable"))
     return t.reset_index(drop=True)[WORKLOAD_COLUMNS]
 
 

@@ -10,13 +10,13 @@ from experiments.report.compare import (DIFFERS, MEASURED_DIFFERENTLY, MIN_CHANG
                                         WITHIN, Side, alone, labels, shared)
 
 # what a call means, said once on the page and in the terminal
-RULE = (f"{DIFFERS}: each value outside the other's interval (a ceiling's: where a repeat "
-        f"lands) or the two intervals apart (a workload's spread), and the values at least "
-        f"{share(MIN_CHANGE)} apart (the run-to-run spread of a GPU's ceilings); {SMALL}: so, "
-        f"but by less; {WITHIN}: otherwise")
+RULE = (f"{DIFFERS}: each value outside the other's interval (where a repeat lands) and the "
+        f"values at least {share(MIN_CHANGE)} apart (the run-to-run spread of a GPU's ceilings); "
+        f"{SMALL}: so, but by less; {WITHIN}: otherwise")
 INTERVALS = ("a ceiling: on a GPU the median of its top plateau [95 % bootstrap interval], on a "
-             "CPU the best point [the plateau's range], each widened to at least the run-to-run "
-             "spread; a workload: the median time per call [its 10-90 % spread]")
+             "CPU the best point [the plateau's range]; a workload: the median time per call [its "
+             "10-90 % spread]; each widened to at least the run-to-run spread of its kind on its "
+             "device")
 
 
 def name(r) -> str:

@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+import pytest
 
 from experiments.analysis import dataset
 from experiments.report import compare as cmp
@@ -38,15 +40,32 @@ def test_differs_needs_both_apart_intervals_and_the_minimum_change():
     assert cmp.apart(1.0, 1.05) and cmp.apart(1.05, 1.0) and not cmp.apart(1.0, 1.049)
 
 
-def test_a_ceiling_differs_past_the_larger_noise_a_workload_past_both_spreads():
+def test_a_value_differs_past_the_larger_noise():
     """Two machines 3x apart, each ceiling's interval 2x each way (a shared host): the intervals
     overlap, yet each value lies outside the other's promise of where a repeat lands."""
     row = {"value_a": 1.0, "ci_low_a": 0.5, "ci_high_a": 2.0,
            "value_b": 3.0, "ci_low_b": 1.5, "ci_high_b": 6.0}
     assert cmp.call(row) == cmp.DIFFERS
-    assert cmp.call(row, promise=False) == cmp.WITHIN  # a workload's spreads overlap
     # a repeat inside one side's interval, though outside the other's: noise
     assert cmp.call(row | {"value_b": 1.8, "ci_low_b": 1.7, "ci_high_b": 1.9}) == cmp.WITHIN
+
+
+def test_a_workload_s_interval_is_where_a_repeat_lands():
+    """A call's 10-90 % spread within one run is widened to the run-to-run spread of its device
+    kind's calls; a spread wider than that is kept."""
+    from experiments.analysis.plateaus import RUN_TO_RUN
+    calls = pd.DataFrame({"device_kind": ["cpu", "cuda", "cuda"], "value": [1.0, 1.0, 1.0],
+                          "ci_low": [0.98, 0.99, 0.5], "ci_high": [1.02, 1.01, 3.0]})
+    w = cmp.repeatable_calls(calls)
+    f_cpu, f_gpu = RUN_TO_RUN["cpu"]["workload"], RUN_TO_RUN["gpu"]["workload"]
+    assert w.ci_low.tolist() == pytest.approx([1 / (1 + f_cpu), 1 / (1 + f_gpu), 0.5])
+    assert w.ci_high.tolist() == pytest.approx([1 + f_cpu, 1 + f_gpu, 3.0])
+    # a GPU call 10 % slower in a repeat is noise; 30 % slower, past its floor, differs
+    row = {"value_a": 1.0, "ci_low_a": 1 / (1 + f_gpu), "ci_high_a": 1 + f_gpu}
+    assert cmp.call(row | {"value_b": 1.1, "ci_low_b": 1.1 / (1 + f_gpu),
+                           "ci_high_b": 1.1 * (1 + f_gpu)}) == cmp.WITHIN
+    assert cmp.call(row | {"value_b": 1.6, "ci_low_b": 1.6 / (1 + f_gpu),
+                           "ci_high_b": 1.6 * (1 + f_gpu)}) == cmp.DIFFERS
 
 
 def test_the_plot_gives_each_side_its_marker_colours_and_labels():
