@@ -9,6 +9,7 @@ over every ordered pair, so its max is the largest ratio either way), to set RUN
 coverage is then counted on the other runs only, so the floor is never judged on the runs it
 came from. Prints per pair the ceilings of B outside A's interval, and the coverage; where a
 run's CPU was shared (its summary's "shared CPU" line), the coverage split by which side was.
+The workloads' times per call (compare.workload_calls, RUN_TO_RUN "workload") are counted apart.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from unittest import mock
 import pandas as pd
 
 from experiments.analysis import dataset, plateaus, roofline, silicon
+from experiments.report import compare
 
 KEY = ["device_kind", "ceiling", "dtype"]
 
@@ -35,6 +37,15 @@ def fitted(run: Path, floors: bool = True) -> pd.DataFrame:
     c = c.assign(dtype=c.dtype.fillna(""), family=c.ceiling.map(plateaus.FAMILY),
                  kind=c.device_kind.map(lambda k: "cpu" if k == "cpu" else "gpu"))
     return c.set_index(KEY)
+
+
+def calls(run: Path) -> pd.DataFrame:
+    """The run's own workload calls, each with its interval (compare.workload_calls)."""
+    rows = dataset.load(run / "measurements.parquet").rows
+    rows = rows[rows.source == "run"] if "source" in rows else rows
+    w = compare.workload_calls(rows).drop_duplicates(["device"] + compare.WORKLOAD_KEY)
+    kind = w.device_kind.map(lambda k: "cpu" if k == "cpu" else "gpu")
+    return w.assign(kind=kind).set_index(["kind", "device"] + compare.WORKLOAD_KEY)
 
 
 def pairs(runs: dict[str, pd.DataFrame], names: list[str]):
@@ -57,6 +68,10 @@ def main() -> None:
         print("run-to-run spread of the calibration runs (B/A - 1 over every ordered pair):")
         print(spread.groupby(["kind_a", "family_a"]).dev.agg(["max", "median", "count"])
               .round(3).to_string())
+        w = pd.concat([both.assign(dev=both.value_b / both.value_a - 1) for _, _, both in
+                       pairs({n: calls(Path(n)) for n in names[:k]}, names[:k])])
+        print("workloads:", w.groupby(level="kind").dev.agg(["max", "median", "count"])
+              .round(3).to_string())
     held = names[k:]
     runs = {n: fitted(Path(n)) for n in held}
     # runs whose CPU FMA team scaled as on a shared host (the summary's "shared CPU" line)
@@ -76,6 +91,18 @@ def main() -> None:
                   f"[{r.ci_low_a:.4g}, {r.ci_high_a:.4g}] ({r.value_b / r.value_a:.3f}x)")
     if total:
         print(f"\ncoverage on held-out runs: {inside} of {total} = {inside / total:.1%}")
+    held_calls = {n: calls(Path(n)) for n in held}
+    tally = {}
+    for a, b, both in pairs(held_calls, held):
+        ok = (both.value_b >= both.ci_low_a) & (both.value_b <= both.ci_high_a)
+        for kind, hit in ok.groupby(level="kind"):
+            t = tally.setdefault(kind, [0, 0])
+            t[0], t[1] = t[0] + int(hit.sum()), t[1] + len(hit)
+        for key, r in both[~ok].iterrows():
+            print(f"  workload outside: {Path(b).name} in {Path(a).name}'s: "
+                  f"{' '.join(str(x) for x in key)}: {r.value_b / r.value_a:.3f}x")
+    for kind, (hit, of) in sorted(tally.items()):
+        print(f"workloads ({kind}) on held-out runs: {hit} of {of} = {hit / of:.1%}")
     if shared:
         print("shared CPU in " + ", ".join(sorted(Path(n).name for n in shared)) + ":")
         names_of = {(False, False): "both quiet", (False, True): "a shared repeat in a quiet "

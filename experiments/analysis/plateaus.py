@@ -133,11 +133,11 @@ def ceiling_row(ceiling, value, unit, method, n, dtype=None, ci=(math.nan, math.
 # workload's time per call (rooflab compare), whose 10-90 % spread within a run says as little.
 RUN_TO_RUN = {
     # a CPU's small calls move up to 2x between repeats: oneDNN's choices, threads, alignment
-    "cpu": {"cache": 0.35, "dram": 0.70, "fma_sweep_bw": 1.45, "gemm": 0.25, "fma": 0.65,
+    "cpu": {"cache": 0.35, "dram": 0.75, "fma_sweep_bw": 1.45, "gemm": 0.25, "fma": 0.65,
             "latency": 1.10, "eager_launch": 1.10, "workload": 1.15},
     # a GPU's eager launch is the host's work, so it moves with the host CPU as a graph's does not
     "gpu": {"cache": 0.15, "dram": 0.05, "fma_sweep_bw": 0.05, "gemm": 0.05, "fma": 0.05,
-            "latency": 0.15, "eager_launch": 0.40, "workload": 0.20},
+            "latency": 0.15, "eager_launch": 0.55, "workload": 0.20},
 }
 FAMILY = {"l1_bw": "cache", "l2_bw": "cache", "l3_bw": "cache", "dram_bw": "dram",
           "intensity_bw": "fma_sweep_bw", "matrix_flops": "gemm", "vector_flops": "fma",

@@ -307,23 +307,27 @@ def repeatable_calls(calls: pd.DataFrame) -> pd.DataFrame:
                         ci_high=calls.ci_high.fillna(calls.value).clip(lower=calls.value * (1 + f)))
 
 
-def _calls(side: Side, tag: str, placed: dict) -> pd.DataFrame:
-    """A side's whole workload calls (ok rows) with their pair's index: time per call (the
-    point's median) and its 10-90 % spread widened to the run-to-run spread (repeatable_calls); a
-    key measured by several systems of one pair: the one with more rows beyond workloads."""
-    rows = side.ds.rows
+def workload_calls(rows: pd.DataFrame) -> pd.DataFrame:
+    """The whole workload calls among `rows` (ok, timed): time per call (the point's median) as
+    value and its interval (repeatable_calls), keyed by system, device, workload, dtype, batch."""
     w = rows[(rows.experiment == "workload") & (rows.status == "ok")]
     if "variant" in w:
         w = w[w.variant.fillna("") != "aten_op"]
-    w = w[w.time_s > 0].assign(slot=[placed.get((tag, s)) for s in w.system])
+    w = w[w.time_s > 0].rename(columns={"op": "workload", "time_s": "value",
+                                        "time_s_q10": "ci_low", "time_s_q90": "ci_high"})
+    cols = ["system", "device", "device_kind"] + WORKLOAD_KEY + ["value", "ci_low", "ci_high"]
+    return repeatable_calls(w.reindex(columns=cols))
+
+
+def _calls(side: Side, tag: str, placed: dict) -> pd.DataFrame:
+    """A side's workload_calls with their pair's index; a key measured by several systems of one
+    pair: the one with more rows beyond workloads."""
+    w = workload_calls(side.ds.rows)
+    w = w.assign(slot=[placed.get((tag, s)) for s in w.system])
     w = w[w.slot.notna()]
     order = {s: i for i, s in enumerate(_rows_beyond_workloads(side).system)}
     w = w.sort_values("system", key=lambda col: col.map(order), kind="stable")
-    w = w.rename(columns={"op": "workload", "time_s": "value", "time_s_q10": "ci_low",
-                          "time_s_q90": "ci_high"})
-    cols = ["slot", "system", "device", "device_kind"] + WORKLOAD_KEY + ["value", "ci_low",
-                                                                        "ci_high"]
-    return repeatable_calls(w.reindex(columns=cols).drop_duplicates(["slot"] + WORKLOAD_KEY))
+    return w.drop_duplicates(["slot"] + WORKLOAD_KEY)
 
 
 WORKLOAD_COLUMNS = ["system_a", "device_a", "system_b", "device_b", "workload", "dtype", "batch",
