@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import platform
@@ -24,6 +25,24 @@ def git_state(cwd: str | Path = ".") -> dict:
                 "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
     except (OSError, subprocess.SubprocessError):
         return {"commit": "", "dirty": None}
+
+
+def tree_hash(root: Path) -> str:
+    """A hash of the files under `root` (each relative path and its bytes, in codepoint order, not
+    the locale's), __pycache__ left out."""
+    files = sorted((f.relative_to(root).as_posix(), f) for f in Path(root).rglob("*")
+                   if f.is_file() and "__pycache__" not in f.parts)
+    h = hashlib.sha256()
+    for name, f in files:
+        h.update(name.encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+@functools.cache
+def code_hash() -> str:
+    """This package's files as they ran: what ran where .git lags the tree, has uncommitted
+    changes, or is absent (a copy, a wheel)."""
+    return tree_hash(Path(__file__).resolve().parents[1])
 
 
 def package_versions() -> dict:

@@ -27,7 +27,7 @@ from experiments.core.device import (DeviceFacts, JobDevice, claim_device, conte
                                      device_facts, device_state)
 from experiments.core.harness import Skipped, plan
 from experiments.core.isolate import UserCodeFailed
-from experiments.core.provenance import config_hash, git_state, package_versions
+from experiments.core.provenance import code_hash, config_hash, git_state, package_versions
 from experiments.core.schema import past_int64, to_table, too_large
 from experiments.core.store import write_atomic
 from experiments.core.timer import measure
@@ -255,7 +255,7 @@ def run_job(job, module, device: JobDevice | None = None) -> Path:
     all_gpus = bool(getattr(module, "ALL_GPUS", False))
     device = device or JobDevice.resolve(job.device)
     pin(job.cpus, job.device)
-    provenance = {"git": git_state(), "packages": package_versions()}
+    provenance = {"git": git_state(), "code": code_hash(), "packages": package_versions()}
     start = {"context_ahead_s": context_ahead(device, all_gpus)}
     t0 = time.perf_counter()
     with claim_device(device, all_gpus=all_gpus) as held:
@@ -313,7 +313,8 @@ def _measure(job, module, device: str, dev: torch.device, devs, measured_on,
     metadata = {
         "run_id": run_id, "host": host, "experiment": module.NAME, "device": device,
         "measured_on": measured_on, "dtype": ctx.dtype, "device_facts": facts.to_dict(), "git": git,
-        "packages": provenance["packages"], "config": config, "config_hash": config_hash(config),
+        "code": provenance["code"], "packages": provenance["packages"], "config": config,
+        "config_hash": config_hash(config),
         "started": started.isoformat(), "wall_s": time.perf_counter() - t0, "start": start,
         "device_state_start": state_start, "device_state_end": device_state(dev),
         "conditions": job_conditions(rows, ctx.settings.contention_threshold, load_start,

@@ -29,13 +29,15 @@ def machine(side: Side, system: str) -> dict:
     s = side.ds.systems().set_index("system").loc[system]
     facts = side.ds.facts(system)
     rows = side.ds.rows[side.ds.rows.system == system]
-    commits = sorted({(m.get("git") or {}).get("commit", "")[:12]
-                      for m in side.ds.file_metas(system)} - {""})
+    metas = side.ds.file_metas(system)
+    commits = sorted({(m.get("git") or {}).get("commit", "")[:12] for m in metas} - {""})
+    codes = sorted({m.get("code") for m in metas} - {None})  # the files that ran (provenance)
     out = {"device": f"{s.device_name} ({s.device})", "host": s.host,
            **{label: memory(facts[k]) if k == "memory_bytes" else
               num(facts[k]) if isinstance(facts[k], float) else str(facts[k])
               for k, label in FACTS if facts.get(k) not in (None, "")},
-           "git commit": ", ".join(commits), "measured": provenance.span(rows.measured_at),
+           "git commit": ", ".join(commits), **({"code": ", ".join(codes)} if codes else {}),
+           "measured": provenance.span(rows.measured_at),
            "rows": f"{len(rows)} of {rows.experiment.nunique()} experiments"}
     return {"system": system, "rows": out}
 

@@ -19,6 +19,7 @@ def provenance(ds: Dataset) -> list[dict]:
         facts = ds.facts(s.system)
         commits = Counter((m.get("git") or {}).get("commit", "")[:12] + (
             " (dirty)" if (m.get("git") or {}).get("dirty") else "") for m in metas)
+        codes = Counter(m.get("code") for m in metas if m.get("code"))
         packages = next((m.get("packages") for m in metas if m.get("packages")), {})
         starts = [m.get("device_state_start") for m in metas if m.get("device_state_start")]
         ends = [m.get("device_state_end") for m in metas if m.get("device_state_end")]
@@ -33,6 +34,8 @@ def provenance(ds: Dataset) -> list[dict]:
                       if v not in (None, "", {}) and k not in ("device", "host", "name")],
             "packages": sorted(packages.items()),
             "commits": ", ".join(f"{c or 'unknown'} ({n} files)" for c, n in commits.items()),
+            # the package's files as they ran: what a commit cannot say of a dirty or copied tree
+            "code": ", ".join(f"{c} ({n} files)" for c, n in codes.items()),
             # one hash per job's settings: a count, the list a click away
             "configs": configs, "files": len(metas), "rows": len(rows),
             "ran_on": ", ".join(f"{d} ({n} files)" for d, n in sorted(ran_on.items()))

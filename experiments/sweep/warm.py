@@ -108,11 +108,12 @@ def compose_once():
 
 
 def package_metadata():
-    """Read the package versions once (core/provenance.py), so a job's own read finds
-    importlib.metadata's directory listings and platform's answers cached."""
-    from experiments.core.provenance import package_versions
+    """Read the package versions and hash its files once (core/provenance.py), so a job's own
+    read finds importlib.metadata's directory listings, platform's answers and the hash cached."""
+    from experiments.core.provenance import code_hash, package_versions
 
     package_versions()
+    code_hash()
     yield
 
 

@@ -356,3 +356,23 @@ def test_the_slow_point_guard_follows_a_rate_still_falling():
     assert steady.shortfall == pytest.approx(4.0) and steady.growth == pytest.approx(2.0)
 
 
+
+
+def test_the_code_hash_follows_the_files_not_where_they_lie(tmp_path):
+    """Two copies of one tree hash alike; a changed byte, a renamed file hash apart; bytecode
+    caches are left out."""
+    from experiments.core.provenance import code_hash, tree_hash
+
+    for copy in ("a", "b"):
+        (tmp_path / copy / "sub").mkdir(parents=True)
+        (tmp_path / copy / "sub" / "m.py").write_text("x = 1\n")
+        (tmp_path / copy / "B.py").write_text("y = 2\n")
+    (tmp_path / "b" / "__pycache__").mkdir()
+    (tmp_path / "b" / "__pycache__" / "m.pyc").write_bytes(b"\x00\x01")
+    same = tree_hash(tmp_path / "a")
+    assert tree_hash(tmp_path / "b") == same
+    (tmp_path / "b" / "sub" / "m.py").write_text("x = 2\n")
+    assert tree_hash(tmp_path / "b") != same
+    (tmp_path / "a" / "B.py").rename(tmp_path / "a" / "C.py")
+    assert tree_hash(tmp_path / "a") != same
+    assert len(code_hash()) == 16 and code_hash() == code_hash()
