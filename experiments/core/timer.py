@@ -25,6 +25,10 @@ from experiments.core.cpu_time import SampleOffCpu
 # One sample should last at least this long, so timer resolution and launch gaps are noise.
 SAMPLE_TARGET_S = {"cuda": 1e-3, "cpu": 2e-3}
 MAX_INNER = 10_000
+# How far past max_samples a point short of min_point_s may sample: its calls ran up to that much
+# faster than planned (a cold first call estimated them), or min_point_s asks for more than
+# max_samples samples of SAMPLE_TARGET_S (a CPU's DRAM point: 1.5 s of 5 ms calls)
+PAST_PLAN = 10
 # Calls longer than this are timed as eager launches: the ~9 us launch cost is then under a few
 # percent, and a graph would change what is measured (a captured copy_ becomes a memcpy node that
 # the copy engines run, well below the copy kernel's rate).
@@ -258,13 +262,14 @@ def sample(timer, fn, inner: int, samples: int, precision: float = 0.0,
     """Up to `samples` samples, in chunks; stops early once at least `min_samples` samples and
     `min_point_s` seconds are in and the median is known to `precision` (relative half-width of
     its 95 % interval), as nvbench stops on its noise criterion. precision=0: all of them.
-    Samples short of `min_point_s` go on past `samples`, up to `max_samples`: a plan made on a
-    slow first call (a kernel compiled in it) would otherwise stop a point short of its time."""
+    Samples short of `min_point_s` go on past `samples`, up to PAST_PLAN x `max_samples`: a plan
+    made on a slow first call (a kernel compiled in it) would otherwise stop a point short of its
+    time."""
     if not precision:
         return np.asarray(timer.run(fn, inner, samples), dtype=float)
     chunk = max(min_samples, 6, math.ceil(samples / 8))
     parts, taken, t0 = [], 0, time.perf_counter()
-    cap = max(samples, max_samples or 0)
+    cap = max(samples, (max_samples or 0) * PAST_PLAN)
     while taken < samples or (taken < cap and time.perf_counter() - t0 < min_point_s):
         if taken < samples:
             left = samples - taken

@@ -96,7 +96,8 @@ def html(a: Side, b: Side, ceilings: pd.DataFrame, table: pd.DataFrame,
                              undefined=jinja2.StrictUndefined)
     return env.get_template("compare.html.j2").render(
         a=label_a, b=label_b, groups=groups, differ=differences(ceilings, table),
-        alone=[one_line(s) for s in alone(a, b)], shared=shared(a, b), rule=RULE, intervals=INTERVALS,
+        alone=[one_line(s) for s in alone(a, b)], shared=shared(a, b), rule=RULE,
+        intervals=INTERVALS,
         calls=_with_raw(shown_calls(calls), raw(calls, "batch")), n_calls_differ=int(
             (calls.call == DIFFERS).sum()) if len(calls) else 0,
         plot=divs.get("roofline"), plot_script=interactive.deferred(script),

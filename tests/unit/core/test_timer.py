@@ -111,20 +111,21 @@ def test_a_long_call_is_warmed_up_once_and_not_timed_again_a_short_one_twice():
 
 def test_a_plan_made_on_a_slow_first_call_still_samples_min_point_s():
     """A first call that compiled its kernel plans too few samples (5 of a call 100x faster):
-    sampling goes on until min_point_s, up to max_samples, and no further."""
+    sampling goes on until min_point_s, up to PAST_PLAN x max_samples, and no further."""
     import time as clock
 
-    from experiments.core.timer import WARM_ESTIMATE_S
+    from experiments.core.timer import PAST_PLAN, WARM_ESTIMATE_S
 
     def fast(i):
         clock.sleep(0.001)
 
-    for min_point_s, cap, at_least, at_most in ((0.05, 200, 30, 60), (10.0, 40, 40, 40)):
+    for min_point_s, cap, at_least, at_most in ((0.05, 200, 30, 60),
+                                                (10.0, 40, 40 * PAST_PLAN, 40 * PAST_PLAN)):
         t0 = clock.perf_counter()
         stats = measure(fast, torch.device("cpu"), 0.001, retries=0, min_point_s=min_point_s,
                         warm_call_s=100 * WARM_ESTIMATE_S, max_samples=cap).stats
         assert at_least <= stats["samples"] <= at_most, (min_point_s, stats["samples"])
-        assert clock.perf_counter() - t0 < 1.0  # max_samples, not min_point_s, ended the 10 s one
+        assert clock.perf_counter() - t0 < 2.0  # the cap, not min_point_s, ended the 10 s one
 
 
 class _RecordingCudaTimer(CudaTimer):
@@ -226,6 +227,27 @@ def test_sampling_past_the_plan_stops_near_min_point_s_not_a_chunk_later(monkeyp
                               min_point_s=0.15, max_samples=200)
     assert clock[0] >= 0.15 and len(got) == slow.given
     assert len(got) == 8  # 5 planned (0.10 s), then the 3 that 0.05 s more takes; a chunk: 11
+
+
+def test_a_point_faster_than_planned_still_samples_min_point_s(monkeypatch):
+    """200 planned samples of 5 ms cover 1 s; min_point_s asks 1.5 s (a CPU's DRAM point at its
+    smallest working set): the point samples on past max_samples to it."""
+    import types
+
+    from experiments.core import timer as timer_module
+
+    clock = [0.0]
+    monkeypatch.setattr(timer_module, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+
+    def sample_s(i):
+        clock[0] += 0.005
+        return 0.005 * (1 + 0.01 * (i % 3))
+
+    dram = _Scripted(sample_s)
+    got = timer_module.sample(dram, None, 1, 200, precision=0.01, min_samples=5,
+                              min_point_s=1.5, max_samples=200)
+    # 300 samples at 5 ms, one more where the float sum falls short of 1.5; the old cap: 200
+    assert clock[0] >= 1.5 and len(got) == dram.given and 300 <= len(got) <= 301
 
 
 def test_cpu_timer_index_runs_on_across_chunks():
