@@ -208,9 +208,9 @@ def test_sampling_stops_once_the_median_is_known_and_not_before():
     assert time.perf_counter() - t0 >= 0.1
 
 
-def test_sampling_past_the_plan_stops_near_min_point_s_not_a_chunk_later(monkeypatch):
-    """A slow call (a DRAM point's 0.2 s) sampled to min_point_s, on a clock each sample moves
-    20 ms: the samples past the plan are what min_point_s still needs at the pace so far."""
+def _sampled_on_a_clock(monkeypatch, sample_s: float, planned: int, min_point_s: float):
+    """timer.sample on a clock each sample moves `sample_s` (each a little apart): (the samples,
+    the clock at the end, how many the timer gave)."""
     import types
 
     from experiments.core import timer as timer_module
@@ -218,36 +218,30 @@ def test_sampling_past_the_plan_stops_near_min_point_s_not_a_chunk_later(monkeyp
     clock = [0.0]
     monkeypatch.setattr(timer_module, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
 
-    def sample_s(i):
-        clock[0] += 0.02
-        return 0.02 * (1 + 0.01 * (i % 3))
+    def one(i):
+        clock[0] += sample_s
+        return sample_s * (1 + 0.01 * (i % 3))
 
-    slow = _Scripted(sample_s)
-    got = timer_module.sample(slow, None, 1, 5, precision=0.01, min_samples=5,
-                              min_point_s=0.15, max_samples=200)
-    assert clock[0] >= 0.15 and len(got) == slow.given
+    timer = _Scripted(one)
+    got = timer_module.sample(timer, None, 1, planned, precision=0.01, min_samples=5,
+                              min_point_s=min_point_s, max_samples=200)
+    return got, clock[0], timer.given
+
+
+def test_sampling_past_the_plan_stops_near_min_point_s_not_a_chunk_later(monkeypatch):
+    """A slow call (a DRAM point's 0.2 s) sampled to min_point_s, on a clock each sample moves
+    20 ms: the samples past the plan are what min_point_s still needs at the pace so far."""
+    got, clock, given = _sampled_on_a_clock(monkeypatch, 0.02, 5, 0.15)
+    assert clock >= 0.15 and len(got) == given
     assert len(got) == 8  # 5 planned (0.10 s), then the 3 that 0.05 s more takes; a chunk: 11
 
 
 def test_a_point_faster_than_planned_still_samples_min_point_s(monkeypatch):
     """200 planned samples of 5 ms cover 1 s; min_point_s asks 1.5 s (a CPU's DRAM point at its
     smallest working set): the point samples on past max_samples to it."""
-    import types
-
-    from experiments.core import timer as timer_module
-
-    clock = [0.0]
-    monkeypatch.setattr(timer_module, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
-
-    def sample_s(i):
-        clock[0] += 0.005
-        return 0.005 * (1 + 0.01 * (i % 3))
-
-    dram = _Scripted(sample_s)
-    got = timer_module.sample(dram, None, 1, 200, precision=0.01, min_samples=5,
-                              min_point_s=1.5, max_samples=200)
+    got, clock, given = _sampled_on_a_clock(monkeypatch, 0.005, 200, 1.5)
     # 300 samples at 5 ms, one more where the float sum falls short of 1.5; the old cap: 200
-    assert clock[0] >= 1.5 and len(got) == dram.given and 300 <= len(got) <= 301
+    assert clock >= 1.5 and len(got) == given and 300 <= len(got) <= 301
 
 
 def test_cpu_timer_index_runs_on_across_chunks():
