@@ -356,8 +356,6 @@ def test_the_slow_point_guard_follows_a_rate_still_falling():
     assert steady.shortfall == pytest.approx(4.0) and steady.growth == pytest.approx(2.0)
 
 
-
-
 def test_the_code_hash_follows_the_files_not_where_they_lie(tmp_path):
     """Two copies of one tree hash alike; a changed byte, a renamed file hash apart; bytecode
     caches are left out."""
