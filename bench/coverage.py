@@ -15,6 +15,7 @@ The workloads' times per call (compare.workload_calls, RUN_TO_RUN "workload") ar
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 from pathlib import Path
 from unittest import mock
@@ -27,25 +28,30 @@ from experiments.report import compare
 KEY = ["device_kind", "ceiling", "dtype"]
 
 
-def fitted(run: Path, floors: bool = True) -> pd.DataFrame:
+@functools.cache
+def _own(run: Path) -> dataset.Dataset:
+    """The run's dataset, its own rows only (read once: fitted and calls both need it)."""
     ds = dataset.load(run / "measurements.parquet")
     ds.rows = ds.rows[ds.rows.source == "run"] if "source" in ds.rows else ds.rows
+    return ds
+
+
+def fitted(run: Path, floors: bool = True) -> pd.DataFrame:
+    ds = _own(run)
     zero = {k: dict.fromkeys(v, 0.0) for k, v in plateaus.RUN_TO_RUN.items()}
     with mock.patch.dict(plateaus.RUN_TO_RUN, plateaus.RUN_TO_RUN if floors else zero):
         c = roofline.fit(ds)
     c = c[c.value.notna()]
     c = c.assign(dtype=c.dtype.fillna(""), family=c.ceiling.map(plateaus.FAMILY),
-                 kind=c.device_kind.map(lambda k: "cpu" if k == "cpu" else "gpu"))
+                 kind=c.device_kind.map(plateaus.floor_kind))
     return c.set_index(KEY)
 
 
 def calls(run: Path) -> pd.DataFrame:
     """The run's own workload calls, each with its interval (compare.workload_calls)."""
-    rows = dataset.load(run / "measurements.parquet").rows
-    rows = rows[rows.source == "run"] if "source" in rows else rows
-    w = compare.workload_calls(rows).drop_duplicates(["device"] + compare.WORKLOAD_KEY)
-    kind = w.device_kind.map(lambda k: "cpu" if k == "cpu" else "gpu")
-    return w.assign(kind=kind).set_index(["kind", "device"] + compare.WORKLOAD_KEY)
+    key = ["device"] + compare.WORKLOAD_KEY
+    w = compare.workload_calls(_own(run).rows).drop_duplicates(key)
+    return w.assign(kind=w.device_kind.map(plateaus.floor_kind)).set_index(["kind"] + key)
 
 
 def pairs(runs: dict[str, pd.DataFrame], names: list[str]):

@@ -7,24 +7,12 @@
 # Files under $OUT: rN.tgz (per run: measurements.parquet, ceilings.parquet, claims.parquet,
 # summary.txt, compare.csv against the first, sweep.log, the job logs), shared.tgz with
 # COTENANT=1, times.txt, tree.sha (the files that ran; tree.files: each one's hash).
-python3 -m pip install -q --no-index --find-links .whl snakemake hydra-core || exit 1
-# optional: the report's interactive plots, NVML's process list (.whl: wheels.sh bokeh nvidia-ml-py)
-for extra in bokeh nvidia-ml-py; do
-  python3 -m pip install -q --no-index --find-links .whl "$extra" 2>/dev/null \
-    || echo "no $extra wheel in .whl: going on without it"
-done
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-$PWD/out}; N=${N:-2}; HOST=${HOST:-node}; FIRST=${FIRST:-1}
 WORK=${WORK:-$(mktemp -d)}; mkdir -p "$WORK" "$OUT/runs"  # WORK: keep r1 for a later call
-# provenance: the device's .git can lag the tree, so hash the files themselves, in C order (a
-# locale collates otherwise, and the same files would hash apart)
-git ls-files -co --exclude-standard | grep -v "^\.whl/" | LC_ALL=C sort | while read -r f; do [ -f "$f" ] && sha256sum "$f"; done \
-  > "$OUT/tree.files"  # each file's hash: a tree.sha unlike this checkout's is diffed against it
-sha256sum < "$OUT/tree.files" | cut -c1-16 > "$OUT/tree.sha"
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader \
-  >> "$OUT/times.txt" 2>&1 || true
+. bench/device_setup.sh
 sweep() {  # sweep NAME [config KEY=VALUE ...]   (PRESET=--quick for a quick one)
   local name=$1; shift
   local tree=$WORK/$name; mkdir -p "$tree"

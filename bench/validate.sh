@@ -14,21 +14,11 @@
 # measurements.parquet, ceilings.parquet, placements.parquet, summary.txt, report.html,
 # sweep.log, validate.log, times.txt (each stage's seconds), tree.sha (the files that ran;
 # tree.files: each one's hash).
-python3 -m pip install -q --no-index --find-links .whl snakemake hydra-core || exit 1
-# optional: the report's interactive plots, NVML's process list (.whl: wheels.sh bokeh nvidia-ml-py)
-for extra in bokeh nvidia-ml-py; do
-  python3 -m pip install -q --no-index --find-links .whl "$extra" 2>/dev/null \
-    || echo "no $extra wheel in .whl: going on without it"
-done
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
-OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"
-git ls-files -co --exclude-standard | grep -v "^\.whl/" | LC_ALL=C sort | while read -r f; do
-  [ -f "$f" ] && sha256sum "$f"; done > "$OUT/tree.files"  # each file's, to diff a tree.sha
-sha256sum < "$OUT/tree.files" | cut -c1-16 > "$OUT/tree.sha"
-command -v nvidia-smi > /dev/null && nvidia-smi \
-  --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader >> "$OUT/times.txt"
+OUT=${OUT:-$PWD/out}
+. bench/device_setup.sh
 WORK=$(mktemp -d); TREE=$WORK/tree; RES=$WORK/results; mkdir -p "$TREE"
 tar --exclude=./.whl --exclude=./.snakemake --exclude=./results/run --exclude=./out \
   --exclude=./.git -cf - . | tar -xf - -C "$TREE"

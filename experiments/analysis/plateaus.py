@@ -144,10 +144,15 @@ FAMILY = {"l1_bw": "cache", "l2_bw": "cache", "l3_bw": "cache", "dram_bw": "dram
           "latency_graph": "latency", "latency_eager": "eager_launch"}
 
 
+def floor_kind(device_kind: str) -> str:
+    """RUN_TO_RUN's key for a device kind: "cpu", else "gpu" (cuda, and any accelerator)."""
+    return "cpu" if device_kind == "cpu" else "gpu"
+
+
 def repeatable(c: dict, device_kind: str) -> dict:
     """Ceiling row `c` with its interval widened to at least RUN_TO_RUN around its value (a
     ridge's, a ratio of two ceilings, is widened where it is made from theirs)."""
-    f = RUN_TO_RUN["cpu" if device_kind == "cpu" else "gpu"].get(FAMILY.get(c["ceiling"]))
+    f = RUN_TO_RUN[floor_kind(device_kind)].get(FAMILY.get(c["ceiling"]))
     v = float(c["value"])
     if f is None or not math.isfinite(v):
         return c

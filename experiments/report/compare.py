@@ -302,7 +302,7 @@ def repeatable_calls(calls: pd.DataFrame) -> pd.DataFrame:
     run-to-run spread of its device kind's calls (plateaus.RUN_TO_RUN "workload"): where a
     repeat's time per call lands, as a ceiling's interval is."""
     f = calls.device_kind.map(
-        lambda k: plateaus.RUN_TO_RUN["cpu" if k == "cpu" else "gpu"]["workload"]).astype(float)
+        lambda k: plateaus.RUN_TO_RUN[plateaus.floor_kind(k)]["workload"]).astype(float)
     return calls.assign(ci_low=calls.ci_low.fillna(calls.value).clip(upper=calls.value / (1 + f)),
                         ci_high=calls.ci_high.fillna(calls.value).clip(lower=calls.value * (1 + f)))
 
